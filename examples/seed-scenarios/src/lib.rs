@@ -1,0 +1,179 @@
+//! Shared pieces of the seed scenarios: the mps2-an385 interrupt table, the CMSDK timers, the
+//! workload functions, and the way a scenario ends.
+#![no_std]
+
+use core::arch::asm;
+use core::ptr::{read_volatile, write_volatile};
+
+use cortex_m_semihosting::debug;
+
+/// One entry of the device part of the vector table.
+#[repr(C)]
+pub union Vector {
+    handler: unsafe extern "C" fn(),
+    reserved: usize,
+}
+
+unsafe extern "C" {
+    fn UARTRX0();
+    fn UARTTX0();
+    fn UARTRX1();
+    fn UARTTX1();
+    fn UARTRX2();
+    fn UARTTX2();
+    fn GPIO0();
+    fn GPIO1();
+    fn TIMER0();
+    fn TIMER1();
+    fn DUALTIMER();
+    fn SPI0();
+    fn UARTOVF();
+    fn ETHERNET();
+    fn I2S();
+    fn TOUCHSCREEN();
+    fn IRQ16();
+    fn IRQ17();
+    fn IRQ18();
+    fn IRQ19();
+    fn IRQ20();
+    fn IRQ21();
+    fn IRQ22();
+    fn IRQ23();
+    fn IRQ24();
+    fn IRQ25();
+    fn IRQ26();
+    fn IRQ27();
+    fn IRQ28();
+    fn IRQ29();
+    fn IRQ30();
+    fn IRQ31();
+}
+
+/// The 32 device interrupts of the mps2-an385, by the names of its application note. Each
+/// defaults to `DefaultHandler` (see `device.x`) unless a bin defines a function of that name.
+#[unsafe(link_section = ".vector_table.interrupts")]
+#[unsafe(no_mangle)]
+pub static __INTERRUPTS: [Vector; 32] = [
+    Vector { handler: UARTRX0 },
+    Vector { handler: UARTTX0 },
+    Vector { handler: UARTRX1 },
+    Vector { handler: UARTTX1 },
+    Vector { handler: UARTRX2 },
+    Vector { handler: UARTTX2 },
+    Vector { handler: GPIO0 },
+    Vector { handler: GPIO1 },
+    Vector { handler: TIMER0 },
+    Vector { handler: TIMER1 },
+    Vector { handler: DUALTIMER },
+    Vector { handler: SPI0 },
+    Vector { handler: UARTOVF },
+    Vector { handler: ETHERNET },
+    Vector { handler: I2S },
+    Vector {
+        handler: TOUCHSCREEN,
+    },
+    Vector { handler: IRQ16 },
+    Vector { handler: IRQ17 },
+    Vector { handler: IRQ18 },
+    Vector { handler: IRQ19 },
+    Vector { handler: IRQ20 },
+    Vector { handler: IRQ21 },
+    Vector { handler: IRQ22 },
+    Vector { handler: IRQ23 },
+    Vector { handler: IRQ24 },
+    Vector { handler: IRQ25 },
+    Vector { handler: IRQ26 },
+    Vector { handler: IRQ27 },
+    Vector { handler: IRQ28 },
+    Vector { handler: IRQ29 },
+    Vector { handler: IRQ30 },
+    Vector { handler: IRQ31 },
+];
+
+/// Base address of CMSDK APB timer 0 (interrupt 8).
+pub const TIMER0_BASE: usize = 0x4000_0000;
+/// Base address of CMSDK APB timer 1 (interrupt 9).
+pub const TIMER1_BASE: usize = 0x4000_1000;
+
+/// Start timer 1 as a free-running clock (25 MHz on mps2-an385: 40 instructions a tick in QEMU).
+pub fn clock_start() {
+    // SAFETY: CMSDK timer registers of the mps2 machines.
+    unsafe {
+        write_volatile((TIMER1_BASE) as *mut u32, 0);
+        write_volatile((TIMER1_BASE + 8) as *mut u32, u32::MAX);
+        write_volatile((TIMER1_BASE + 4) as *mut u32, u32::MAX);
+        write_volatile((TIMER1_BASE) as *mut u32, 1);
+    }
+}
+
+/// Ticks of timer 1 since [`clock_start`].
+#[inline(always)]
+pub fn now() -> u32 {
+    // SAFETY: reading the down-counter of timer 1.
+    !unsafe { read_volatile((TIMER1_BASE + 4) as *const u32) }
+}
+
+/// Spin `n` times; the unit of work of every scenario. The label only makes each function's
+/// loop distinct, so that the compiler does not fold identical functions into one.
+#[macro_export]
+macro_rules! spin {
+    ($n:expr, $label:literal) => {
+        for _ in 0..$n {
+            // SAFETY: a no-op instruction (the rest is an assembler comment).
+            unsafe {
+                core::arch::asm!(
+                    concat!("nop @ ", $label),
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+        }
+    };
+}
+
+/// 70 % of the three-loop program.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn hot_a(n: u32) {
+    spin!(n, "hot_a")
+}
+
+/// 20 % of the three-loop program.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn hot_b(n: u32) {
+    spin!(n, "hot_b")
+}
+
+/// 10 % of the three-loop program.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn hot_c(n: u32) {
+    spin!(n, "hot_c")
+}
+
+/// Start the sampler when the firmware is built for `cargo sample`.
+pub fn sampling_start() {
+    #[cfg(feature = "sample")]
+    sampler_rt::start();
+}
+
+/// End the scenario: send the samples taken so far (when sampling) and leave QEMU with `code`.
+pub fn finish(code: i32) -> ! {
+    #[cfg(feature = "sample")]
+    sampler_rt::flush();
+    if code == 0 {
+        debug::exit(debug::EXIT_SUCCESS);
+    } else {
+        debug::exit(debug::EXIT_FAILURE);
+    }
+    loop {
+        // SAFETY: waiting for an interrupt has no memory effects.
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    cortex_m_semihosting::hprintln!("panic: {}", info);
+    finish(101)
+}

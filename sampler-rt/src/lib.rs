@@ -1,0 +1,111 @@
+//! Statistical PC sampling for Cortex-M firmware, driven by `cargo sample`.
+//!
+//! Add it as an optional dependency behind a feature and call [`start`] at the top of `main`:
+//!
+//! ```toml
+//! [dependencies]
+//! sampler-rt = { version = "0.1", optional = true }
+//!
+//! [features]
+//! sample = ["dep:sampler-rt"]
+//! ```
+//!
+//! ```ignore
+//! #[entry]
+//! fn main() -> ! {
+//!     #[cfg(feature = "sample")]
+//!     sampler_rt::start();
+//!     // ...
+//! }
+//! ```
+//!
+//! `cargo sample` writes the run's configuration (mode, period, jitter, number of samples) into
+//! the firmware's RAM before it starts, so one ELF serves every setting and the report is
+//! symbolized against the very image that ran.
+//!
+//! # How it samples
+//! A timer interrupt of the highest priority (SysTick unless the `systick` feature is off) takes
+//! the interrupted program counter from the exception frame, on MSP or PSP as bit 2 of
+//! EXC_RETURN says, and stores it in a ring. The handler is written in assembly: 13 instructions
+//! per sample at a constant period, 20 with a random period (ARMv7-M, counted exactly in QEMU).
+//! When the requested number of samples is taken the timer stops and the dump goes to the host
+//! (through semihosting in QEMU); `cargo sample` then decodes it.
+//!
+//! # Features
+//! - `systick` (default): the sampler owns the SysTick exception. Turn it off when the
+//!   application uses SysTick itself, and pace the sampler with a CMSDK timer through
+//!   [`cmsdk_timer_interrupt!`] instead.
+//!
+//! # Build-time settings
+//! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring
+//!   costs 4 bytes of RAM per slot, plus 64 bytes of state and 40 of configuration.
+//!
+//! The dump format and the configuration block are defined in [`wire`], shared with the host.
+#![no_std]
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod wire;
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+mod target;
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub use target::{exit, flush, samples_taken, start, stop};
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::target::{SAMPLER_RT_STATE, sampler_rt_entry};
+}
+
+/// Version of this crate as carried in dumps: `major << 8 | minor`.
+pub const RT_VERSION: u16 = {
+    let major = parse_u16(env!("CARGO_PKG_VERSION_MAJOR"));
+    let minor = parse_u16(env!("CARGO_PKG_VERSION_MINOR"));
+    major << 8 | minor
+};
+
+const fn parse_u16(s: &str) -> u16 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0u16;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as u16;
+        i += 1;
+    }
+    v
+}
+
+/// Define the interrupt handler of an Arm CMSDK APB timer (mps2/mps3 machines) as the sampling
+/// interrupt, for applications that keep SysTick for themselves.
+///
+/// Give the name of the interrupt's vector, as your device crate (PAC) or `device.x` spells it.
+/// Then run `cargo sample --timer cmsdk:BASE:IRQ`, e.g. `--timer cmsdk:0x40000000:8` for
+/// TIMER0 of mps2-an385. The handler acknowledges the timer (5 more instructions per sample)
+/// and continues in the same sampling code as the SysTick handler.
+///
+/// ```ignore
+/// sampler_rt::cmsdk_timer_interrupt!(TIMER0);
+/// ```
+#[macro_export]
+macro_rules! cmsdk_timer_interrupt {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        #[doc(hidden)]
+        #[allow(non_snake_case)]
+        pub unsafe extern "C" fn $name() {
+            ::core::arch::naked_asm!(
+                "ldr r1, ={state}",
+                "ldr r0, [r1, #28]",
+                "movs r2, #1",
+                "str r2, [r0]",
+                "b {entry}",
+                ".ltorg",
+                state = sym $crate::__private::SAMPLER_RT_STATE,
+                entry = sym $crate::__private::sampler_rt_entry,
+            )
+        }
+    };
+}

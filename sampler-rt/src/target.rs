@@ -1,0 +1,652 @@
+//! The on-target half: state, handlers, timers, semihosting and the dump writer.
+
+use core::arch::{asm, naked_asm};
+use core::mem::MaybeUninit;
+use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+
+use crate::wire::{self, Config, Info};
+
+const RING_SLOTS: usize = parse_usize(env!("SAMPLER_RT_RING_SLOTS"));
+
+const fn parse_usize(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0usize;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as usize;
+        i += 1;
+    }
+    v
+}
+
+/// The sampler's state. The first eight words are read by the assembly handlers, so their
+/// offsets are fixed; the host reads the whole block when it snapshots a running firmware.
+///
+/// ```text
+///  0 wptr        next ring slot to write
+///  4 remaining   samples left before the slow path runs (ring end or limit)
+///  8 rng         xorshift32 state
+/// 12 mask        jitter mask
+/// 16 reload      base reload value
+/// 20 reload_reg  address of the timer's reload register
+/// 24 handler     address of the sampling variant (Thumb bit set)
+/// 28 ack_reg     address written with 1 to acknowledge a CMSDK timer
+/// 32 chunk       length of the current chunk
+/// 36 before      samples taken before the current chunk
+/// 40 limit       samples requested, 0 = until stopped
+/// 44 capacity    ring slots
+/// 48 ring        address of the ring
+/// 52 mode, stop, timer, priority (bytes)
+/// 56 sink, config_found, phase, arch (bytes)
+/// 60 magic       "SSTA" once `start` ran
+/// ```
+#[repr(C)]
+pub struct State {
+    wptr: u32,
+    remaining: u32,
+    rng: u32,
+    mask: u32,
+    reload: u32,
+    reload_reg: u32,
+    handler: u32,
+    ack_reg: u32,
+    chunk: u32,
+    before: u32,
+    limit: u32,
+    capacity: u32,
+    ring: u32,
+    mode: u8,
+    stop: u8,
+    timer: u8,
+    priority: u8,
+    sink: u8,
+    config_found: u8,
+    phase: u8,
+    arch: u8,
+    magic: u32,
+}
+
+const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
+const PHASE_IDLE: u8 = 0;
+const PHASE_RUNNING: u8 = 1;
+const PHASE_STOPPED: u8 = 2;
+const PHASE_DUMPED: u8 = 3;
+
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+pub static mut SAMPLER_RT_STATE: State = State {
+    wptr: 0,
+    remaining: 0,
+    rng: 0,
+    mask: 0,
+    reload: 0,
+    reload_reg: 0,
+    handler: 0,
+    ack_reg: 0,
+    chunk: 0,
+    before: 0,
+    limit: 0,
+    capacity: 0,
+    ring: 0,
+    mode: 0,
+    stop: 0,
+    timer: 0,
+    priority: 0,
+    sink: 0,
+    config_found: 0,
+    phase: PHASE_IDLE,
+    arch: ARCH,
+    magic: 0,
+};
+
+/// The ring of raw program counters. Not zeroed at boot: only the slots written are read.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".uninit.SAMPLER_RT_RING")]
+static mut SAMPLER_RT_RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
+
+/// The host's configuration for this run. It is initialised data, so its initial bytes are in
+/// the image: the host writes the run's settings there in the copy of the ELF it loads, and the
+/// runtime copies them to RAM at boot. All zeros (an invalid block) selects the defaults.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".data.SAMPLER_RT_CONFIG")]
+static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = [0; wire::CONFIG_LEN];
+
+#[cfg(armv6m)]
+const ARCH: u8 = 6;
+#[cfg(not(armv6m))]
+const ARCH: u8 = 7;
+
+const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
+const SCB_ICSR: *mut u32 = 0xE000_ED04 as *mut u32;
+const SCB_SHPR3: *mut u32 = 0xE000_ED20 as *mut u32;
+const NVIC_ISER: *mut u32 = 0xE000_E100 as *mut u32;
+const NVIC_ICER: *mut u32 = 0xE000_E180 as *mut u32;
+const NVIC_ICPR: *mut u32 = 0xE000_E280 as *mut u32;
+const NVIC_IPR: *mut u32 = 0xE000_E400 as *mut u32;
+const ICSR_PENDSTCLR: u32 = 1 << 25;
+
+const CMSDK_CTRL: u32 = 0x00;
+const CMSDK_VALUE: u32 = 0x04;
+const CMSDK_RELOAD: u32 = 0x08;
+const CMSDK_INTCLEAR: u32 = 0x0C;
+
+fn state() -> *mut State {
+    addr_of_mut!(SAMPLER_RT_STATE)
+}
+
+fn defaults() -> Config {
+    Config {
+        mode: wire::MODE_RING,
+        sink: wire::SINK_NONE,
+        priority: 0,
+        timer: wire::TIMER_SYSTICK,
+        reload: 1999,
+        jitter_mask: 1023,
+        limit: RING_SLOTS as u32,
+        seed: 0x9E37_79B9,
+        timer_base: 0,
+        timer_irq: 0,
+    }
+}
+
+fn read_config() -> Option<Config> {
+    let mut b = [0u8; wire::CONFIG_LEN];
+    let src = addr_of!(SAMPLER_RT_CONFIG) as *const u8;
+    for (i, byte) in b.iter_mut().enumerate() {
+        // SAFETY: the block is CONFIG_LEN bytes of plain memory; volatile because the host
+        // wrote it behind the compiler's back.
+        *byte = unsafe { read_volatile(src.add(i)) };
+    }
+    Config::decode(&b)
+}
+
+/// Start sampling with the configuration `cargo sample` placed in RAM for this run (or the
+/// built-in defaults when the firmware was started by other means: 1023-tick random period
+/// span, ring mode, no dump transport). Call it once, early in `main`; later calls do nothing.
+pub fn start() {
+    let s = state();
+    // SAFETY: single-core; the sampling interrupt is not enabled until the end of this function.
+    unsafe {
+        if (*s).phase != PHASE_IDLE {
+            return;
+        }
+        let found = read_config();
+        let cfg = found.unwrap_or_else(defaults);
+        (*s).config_found = found.is_some() as u8;
+        (*s).mode = cfg.mode;
+        (*s).sink = cfg.sink;
+        (*s).timer = cfg.timer;
+        (*s).priority = cfg.priority;
+        (*s).limit = cfg.limit;
+        (*s).capacity = RING_SLOTS as u32;
+        (*s).ring = addr_of_mut!(SAMPLER_RT_RING) as u32;
+        (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        (*s).mask = cfg.jitter_mask;
+        (*s).reload = cfg.reload;
+        (*s).magic = STATE_MAGIC;
+        (*s).before = 0;
+        (*s).stop = wire::STOP_RUNNING;
+        let handler: unsafe extern "C" fn() = if cfg.jitter_mask == 0 {
+            sample_ring
+        } else {
+            sample_ring_jitter
+        };
+        (*s).handler = handler as usize as u32;
+        if cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+            (*s).phase = PHASE_STOPPED;
+            return;
+        }
+        next_chunk(s);
+        (*s).phase = PHASE_RUNNING;
+        match cfg.timer {
+            wire::TIMER_CMSDK => start_cmsdk(s, &cfg),
+            _ => start_systick(s, &cfg),
+        }
+    }
+}
+
+/// # Safety
+/// `s` is the sampler state, not yet sampling.
+unsafe fn next_chunk(s: *mut State) {
+    // SAFETY: called with the sampling interrupt unable to run (before it starts, or from it).
+    unsafe {
+        let cap = (*s).capacity;
+        let pos = (*s).before % cap;
+        let mut chunk = cap - pos;
+        if (*s).limit != 0 {
+            chunk = chunk.min((*s).limit - (*s).before);
+        }
+        (*s).chunk = chunk;
+        (*s).remaining = chunk;
+        (*s).wptr = (*s).ring + 4 * pos;
+    }
+}
+
+/// # Safety
+/// Programs SysTick; the `systick` feature must provide its handler.
+unsafe fn start_systick(s: *mut State, cfg: &Config) {
+    // SAFETY: memory-mapped system registers of every ARMv6-M/ARMv7-M/ARMv8-M core.
+    unsafe {
+        (*s).reload_reg = SYST_RVR as u32;
+        let shpr3 = read_volatile(SCB_SHPR3);
+        write_volatile(
+            SCB_SHPR3,
+            (shpr3 & 0x00FF_FFFF) | (cfg.priority as u32) << 24,
+        );
+        write_volatile(SYST_CSR, 0);
+        write_volatile(SYST_RVR, cfg.reload & 0x00FF_FFFF);
+        write_volatile(SYST_CVR, 0);
+        // ENABLE | TICKINT | CLKSOURCE (core clock).
+        write_volatile(SYST_CSR, 7);
+    }
+}
+
+/// # Safety
+/// Programs the CMSDK timer at `cfg.timer_base`; [`crate::cmsdk_timer_interrupt!`] must
+/// provide its handler.
+unsafe fn start_cmsdk(s: *mut State, cfg: &Config) {
+    let base = cfg.timer_base;
+    let irq = cfg.timer_irq;
+    // SAFETY: the host named a CMSDK APB timer at this base address and its interrupt number.
+    unsafe {
+        (*s).reload_reg = base + CMSDK_RELOAD;
+        (*s).ack_reg = base + CMSDK_INTCLEAR;
+        write_volatile((base + CMSDK_CTRL) as *mut u32, 0);
+        write_volatile((base + CMSDK_RELOAD) as *mut u32, cfg.reload);
+        write_volatile((base + CMSDK_VALUE) as *mut u32, cfg.reload);
+        write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+        let ipr = NVIC_IPR.add((irq / 4) as usize);
+        let shift = (irq % 4) * 8;
+        let v = read_volatile(ipr) & !(0xFF << shift);
+        write_volatile(ipr, v | (cfg.priority as u32) << shift);
+        write_volatile(NVIC_ISER.add((irq / 32) as usize), 1 << (irq % 32));
+        // ENABLE | INTERRUPT ENABLE.
+        write_volatile((base + CMSDK_CTRL) as *mut u32, 0b1001);
+    }
+}
+
+fn stop_timer(s: *mut State) {
+    // SAFETY: stopping the timer this state started; clearing a pending request is harmless.
+    unsafe {
+        match (*s).timer {
+            wire::TIMER_CMSDK => {
+                let base = (*s).reload_reg - CMSDK_RELOAD;
+                let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
+                write_volatile((base + CMSDK_CTRL) as *mut u32, 0);
+                write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+                write_volatile(NVIC_ICER.add((irq / 32) as usize), 1 << (irq % 32));
+                write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+            }
+            _ => {
+                write_volatile(SYST_CSR, 0);
+                write_volatile(SCB_ICSR, ICSR_PENDSTCLR);
+            }
+        }
+    }
+}
+
+/// Samples taken so far.
+pub fn samples_taken() -> u32 {
+    let s = state();
+    // SAFETY: plain reads of words the handler updates atomically.
+    unsafe {
+        let before = read_volatile(addr_of!((*s).before));
+        let chunk = read_volatile(addr_of!((*s).chunk));
+        let remaining = read_volatile(addr_of!((*s).remaining));
+        before + chunk - remaining
+    }
+}
+
+/// Stop sampling and keep what was taken (a later [`flush`] or [`exit`] still sends it).
+pub fn stop() {
+    let s = state();
+    without_interrupts(|| {
+        // SAFETY: the sampling interrupt is masked.
+        unsafe {
+            if (*s).phase == PHASE_RUNNING {
+                stop_timer(s);
+                (*s).phase = PHASE_STOPPED;
+                (*s).stop = wire::STOP_FIRMWARE;
+            }
+        }
+    });
+}
+
+/// Stop sampling and send the dump now (in QEMU: write it through semihosting). Call this before
+/// a firmware ends by its own means, so that the samples taken so far reach the host.
+pub fn flush() {
+    stop();
+    // SAFETY: sampling is stopped; nothing else touches the state.
+    unsafe { send_dump(state()) };
+}
+
+/// Send the dump and end the program through semihosting with `code` (QEMU exits with it).
+pub fn exit(code: i32) -> ! {
+    flush();
+    semihosting_exit(code)
+}
+
+/// Run `f` with interrupts masked, restoring PRIMASK afterwards.
+fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let primask: u32;
+    // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
+    unsafe { asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack)) };
+    let r = f();
+    if primask & 1 == 0 {
+        // SAFETY: interrupts were enabled on entry.
+        unsafe { asm!("cpsie i", options(nomem, nostack)) };
+    }
+    r
+}
+
+/// Entered from the handlers (a tail branch, in handler mode) when the current chunk is full:
+/// at the end of the ring, or when the requested number of samples is taken.
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_slow() {
+    let s = state();
+    // SAFETY: runs inside the sampling interrupt, which cannot preempt itself.
+    unsafe {
+        (*s).before += (*s).chunk;
+        (*s).chunk = 0;
+        if (*s).limit != 0 && (*s).before >= (*s).limit {
+            stop_timer(s);
+            (*s).phase = PHASE_STOPPED;
+            (*s).stop = wire::STOP_LIMIT;
+            if (*s).sink == wire::SINK_SEMIHOSTING {
+                send_dump(s);
+                semihosting_exit(0);
+            }
+        } else {
+            next_chunk(s);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers. The entry finds the exception frame (MSP or PSP by bit 2 of EXC_RETURN), loads
+// the interrupted PC and jumps to the variant `start` chose, with r1 = &SAMPLER_RT_STATE and the
+// PC in r12 (ARMv7-M) or r0 (ARMv6-M). r0-r3 and r12 are stacked by the core.
+
+/// The sampling interrupt's entry (the SysTick vector, or the tail of a CMSDK timer handler).
+#[cfg(not(armv6m))]
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn sampler_rt_entry() {
+    naked_asm!(
+        "ldr r1, ={state}",
+        "tst lr, #4",
+        "ite eq",
+        "mrseq r12, msp",
+        "mrsne r12, psp",
+        "ldr r12, [r12, #24]",
+        "ldr pc, [r1, #24]",
+        ".ltorg",
+        state = sym SAMPLER_RT_STATE,
+    )
+}
+
+/// The sampling interrupt's entry (ARMv6-M: no IT blocks, `tst` takes registers only).
+#[cfg(armv6m)]
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn sampler_rt_entry() {
+    naked_asm!(
+        "ldr r1, ={state}",
+        "mov r2, lr",
+        "movs r0, #4",
+        "tst r2, r0",
+        "bne 1f",
+        "mrs r0, msp",
+        "b 2f",
+        "1:",
+        "mrs r0, psp",
+        "2:",
+        "ldr r0, [r0, #24]",
+        "ldr r2, [r1, #24]",
+        "bx r2",
+        ".ltorg",
+        state = sym SAMPLER_RT_STATE,
+    )
+}
+
+// With the `systick` feature the SysTick vector is the entry itself: no extra branch. A second
+// definition of `SysTick` (the application's own) is a link error, as it should be.
+#[cfg(feature = "systick")]
+core::arch::global_asm!(".globl SysTick", ".thumb_set SysTick, sampler_rt_entry");
+
+/// Ring, constant period (ARMv7-M): 6 instructions after the entry's 7.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring() {
+    naked_asm!(
+        "ldm r1, {{r0, r2}}",
+        "str r12, [r0], #4",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, random period (ARMv7-M): xorshift32, then reload = base + (rng & mask).
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_jitter() {
+    naked_asm!(
+        "ldm r1, {{r0, r2, r3}}",
+        "str r12, [r0], #4",
+        "subs r2, #1",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eor r3, r3, r3, lsl #5",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        "ldm r1, {{r0, r1, r2}}",
+        "ands r0, r3",
+        "add r0, r1",
+        "str r0, [r2]",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, constant period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "stm r2!, {{r0}}",
+        "str r2, [r1, #0]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, random period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_jitter() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "stm r2!, {{r0}}",
+        "str r2, [r1, #0]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "ldr r3, [r1, #8]",
+        "lsls r0, r3, #13",
+        "eors r3, r0",
+        "lsrs r0, r3, #17",
+        "eors r3, r0",
+        "lsls r0, r3, #5",
+        "eors r3, r0",
+        "str r3, [r1, #8]",
+        "ldr r0, [r1, #12]",
+        "ands r0, r3",
+        "ldr r2, [r1, #16]",
+        "adds r0, r2",
+        "ldr r2, [r1, #20]",
+        "str r0, [r2]",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semihosting and the dump.
+
+const SYS_OPEN: u32 = 0x01;
+const SYS_CLOSE: u32 = 0x02;
+const SYS_WRITE: u32 = 0x05;
+const SYS_EXIT: u32 = 0x18;
+const SYS_EXIT_EXTENDED: u32 = 0x20;
+const ADP_STOPPED_APPLICATION_EXIT: u32 = 0x2_0026;
+/// Name of the dump file the firmware creates in the host's working directory.
+const DUMP_FILE: &[u8] = b"sampler.dump\0";
+
+/// # Safety
+/// Only where a semihosting host is attached (otherwise `bkpt` faults).
+unsafe fn semihost(op: u32, arg: *const u32) -> i32 {
+    let ret: i32;
+    // SAFETY: the semihosting calling convention; the host reads `arg`'s block.
+    unsafe {
+        asm!("bkpt #0xab", inout("r0") op as i32 => ret, in("r1") arg, options(nostack));
+    }
+    ret
+}
+
+fn semihosting_exit(code: i32) -> ! {
+    // SAFETY: `exit` is documented to need semihosting; the sampler calls it only with the
+    // semihosting sink that the host enabled.
+    unsafe {
+        if code == 0 {
+            semihost(SYS_EXIT, ADP_STOPPED_APPLICATION_EXIT as *const u32);
+        } else {
+            let block = [ADP_STOPPED_APPLICATION_EXIT, code as u32];
+            semihost(SYS_EXIT_EXTENDED, block.as_ptr());
+        }
+    }
+    loop {
+        // SAFETY: waiting for an interrupt has no memory effects.
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}
+
+struct Writer {
+    handle: u32,
+    crc: wire::Crc32,
+}
+
+impl Writer {
+    fn raw(&mut self, bytes: &[u8]) {
+        let block = [self.handle, bytes.as_ptr() as u32, bytes.len() as u32];
+        // SAFETY: the caller checked the semihosting sink.
+        unsafe { semihost(SYS_WRITE, block.as_ptr()) };
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        self.crc.update(bytes);
+        self.raw(bytes);
+    }
+
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+}
+
+unsafe extern "C" {
+    static __stext: u8;
+    static __etext: u8;
+}
+
+fn code_range() -> (u32, u32) {
+    (addr_of!(__stext) as u32, addr_of!(__etext) as u32)
+}
+
+/// # Safety
+/// Sampling stopped; the state is not changed by anyone else meanwhile.
+unsafe fn send_dump(s: *mut State) {
+    // SAFETY: see the function's contract; every pointer is into the state, ring or code.
+    unsafe {
+        if (*s).phase == PHASE_DUMPED || (*s).sink != wire::SINK_SEMIHOSTING {
+            return;
+        }
+        (*s).phase = PHASE_DUMPED;
+        let taken = (*s).before + (*s).chunk - (*s).remaining;
+        let cap = (*s).capacity;
+        let (code_start, code_end) = code_range();
+        let code = core::slice::from_raw_parts(
+            code_start as *const u8,
+            (code_end - code_start) as usize,
+        );
+        let info = Info {
+            mode: (*s).mode,
+            timer: (*s).timer,
+            stop: (*s).stop,
+            arch: ARCH,
+            reload: (*s).reload,
+            jitter_mask: (*s).mask,
+            limit: (*s).limit,
+            capacity: cap,
+            taken,
+            lost: 0,
+            code_start,
+            code_end,
+            code_crc: wire::crc32(code),
+            config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
+            config_found: (*s).config_found,
+            priority: (*s).priority,
+            rt_version: crate::RT_VERSION,
+        };
+        let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
+        let handle = semihost(SYS_OPEN, block.as_ptr());
+        if handle < 0 {
+            return;
+        }
+        let mut w = Writer {
+            handle: handle as u32,
+            crc: wire::Crc32::new(),
+        };
+        w.put(&wire::file_header());
+        w.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        w.put(&info.encode());
+        let stored = taken.min(cap);
+        w.put(&wire::record_header(wire::REC_PCS, 8 + 4 * stored));
+        w.put32(taken - stored);
+        w.put32(stored);
+        let ring = (*s).ring as *const u8;
+        let bytes = |from: u32, to: u32| {
+            core::slice::from_raw_parts(ring.add(4 * from as usize), 4 * (to - from) as usize)
+        };
+        if taken > cap {
+            let pos = taken % cap;
+            w.put(bytes(pos, cap));
+            w.put(bytes(0, pos));
+        } else {
+            w.put(bytes(0, taken));
+        }
+        let crc = w.crc.finish();
+        w.raw(&wire::record_header(wire::REC_END, 4));
+        w.raw(&crc.to_le_bytes());
+        semihost(SYS_CLOSE, [handle as u32].as_ptr());
+    }
+}

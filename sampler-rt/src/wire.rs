@@ -1,0 +1,457 @@
+//! The contract between the target and the host: the dump format and the run configuration block.
+//!
+//! This module is compiled on every target, so `cargo-sample` uses the very same constants and
+//! checksum as the firmware. `docs/dump-format.md` in the repository draws every byte.
+//!
+//! All integers are little-endian. A dump is a 16-byte file header followed by records; every
+//! record is an 8-byte record header (`kind: u16`, `flags: u16`, `len: u32`) and `len` payload
+//! bytes, padded with zeros to a multiple of 4. The last record is [`REC_END`], whose payload is
+//! the CRC-32 of every byte before it. Unknown record kinds are skipped by the host, so new kinds
+//! can be added without a new format version.
+
+/// `"SMPL"` read as a little-endian `u32`: the first word of every dump.
+pub const DUMP_MAGIC: u32 = u32::from_le_bytes(*b"SMPL");
+/// Version of the dump format. The host refuses dumps of another major version.
+pub const DUMP_VERSION: u16 = 1;
+/// Size of the file header in bytes.
+pub const FILE_HEADER_LEN: usize = 16;
+/// Size of a record header in bytes.
+pub const RECORD_HEADER_LEN: usize = 8;
+
+/// Run facts: mode, timer, period, jitter, counts, stop reason, image fingerprint. See [`Info`].
+pub const REC_INFO: u16 = 1;
+/// Raw program counters: `first_seq: u32`, `count: u32`, then `count` words.
+pub const REC_PCS: u16 = 2;
+/// Address-range histogram: `base: u32`, `shift: u32`, `outside: u32`, `count: u32`, counters.
+pub const REC_HIST: u16 = 3;
+/// Per-sample tags, parallel to a [`REC_PCS`] record: `first_seq: u32`, `count: u32`, words.
+pub const REC_TAGS: u16 = 4;
+/// Lap-timer region records.
+pub const REC_LAPS: u16 = 5;
+/// PMU counter snapshots.
+pub const REC_PMU: u16 = 6;
+/// A table of names sent by the firmware (task names for tags).
+pub const REC_NAMES: u16 = 7;
+/// End of dump: `crc32: u32` over every byte before this record.
+pub const REC_END: u16 = 0xFFFF;
+
+/// Sampling mode.
+pub const MODE_OFF: u8 = 0;
+/// Ring of raw program counters.
+pub const MODE_RING: u8 = 1;
+/// Address-range histogram bins.
+pub const MODE_HIST: u8 = 2;
+
+/// Where the dump goes when the run is done.
+pub const SINK_NONE: u8 = 0;
+/// A host file through semihosting (QEMU, or a debugger that serves semihosting).
+pub const SINK_SEMIHOSTING: u8 = 1;
+
+/// Timer that paces the sampler: the core's SysTick.
+pub const TIMER_SYSTICK: u8 = 0;
+/// An Arm CMSDK APB timer (mps2/mps3 machines); its base address is in [`Config::timer_base`].
+pub const TIMER_CMSDK: u8 = 1;
+
+/// Why sampling stopped.
+pub const STOP_RUNNING: u8 = 0;
+/// The configured number of samples was taken.
+pub const STOP_LIMIT: u8 = 1;
+/// The firmware called `sampler_rt::exit` or `sampler_rt::flush`.
+pub const STOP_FIRMWARE: u8 = 2;
+/// The host read the sampler's memory while the firmware still ran (timeout, Ctrl-C, fault).
+pub const STOP_SNAPSHOT: u8 = 3;
+
+/// Payload length of a version-1 [`REC_INFO`] record.
+pub const INFO_LEN: usize = 64;
+
+/// The facts of one run, as carried by a [`REC_INFO`] record.
+///
+/// ```text
+/// off  size  field
+///   0     1  mode            MODE_*
+///   1     1  timer           TIMER_*
+///   2     1  stop            STOP_*
+///   3     1  arch            6 = ARMv6-M entry, 7 = ARMv7-M/ARMv8-M entry
+///   4     4  reload          base value of the timer's reload register (ticks per sample - 1)
+///   8     4  jitter_mask     random ticks added per sample: 0 ..= jitter_mask
+///  12     4  limit           samples requested (0 = until stopped)
+///  16     4  capacity        ring slots (or bins) built into the firmware
+///  20     4  taken           samples taken
+///  24     4  lost            samples that could not be stored (not counting ring overwrite)
+///  28     4  code_start      start of the fingerprinted code range (`__stext`)
+///  32     4  code_end        end of the range (`__etext`)
+///  36     4  code_crc        CRC-32 of the bytes in [code_start, code_end)
+///  40     4  config_addr     address of the configuration block the firmware read
+///  44     1  config_found    1 when the host's configuration block was present and valid
+///  45     1  priority        exception priority given to the sampling timer
+///  46     2  rt_version      sampler-rt version: major << 8 | minor
+///  48    16  reserved        zero
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Info {
+    /// `MODE_*`.
+    pub mode: u8,
+    /// `TIMER_*`.
+    pub timer: u8,
+    /// `STOP_*`.
+    pub stop: u8,
+    /// 6 or 7: which handler entry sequence the firmware uses.
+    pub arch: u8,
+    /// Base value written to the timer's reload register: a sample every `reload + 1 + r`
+    /// ticks, `r` uniform in `0..=jitter_mask`.
+    pub reload: u32,
+    /// Random extra ticks per sample, uniform in `0..=jitter_mask`.
+    pub jitter_mask: u32,
+    /// Samples requested; 0 = until stopped.
+    pub limit: u32,
+    /// Ring slots built into the firmware.
+    pub capacity: u32,
+    /// Samples taken.
+    pub taken: u32,
+    /// Samples lost.
+    pub lost: u32,
+    /// Start of the fingerprinted code.
+    pub code_start: u32,
+    /// End of the fingerprinted code.
+    pub code_end: u32,
+    /// CRC-32 of the fingerprinted code.
+    pub code_crc: u32,
+    /// Address of the configuration block.
+    pub config_addr: u32,
+    /// Whether the host's configuration was found.
+    pub config_found: u8,
+    /// Exception priority of the sampling timer.
+    pub priority: u8,
+    /// sampler-rt version, `major << 8 | minor`.
+    pub rt_version: u16,
+}
+
+impl Info {
+    /// Encode into the 64-byte payload of a [`REC_INFO`] record.
+    pub fn encode(&self) -> [u8; INFO_LEN] {
+        let mut b = [0u8; INFO_LEN];
+        b[0] = self.mode;
+        b[1] = self.timer;
+        b[2] = self.stop;
+        b[3] = self.arch;
+        put32(&mut b, 4, self.reload);
+        put32(&mut b, 8, self.jitter_mask);
+        put32(&mut b, 12, self.limit);
+        put32(&mut b, 16, self.capacity);
+        put32(&mut b, 20, self.taken);
+        put32(&mut b, 24, self.lost);
+        put32(&mut b, 28, self.code_start);
+        put32(&mut b, 32, self.code_end);
+        put32(&mut b, 36, self.code_crc);
+        put32(&mut b, 40, self.config_addr);
+        b[44] = self.config_found;
+        b[45] = self.priority;
+        b[46..48].copy_from_slice(&self.rt_version.to_le_bytes());
+        b
+    }
+
+    /// Decode from a [`REC_INFO`] payload; `None` when it is shorter than version 1's.
+    pub fn decode(b: &[u8]) -> Option<Info> {
+        if b.len() < INFO_LEN {
+            return None;
+        }
+        Some(Info {
+            mode: b[0],
+            timer: b[1],
+            stop: b[2],
+            arch: b[3],
+            reload: get32(b, 4),
+            jitter_mask: get32(b, 8),
+            limit: get32(b, 12),
+            capacity: get32(b, 16),
+            taken: get32(b, 20),
+            lost: get32(b, 24),
+            code_start: get32(b, 28),
+            code_end: get32(b, 32),
+            code_crc: get32(b, 36),
+            config_addr: get32(b, 40),
+            config_found: b[44],
+            priority: b[45],
+            rt_version: u16::from_le_bytes([b[46], b[47]]),
+        })
+    }
+}
+
+/// `"SCFG"` read as a little-endian `u32`: the first word of a valid configuration block.
+pub const CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SCFG");
+/// Version of the configuration block layout.
+pub const CONFIG_VERSION: u16 = 1;
+/// Size of the configuration block in bytes.
+pub const CONFIG_LEN: usize = 40;
+/// Name of the symbol of the configuration block in the firmware ELF.
+pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
+/// Name of the symbol of the sampler's state in the firmware ELF (read by host snapshots).
+pub const STATE_SYMBOL: &str = "SAMPLER_RT_STATE";
+/// Name of the symbol of the sample ring in the firmware ELF.
+pub const RING_SYMBOL: &str = "SAMPLER_RT_RING";
+
+/// The per-run configuration the host gives the firmware, so that one build serves every period,
+/// jitter, sample count and mode. It is initialised data at [`CONFIG_SYMBOL`]: the host writes
+/// these bytes over the symbol's initial value in the copy of the image it loads (the code, and
+/// so the fingerprint, is untouched). The firmware uses the block only when the magic and the
+/// check word are right, and its built-in defaults otherwise.
+///
+/// ```text
+/// off  size  field
+///   0     4  magic        CONFIG_MAGIC
+///   4     2  version      CONFIG_VERSION
+///   6     2  len          CONFIG_LEN
+///   8     1  mode         MODE_*
+///   9     1  sink         SINK_*
+///  10     1  priority     exception priority byte for the sampling timer (0 = most urgent)
+///  11     1  timer        TIMER_*
+///  12     4  reload       base reload value: a sample every reload + 1 + (rand & jitter_mask) ticks
+///  16     4  jitter_mask  random ticks added per sample, 0 ..= jitter_mask (2^k - 1)
+///  20     4  limit        samples to take, 0 = until stopped
+///  24     4  seed         xorshift32 seed (non-zero)
+///  28     4  timer_base   base address of a CMSDK timer
+///  32     4  timer_irq    interrupt number of a CMSDK timer
+///  36     4  check        CONFIG_MAGIC ^ xor of the words at 4..36, rotated (see `check_word`)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// `MODE_*`.
+    pub mode: u8,
+    /// `SINK_*`.
+    pub sink: u8,
+    /// Exception priority byte of the sampling timer.
+    pub priority: u8,
+    /// `TIMER_*`.
+    pub timer: u8,
+    /// Base reload value of the timer (ticks per sample - 1 without jitter).
+    pub reload: u32,
+    /// Jitter mask, `2^k - 1`.
+    pub jitter_mask: u32,
+    /// Samples to take, 0 = until stopped.
+    pub limit: u32,
+    /// Random seed, non-zero.
+    pub seed: u32,
+    /// CMSDK timer base address.
+    pub timer_base: u32,
+    /// CMSDK timer interrupt number.
+    pub timer_irq: u32,
+}
+
+impl Config {
+    /// Encode into the 40 bytes the host places at [`CONFIG_SYMBOL`].
+    pub fn encode(&self) -> [u8; CONFIG_LEN] {
+        let mut b = [0u8; CONFIG_LEN];
+        put32(&mut b, 0, CONFIG_MAGIC);
+        b[4..6].copy_from_slice(&CONFIG_VERSION.to_le_bytes());
+        b[6..8].copy_from_slice(&(CONFIG_LEN as u16).to_le_bytes());
+        b[8] = self.mode;
+        b[9] = self.sink;
+        b[10] = self.priority;
+        b[11] = self.timer;
+        put32(&mut b, 12, self.reload);
+        put32(&mut b, 16, self.jitter_mask);
+        put32(&mut b, 20, self.limit);
+        put32(&mut b, 24, self.seed);
+        put32(&mut b, 28, self.timer_base);
+        put32(&mut b, 32, self.timer_irq);
+        let words = words_of(&b);
+        put32(&mut b, 36, check_word(&words));
+        b
+    }
+
+    /// Decode a configuration block; `None` unless magic, version, length and check word are right.
+    pub fn decode(b: &[u8]) -> Option<Config> {
+        if b.len() < CONFIG_LEN || get32(b, 0) != CONFIG_MAGIC {
+            return None;
+        }
+        if u16::from_le_bytes([b[4], b[5]]) != CONFIG_VERSION
+            || u16::from_le_bytes([b[6], b[7]]) as usize != CONFIG_LEN
+        {
+            return None;
+        }
+        if check_word(&words_of(b)) != get32(b, 36) {
+            return None;
+        }
+        Some(Config {
+            mode: b[8],
+            sink: b[9],
+            priority: b[10],
+            timer: b[11],
+            reload: get32(b, 12),
+            jitter_mask: get32(b, 16),
+            limit: get32(b, 20),
+            seed: get32(b, 24),
+            timer_base: get32(b, 28),
+            timer_irq: get32(b, 32),
+        })
+    }
+}
+
+fn words_of(b: &[u8]) -> [u32; 10] {
+    let mut w = [0u32; 10];
+    for (i, word) in w.iter_mut().enumerate() {
+        *word = get32(b, i * 4);
+    }
+    w
+}
+
+/// The check word of a configuration block, from its first nine words. Random RAM contents
+/// after power-up pass this with a probability of 2^-64 (magic and check word both match).
+pub fn check_word(words: &[u32; 10]) -> u32 {
+    let mut c = CONFIG_MAGIC;
+    for w in &words[1..9] {
+        c = (c ^ w).rotate_left(5).wrapping_mul(0x9E37_79B1);
+    }
+    c
+}
+
+fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// Encode a record header.
+pub fn record_header(kind: u16, len: u32) -> [u8; RECORD_HEADER_LEN] {
+    let mut b = [0u8; RECORD_HEADER_LEN];
+    b[0..2].copy_from_slice(&kind.to_le_bytes());
+    put32(&mut b, 4, len);
+    b
+}
+
+/// Encode the file header.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut b = [0u8; FILE_HEADER_LEN];
+    put32(&mut b, 0, DUMP_MAGIC);
+    b[4..6].copy_from_slice(&DUMP_VERSION.to_le_bytes());
+    b[6..8].copy_from_slice(&(FILE_HEADER_LEN as u16).to_le_bytes());
+    b
+}
+
+/// Incremental CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), table of 16 entries so that
+/// it costs 64 bytes of flash on the target.
+#[derive(Clone, Copy, Debug)]
+pub struct Crc32(u32);
+
+const CRC_NIBBLE: [u32; 16] = [
+    0x0000_0000,
+    0x1DB7_1064,
+    0x3B6E_20C8,
+    0x26D9_30AC,
+    0x76DC_4190,
+    0x6B6B_51F4,
+    0x4DB2_6158,
+    0x5005_713C,
+    0xEDB8_8320,
+    0xF00F_9344,
+    0xD6D6_A3E8,
+    0xCB61_B38C,
+    0x9B64_C2B0,
+    0x86D3_D2D4,
+    0xA00A_E278,
+    0xBDBD_F21C,
+];
+
+impl Default for Crc32 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Crc32 {
+    /// A fresh checksum.
+    pub const fn new() -> Self {
+        Crc32(0xFFFF_FFFF)
+    }
+
+    /// Feed one byte.
+    #[inline]
+    pub fn byte(&mut self, b: u8) {
+        let mut c = self.0 ^ b as u32;
+        c = (c >> 4) ^ CRC_NIBBLE[(c & 15) as usize];
+        c = (c >> 4) ^ CRC_NIBBLE[(c & 15) as usize];
+        self.0 = c;
+    }
+
+    /// Feed bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.byte(b);
+        }
+    }
+
+    /// The checksum of everything fed so far.
+    pub fn finish(&self) -> u32 {
+        !self.0
+    }
+}
+
+/// CRC-32 of a byte slice.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = Crc32::new();
+    c.update(bytes);
+    c.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_matches_reference_value() {
+        // The standard check value of CRC-32/ISO-HDLC.
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn config_round_trip_and_rejects_damage() {
+        let c = Config {
+            mode: MODE_RING,
+            sink: SINK_SEMIHOSTING,
+            priority: 0,
+            timer: TIMER_SYSTICK,
+            reload: 249,
+            jitter_mask: 127,
+            limit: 10_000,
+            seed: 0x1234_5678,
+            timer_base: 0,
+            timer_irq: 0,
+        };
+        let b = c.encode();
+        assert_eq!(Config::decode(&b), Some(c));
+        for i in 0..CONFIG_LEN {
+            let mut d = b;
+            d[i] ^= 0x10;
+            assert_eq!(Config::decode(&d), None, "flip in byte {i} went unnoticed");
+        }
+        assert_eq!(Config::decode(&[0u8; CONFIG_LEN]), None);
+    }
+
+    #[test]
+    fn info_round_trip() {
+        let i = Info {
+            mode: MODE_RING,
+            timer: TIMER_CMSDK,
+            stop: STOP_LIMIT,
+            arch: 7,
+            reload: 1,
+            jitter_mask: 2,
+            limit: 3,
+            capacity: 4,
+            taken: 5,
+            lost: 6,
+            code_start: 7,
+            code_end: 8,
+            code_crc: 9,
+            config_addr: 10,
+            config_found: 1,
+            priority: 0x40,
+            rt_version: 0x0102,
+        };
+        assert_eq!(Info::decode(&i.encode()), Some(i));
+        assert_eq!(Info::decode(&[0u8; 10]), None);
+    }
+}

@@ -66,7 +66,23 @@ pub struct State {
     magic: u32,
 }
 
-const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
+const STATE_MAGIC: u32 = wire::STATE_MAGIC;
+
+// The handlers' assembly and the host's snapshots rely on these offsets.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    use wire::state_offsets as off;
+    assert!(offset_of!(State, wptr) == off::WPTR);
+    assert!(offset_of!(State, remaining) == off::REMAINING);
+    assert!(offset_of!(State, handler) == off::HANDLER);
+    assert!(offset_of!(State, ack_reg) == off::ACK_REG);
+    assert!(offset_of!(State, chunk) == off::CHUNK);
+    assert!(offset_of!(State, ring) == off::RING);
+    assert!(offset_of!(State, mode) == off::MODE);
+    assert!(offset_of!(State, sink) == off::SINK);
+    assert!(offset_of!(State, magic) == off::MAGIC);
+    assert!(size_of::<State>() == wire::STATE_LEN);
+};
 const PHASE_IDLE: u8 = 0;
 const PHASE_RUNNING: u8 = 1;
 const PHASE_STOPPED: u8 = 2;
@@ -594,10 +610,8 @@ unsafe fn send_dump(s: *mut State) {
         let taken = (*s).before + (*s).chunk - (*s).remaining;
         let cap = (*s).capacity;
         let (code_start, code_end) = code_range();
-        let code = core::slice::from_raw_parts(
-            code_start as *const u8,
-            (code_end - code_start) as usize,
-        );
+        let code =
+            core::slice::from_raw_parts(code_start as *const u8, (code_end - code_start) as usize);
         let info = Info {
             mode: (*s).mode,
             timer: (*s).timer,

@@ -313,6 +313,113 @@ fn get32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
+/// Size of the sampler's state block at [`STATE_SYMBOL`].
+pub const STATE_LEN: usize = 64;
+/// `"SSTA"`: the last word of the state block once `start` ran.
+pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
+
+/// The sampler's state as the host reads it from a running target (a QEMU monitor snapshot,
+/// or a debug probe), to recover the samples of a run that did not finish. Offsets:
+///
+/// ```text
+///  0 wptr        next ring slot        32 chunk      length of the current chunk
+///  4 remaining   samples left in chunk 36 before     samples before the chunk
+///  8 rng         xorshift32 state      40 limit      samples requested
+/// 12 mask        jitter mask           44 capacity   ring slots
+/// 16 reload      base reload value     48 ring       ring address
+/// 20 reload_reg  timer register        52 mode, stop, timer, priority   (bytes)
+/// 24 handler     sampling variant      56 sink, config_found, phase, arch (bytes)
+/// 28 ack_reg     CMSDK acknowledge     60 magic      STATE_MAGIC
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateView {
+    /// Samples left in the current chunk.
+    pub remaining: u32,
+    /// Jitter mask.
+    pub mask: u32,
+    /// Base reload value.
+    pub reload: u32,
+    /// Length of the current chunk.
+    pub chunk: u32,
+    /// Samples taken before the current chunk.
+    pub before: u32,
+    /// Samples requested.
+    pub limit: u32,
+    /// Ring slots.
+    pub capacity: u32,
+    /// Ring address.
+    pub ring: u32,
+    /// `MODE_*`.
+    pub mode: u8,
+    /// `STOP_*`.
+    pub stop: u8,
+    /// `TIMER_*`.
+    pub timer: u8,
+    /// Timer priority.
+    pub priority: u8,
+    /// Whether the host configuration was found.
+    pub config_found: u8,
+    /// 0 idle, 1 sampling, 2 stopped, 3 dump sent.
+    pub phase: u8,
+    /// 6 or 7.
+    pub arch: u8,
+}
+
+/// Byte offsets of the state block, checked against the target's struct at compile time.
+pub mod state_offsets {
+    /// `wptr`.
+    pub const WPTR: usize = 0;
+    /// `remaining`.
+    pub const REMAINING: usize = 4;
+    /// `handler`.
+    pub const HANDLER: usize = 24;
+    /// `ack_reg`.
+    pub const ACK_REG: usize = 28;
+    /// `chunk`.
+    pub const CHUNK: usize = 32;
+    /// `ring`.
+    pub const RING: usize = 48;
+    /// `mode`.
+    pub const MODE: usize = 52;
+    /// `sink`.
+    pub const SINK: usize = 56;
+    /// `magic`.
+    pub const MAGIC: usize = 60;
+}
+
+impl StateView {
+    /// Decode a state block; `None` unless it is whole and the sampler had started.
+    pub fn decode(b: &[u8]) -> Option<StateView> {
+        if b.len() < STATE_LEN || get32(b, 60) != STATE_MAGIC {
+            return None;
+        }
+        Some(StateView {
+            remaining: get32(b, 4),
+            mask: get32(b, 12),
+            reload: get32(b, 16),
+            chunk: get32(b, 32),
+            before: get32(b, 36),
+            limit: get32(b, 40),
+            capacity: get32(b, 44),
+            ring: get32(b, 48),
+            mode: b[52],
+            stop: b[53],
+            timer: b[54],
+            priority: b[55],
+            config_found: b[57],
+            phase: b[58],
+            arch: b[59],
+        })
+    }
+
+    /// Samples taken so far.
+    pub fn taken(&self) -> u32 {
+        self.before
+            .wrapping_add(self.chunk)
+            .wrapping_sub(self.remaining)
+    }
+}
+
 /// Encode a record header.
 pub fn record_header(kind: u16, len: u32) -> [u8; RECORD_HEADER_LEN] {
     let mut b = [0u8; RECORD_HEADER_LEN];

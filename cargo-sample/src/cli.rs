@@ -1,0 +1,191 @@
+//! Command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Statistical PC-sampling profiler for embedded Rust firmware.
+///
+/// `cargo sample --release --bin app` builds the crate with its sampling feature on, runs it in
+/// QEMU, captures the samples and prints where the time went, against the very ELF that ran.
+#[derive(Parser, Debug)]
+#[command(name = "cargo-sample", bin_name = "cargo sample", version)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the report of a saved run again (any view or format).
+    Report(ReportArgs),
+    /// Add sampler-rt, the `sample` feature and the `start()` call to an existing firmware crate.
+    Init(InitArgs),
+    /// Measure the sampler's cost per sample exactly in QEMU, and print every figure.
+    Bench(BenchArgs),
+}
+
+/// Which package and target to build, as for `cargo build`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CargoArgs {
+    /// Package to profile.
+    #[arg(short = 'p', long, value_name = "SPEC")]
+    pub package: Option<String>,
+    /// Binary to profile.
+    #[arg(long, value_name = "NAME", conflicts_with = "example")]
+    pub bin: Option<String>,
+    /// Example to profile.
+    #[arg(long, value_name = "NAME")]
+    pub example: Option<String>,
+    /// Build with the release profile.
+    #[arg(short = 'r', long, conflicts_with = "profile")]
+    pub release: bool,
+    /// Build with the given profile.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Space or comma separated list of features to activate (the sampling feature is added).
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+    /// Target triple (default: `build.target` of the crate's `.cargo/config.toml`).
+    #[arg(long, value_name = "TRIPLE")]
+    pub target: Option<String>,
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Name of the crate's feature that turns sampler-rt on.
+    #[arg(long, value_name = "NAME", default_value = "sample")]
+    pub feature_name: String,
+}
+
+/// How to present a profile.
+#[derive(Args, Debug, Clone)]
+pub struct ViewArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also show source lines (`file:line` of the innermost frame).
+    #[arg(long)]
+    pub lines: bool,
+    /// Show at most N rows per table (0 = all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Hide rows below this share.
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    pub min_percent: f64,
+    /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
+    #[arg(long, value_name = "WHEN")]
+    pub color: Option<String>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Build, run and report (the default command).
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub cargo: CargoArgs,
+
+    /// Samples to take; 0 = until the firmware stops (the ring keeps the newest).
+    /// Default: 10000, or the ring's capacity if smaller.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub samples: Option<u32>,
+    /// Mean sampling period: timer ticks (`250`), or a duration (`10us`, `1ms`), or a rate (`100khz`).
+    /// Default: 10 µs in QEMU.
+    #[arg(long, value_name = "PERIOD")]
+    pub period: Option<String>,
+    /// Random span added to each period, in ticks, rounded down to a power of two
+    /// (default: about half the period). 0 = constant period.
+    #[arg(long, value_name = "TICKS", conflicts_with = "no_jitter")]
+    pub jitter: Option<u32>,
+    /// Sample at a constant period (same as `--jitter 0`). Beware of lockstep with periodic code.
+    #[arg(long)]
+    pub no_jitter: bool,
+    /// Exception priority byte of the sampling timer (0 = most urgent, the default).
+    #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
+    pub priority: Option<u8>,
+    /// Timer that paces the sampler: `systick`, or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`).
+    #[arg(long, value_name = "TIMER", default_value = "systick")]
+    pub timer: String,
+    /// QEMU machine (default: from the crate's runner in `.cargo/config.toml`).
+    #[arg(long, value_name = "NAME")]
+    pub machine: Option<String>,
+    /// QEMU CPU model (default: from the runner, or the machine's own core).
+    #[arg(long, value_name = "NAME")]
+    pub cpu: Option<String>,
+    /// QEMU executable.
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// Give up on the run after this many seconds of host time (what arrived is kept).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+    /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u32>,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Run directory, run name, or `latest` (default).
+    #[arg(default_value = "latest")]
+    pub run: String,
+    /// Where runs are kept (default: `target/cargo-sample/runs` of the current workspace).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub view: ViewArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct InitArgs {
+    /// Path to the firmware crate's Cargo.toml (default: the one in the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Use sampler-rt from this directory instead of crates.io.
+    #[arg(long, value_name = "DIR")]
+    pub sampler_rt_path: Option<PathBuf>,
+    /// Name of the feature to add.
+    #[arg(long, value_name = "NAME", default_value = "sample")]
+    pub feature_name: String,
+    /// Source file whose `main` gets the `start()` call (default: the package's main binary).
+    #[arg(long, value_name = "FILE")]
+    pub main: Option<PathBuf>,
+    /// Show the changes without writing them.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The seed-scenarios firmware crate (default: `examples/seed-scenarios` of this repository).
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Samples per cost measurement.
+    #[arg(long, value_name = "N", default_value_t = 20000)]
+    pub samples: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+fn parse_u8(s: &str) -> Result<u8, String> {
+    let v = if let Some(hex) = s.strip_prefix("0x") {
+        u8::from_str_radix(hex, 16)
+    } else {
+        s.parse()
+    };
+    v.map_err(|_| format!("`{s}` is not a priority byte (0-255 or 0x00-0xff)"))
+}

@@ -1,0 +1,299 @@
+//! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
+
+use std::fmt;
+
+use sampler_rt::wire::{self, Info};
+
+/// A decoded dump.
+#[derive(Debug, Clone, Default)]
+pub struct Dump {
+    pub version: u16,
+    pub info: Info,
+    /// Sequence number of the first stored sample (samples before it were overwritten).
+    pub first_seq: u32,
+    /// Stored program counters, oldest first.
+    pub pcs: Vec<u32>,
+    /// Kinds of records this version does not know (skipped).
+    pub unknown_records: Vec<u16>,
+    /// Whether the END record and its checksum were present and right.
+    pub complete: bool,
+}
+
+/// Why a dump could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DumpError {
+    Empty,
+    NotADump,
+    Version(u16),
+    /// Cut short: `at` bytes were readable.
+    Truncated {
+        at: usize,
+    },
+    Checksum {
+        stored: u32,
+        computed: u32,
+    },
+    Malformed(String),
+}
+
+impl fmt::Display for DumpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DumpError::Empty => write!(f, "the dump is empty: the firmware sent no samples"),
+            DumpError::NotADump => write!(f, "this is not a sampler dump (no `SMPL` magic)"),
+            DumpError::Version(v) => write!(
+                f,
+                "the dump has format version {v}, this cargo-sample reads version {}: use matching \
+                 versions of cargo-sample and sampler-rt",
+                wire::DUMP_VERSION
+            ),
+            DumpError::Truncated { at } => {
+                write!(f, "the dump is cut short after {at} bytes")
+            }
+            DumpError::Checksum { stored, computed } => write!(
+                f,
+                "the dump is corrupt: its checksum is {stored:#010x} but its bytes give {computed:#010x}"
+            ),
+            DumpError::Malformed(m) => write!(f, "the dump is malformed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {}
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// Decode a whole dump, strictly: any damage is an error.
+pub fn decode(bytes: &[u8]) -> Result<Dump, DumpError> {
+    let (dump, err) = decode_partial(bytes);
+    match err {
+        Some(e) => Err(e),
+        None => Ok(dump),
+    }
+}
+
+/// Decode as much as can be trusted. Returns what was read before the first problem, and the
+/// problem. Samples of a record that is cut short are kept (they were written in order), but a
+/// dump with a wrong checksum yields no samples at all: its bytes cannot be trusted.
+pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
+    let mut dump = Dump::default();
+    if bytes.is_empty() {
+        return (dump, Some(DumpError::Empty));
+    }
+    if bytes.len() < 4 || u32_at(bytes, 0) != wire::DUMP_MAGIC {
+        return (dump, Some(DumpError::NotADump));
+    }
+    if bytes.len() < wire::FILE_HEADER_LEN {
+        return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+    }
+    dump.version = u16_at(bytes, 4);
+    if dump.version != wire::DUMP_VERSION {
+        let v = dump.version;
+        return (dump, Some(DumpError::Version(v)));
+    }
+    let header_len = u16_at(bytes, 6) as usize;
+    if !(wire::FILE_HEADER_LEN..=4096).contains(&header_len) {
+        return (
+            dump,
+            Some(DumpError::Malformed(format!(
+                "file header length {header_len}"
+            ))),
+        );
+    }
+    let mut off = header_len;
+    let mut have_info = false;
+    loop {
+        if off + wire::RECORD_HEADER_LEN > bytes.len() {
+            return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+        }
+        let kind = u16_at(bytes, off);
+        let len = u32_at(bytes, off + 4) as usize;
+        let body = off + wire::RECORD_HEADER_LEN;
+        if kind == wire::REC_END {
+            if len < 4 || body + 4 > bytes.len() {
+                return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+            }
+            let stored = u32_at(bytes, body);
+            let computed = wire::crc32(&bytes[..off]);
+            if stored != computed {
+                dump.pcs.clear();
+                return (dump, Some(DumpError::Checksum { stored, computed }));
+            }
+            dump.complete = true;
+            if !have_info {
+                return (dump, Some(DumpError::Malformed("no INFO record".into())));
+            }
+            return (dump, None);
+        }
+        let available = bytes.len().saturating_sub(body);
+        let cut = len > available;
+        let payload = &bytes[body..body + len.min(available)];
+        match kind {
+            wire::REC_INFO => match Info::decode(payload) {
+                Some(i) => {
+                    dump.info = i;
+                    have_info = true;
+                }
+                None => return (dump, Some(DumpError::Truncated { at: bytes.len() })),
+            },
+            wire::REC_PCS => {
+                if payload.len() < 8 {
+                    return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+                }
+                let first = u32_at(payload, 0);
+                let count = u32_at(payload, 4) as usize;
+                if !cut && count * 4 + 8 != len {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed(format!(
+                            "PCS record of {len} bytes says it holds {count} samples"
+                        ))),
+                    );
+                }
+                if dump.pcs.is_empty() {
+                    dump.first_seq = first;
+                }
+                let words = &payload[8..];
+                dump.pcs.extend(
+                    words
+                        .chunks_exact(4)
+                        .take(count)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                );
+            }
+            other => dump.unknown_records.push(other),
+        }
+        if cut {
+            return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+        }
+        off = body + len.div_ceil(4) * 4;
+    }
+}
+
+/// Encode a dump the way the firmware does (used for host-made dumps and tests).
+pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + pcs.len() * 4);
+    out.extend_from_slice(&wire::file_header());
+    out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+    out.extend_from_slice(&info.encode());
+    out.extend_from_slice(&wire::record_header(
+        wire::REC_PCS,
+        8 + 4 * pcs.len() as u32,
+    ));
+    out.extend_from_slice(&first_seq.to_le_bytes());
+    out.extend_from_slice(&(pcs.len() as u32).to_le_bytes());
+    for pc in pcs {
+        out.extend_from_slice(&pc.to_le_bytes());
+    }
+    let crc = wire::crc32(&out);
+    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Info, Vec<u32>) {
+        let info = Info {
+            mode: wire::MODE_RING,
+            stop: wire::STOP_LIMIT,
+            arch: 7,
+            reload: 249,
+            jitter_mask: 127,
+            limit: 100,
+            capacity: 128,
+            taken: 100,
+            code_start: 0xc0,
+            code_end: 0x1000,
+            code_crc: 0xdead_beef,
+            ..Info::default()
+        };
+        let pcs = (0..100).map(|i| 0x100 + 2 * i).collect();
+        (info, pcs)
+    }
+
+    #[test]
+    fn round_trip() {
+        let (info, pcs) = sample();
+        let d = decode(&encode(&info, 7, &pcs)).unwrap();
+        assert_eq!(d.info, info);
+        assert_eq!(d.pcs, pcs);
+        assert_eq!(d.first_seq, 7);
+        assert!(d.complete);
+    }
+
+    #[test]
+    fn every_truncation_is_reported_and_keeps_whole_samples() {
+        let (info, pcs) = sample();
+        let bytes = encode(&info, 0, &pcs);
+        for cut in 0..bytes.len() {
+            let (d, err) = decode_partial(&bytes[..cut]);
+            let err = err.unwrap_or_else(|| panic!("cut at {cut} decoded as complete"));
+            assert!(
+                matches!(
+                    err,
+                    DumpError::Truncated { .. } | DumpError::Empty | DumpError::NotADump
+                ),
+                "cut at {cut}: {err}"
+            );
+            assert!(d.pcs.len() <= pcs.len());
+            assert_eq!(
+                d.pcs[..],
+                pcs[..d.pcs.len()],
+                "cut at {cut} changed samples"
+            );
+        }
+    }
+
+    #[test]
+    fn every_bit_flip_is_caught() {
+        let (info, pcs) = sample();
+        let bytes = encode(&info, 0, &pcs);
+        for i in 0..bytes.len() {
+            for bit in [0, 3, 7] {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                let r = decode(&b);
+                assert!(r.is_err(), "flip of bit {bit} in byte {i} went unnoticed");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_records_are_skipped() {
+        let (info, pcs) = sample();
+        let mut out = Vec::new();
+        out.extend_from_slice(&wire::file_header());
+        out.extend_from_slice(&wire::record_header(0x7777, 3));
+        out.extend_from_slice(&[1, 2, 3, 0]);
+        let full = encode(&info, 0, &pcs);
+        out.extend_from_slice(&full[wire::FILE_HEADER_LEN..full.len() - 12]);
+        let crc = wire::crc32(&out);
+        out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+        out.extend_from_slice(&crc.to_le_bytes());
+        let d = decode(&out).unwrap();
+        assert_eq!(d.unknown_records, vec![0x7777]);
+        assert_eq!(d.pcs.len(), 100);
+    }
+
+    #[test]
+    fn other_version_and_garbage_are_named() {
+        let (info, pcs) = sample();
+        let mut b = encode(&info, 0, &pcs);
+        b[4] = 9;
+        assert_eq!(decode(&b).unwrap_err(), DumpError::Version(9));
+        assert_eq!(
+            decode(b"hello world, no dump").unwrap_err(),
+            DumpError::NotADump
+        );
+        assert_eq!(decode(&[]).unwrap_err(), DumpError::Empty);
+    }
+}

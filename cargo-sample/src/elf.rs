@@ -1,0 +1,129 @@
+//! Reading the firmware image: is it real firmware, where are the sampler's symbols, the code
+//! fingerprint, and writing a run's configuration into a copy of it.
+
+use anyhow::{Context, Result, bail};
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use sampler_rt::wire;
+
+/// Facts about a firmware ELF.
+#[derive(Debug, Clone)]
+pub struct Firmware {
+    pub entry: u64,
+    /// `(address, size)` of the configuration block, if sampler-rt is linked in.
+    pub config: Option<(u64, u64)>,
+    /// `(address, size)` of the sampler state.
+    pub state: Option<(u64, u64)>,
+    /// Ring capacity in samples.
+    pub ring_slots: Option<u32>,
+    /// `.text` range (`__stext`, `__etext`).
+    pub text: Option<(u64, u64)>,
+    pub has_dwarf: bool,
+    pub has_symbols: bool,
+}
+
+/// Check that `data` is a 32-bit little-endian Arm ELF with a vector table and code, and
+/// collect what the run needs from it.
+pub fn inspect(data: &[u8]) -> Result<Firmware> {
+    let file = object::File::parse(data).context("the firmware is not a readable ELF file")?;
+    if file.architecture() != object::Architecture::Arm || file.is_64() || !file.is_little_endian()
+    {
+        bail!(
+            "the firmware is not 32-bit little-endian Arm code (found {:?}); is `--target` a thumb triple?",
+            file.architecture()
+        );
+    }
+    let vt = file.section_by_name(".vector_table");
+    let vt_ok = vt
+        .as_ref()
+        .and_then(|s| s.data().ok())
+        .is_some_and(|d| d.len() >= 8 && d[4..8] != [0, 0, 0, 0]);
+    let has_code = file
+        .sections()
+        .any(|s| s.kind() == SectionKind::Text && s.size() > 0);
+    if !vt_ok || !has_code || file.entry() == 0 {
+        bail!(
+            "the firmware has no vector table or no code (entry {:#x}): the linker script was not used. \
+             Is `-C link-arg=-Tlink.x` in the target's rustflags, and is RUSTFLAGS unset (it replaces them)?",
+            file.entry()
+        );
+    }
+    let sym = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .map(|s| (s.address(), s.size()))
+    };
+    let text = match (sym("__stext"), sym("__etext")) {
+        (Some((a, _)), Some((b, _))) if b > a => Some((a, b)),
+        _ => None,
+    };
+    Ok(Firmware {
+        entry: file.entry(),
+        config: sym(wire::CONFIG_SYMBOL),
+        state: sym(wire::STATE_SYMBOL),
+        ring_slots: sym(wire::RING_SYMBOL).map(|(_, size)| (size / 4) as u32),
+        text,
+        has_dwarf: file.section_by_name(".debug_info").is_some(),
+        has_symbols: file.symbols().any(|s| s.kind() == SymbolKind::Text),
+    })
+}
+
+/// The bytes the image places at `[start, end)`, from its allocated sections (gaps read as 0).
+pub fn bytes_at(data: &[u8], start: u64, end: u64) -> Result<Vec<u8>> {
+    let file = object::File::parse(data)?;
+    let mut out = vec![0u8; (end - start) as usize];
+    let mut covered = 0u64;
+    for s in file.sections() {
+        let alloc = matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. }
+            if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0);
+        if !alloc || s.kind() == SectionKind::UninitializedData || s.size() == 0 {
+            continue;
+        }
+        let (a, b) = (s.address(), s.address() + s.size());
+        let (lo, hi) = (a.max(start), b.min(end));
+        if lo >= hi {
+            continue;
+        }
+        let d = s.data()?;
+        let src = &d[(lo - a) as usize..(hi - a) as usize];
+        out[(lo - start) as usize..(hi - start) as usize].copy_from_slice(src);
+        covered += hi - lo;
+    }
+    if covered == 0 {
+        bail!("the image has no bytes at {start:#x}..{end:#x}");
+    }
+    Ok(out)
+}
+
+/// CRC-32 of the code range as the firmware computes it (the dump's fingerprint).
+pub fn code_crc(data: &[u8], start: u64, end: u64) -> Result<u32> {
+    Ok(wire::crc32(&bytes_at(data, start, end)?))
+}
+
+/// Write the run's configuration block over the initial value of [`wire::CONFIG_SYMBOL`] in
+/// `data` (a copy of the image). The code is not touched.
+pub fn patch_config(data: &mut [u8], config: &wire::Config) -> Result<()> {
+    let bytes = config.encode();
+    let offset = {
+        let file = object::File::parse(&*data)?;
+        let symbol = file
+            .symbols()
+            .find(|s| s.name() == Ok(wire::CONFIG_SYMBOL))
+            .context("the firmware has no sampler configuration block")?;
+        let index = symbol
+            .section_index()
+            .context("the configuration block is in no section")?;
+        let section = file.section_by_index(index)?;
+        let (file_off, file_len) = section.file_range().context(
+            "the configuration block has no initial bytes in the file (is sampler-rt too old?)",
+        )?;
+        let within = symbol.address() - section.address();
+        if within + bytes.len() as u64 > file_len || symbol.size() < bytes.len() as u64 {
+            bail!(
+                "the firmware's configuration block is smaller than this cargo-sample's (version mismatch)"
+            );
+        }
+        (file_off + within) as usize
+    };
+    data[offset..offset + bytes.len()].copy_from_slice(&bytes);
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Building the firmware: `cargo build` with JSON messages, in cargo-sample's own target
+//! directory, with the sampling feature and debug info on.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{Message, TargetKind};
+
+use crate::cli::CargoArgs;
+use crate::project::{Project, cargo_command};
+
+/// Where cargo-sample keeps its builds and runs: `<target>/cargo-sample`.
+pub fn own_dir(project: &Project) -> PathBuf {
+    project.target_dir.join("cargo-sample")
+}
+
+/// The profile a build uses, by cargo's name for it.
+pub fn profile_name(args: &CargoArgs) -> String {
+    match (&args.profile, args.release) {
+        (Some(p), _) => p.clone(),
+        (None, true) => "release".into(),
+        (None, false) => "dev".into(),
+    }
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub elf: PathBuf,
+    pub fresh: bool,
+}
+
+/// Build the firmware. `extra_config` are more `--config` values (e.g. function alignment).
+/// Compiler diagnostics reach the user as cargo renders them.
+pub fn build(
+    project: &Project,
+    args: &CargoArgs,
+    with_feature: bool,
+    extra_config: &[String],
+) -> Result<Built> {
+    let profile = profile_name(args);
+    let mut cmd = cargo_command();
+    cmd.current_dir(&project.dir)
+        .arg("build")
+        .arg("--message-format=json-render-diagnostics")
+        .arg("--manifest-path")
+        .arg(&project.manifest_path)
+        .arg("--target")
+        .arg(&project.triple)
+        .arg("--target-dir")
+        .arg(own_dir(project).join("build"))
+        .arg("--profile")
+        .arg(&profile)
+        // Lines and inline frames need DWARF; it does not change the generated code.
+        .arg("--config")
+        .arg(format!("profile.{profile}.debug=2"))
+        .arg("--config")
+        .arg(format!("profile.{profile}.strip=false"));
+    for c in extra_config {
+        cmd.arg("--config").arg(c);
+    }
+    let mut features: Vec<String> = args
+        .features
+        .iter()
+        .flat_map(|f| f.split([' ', ',']))
+        .filter(|f| !f.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if with_feature {
+        features.push(args.feature_name.clone());
+    }
+    if !features.is_empty() {
+        cmd.arg("--features").arg(features.join(","));
+    }
+    if args.no_default_features {
+        cmd.arg("--no-default-features");
+    }
+    if project.is_example {
+        cmd.arg("--example").arg(&project.target_name);
+    } else {
+        cmd.arg("--bin").arg(&project.target_name);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().context("starting cargo")?;
+    let stdout = child.stdout.take().context("cargo's stdout")?;
+    let mut found: Option<Built> = None;
+    let want = if project.is_example {
+        TargetKind::Example
+    } else {
+        TargetKind::Bin
+    };
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        let message = message.context("reading cargo's messages")?;
+        if let Message::CompilerArtifact(a) = message
+            && a.target.name == project.target_name
+            && a.target.kind.contains(&want)
+            && let Some(exe) = a.executable
+        {
+            found = Some(Built {
+                elf: exe.into_std_path_buf(),
+                fresh: a.fresh,
+            });
+        }
+    }
+    let status = child.wait().context("waiting for cargo")?;
+    if !status.success() {
+        bail!(
+            "building `{}` failed (cargo {}); the compiler's messages are above",
+            project.target_name,
+            status
+        );
+    }
+    found.with_context(|| {
+        format!(
+            "cargo built `{}` but reported no executable for it",
+            project.target_name
+        )
+    })
+}
+
+/// Copy a file, creating the destination's directory.
+pub fn copy_into(src: &Path, dst: &Path) -> Result<()> {
+    if let Some(d) = dst.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    std::fs::copy(src, dst)
+        .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! QEMU machines that cargo-sample knows: their core, clock and memory.
+
+/// One QEMU Cortex-M machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Machine {
+    pub name: &'static str,
+    pub cpu: &'static str,
+    /// Frequency of the SysTick core clock in QEMU, Hz.
+    pub systick_hz: u64,
+    /// Targets whose code runs on this core.
+    pub targets: &'static [&'static str],
+    /// CMSDK APB timer 0 (base, interrupt), where the machine has one.
+    pub cmsdk_timer: Option<(u32, u32)>,
+}
+
+/// Machines measured with QEMU 7.2 (one instruction per nanosecond under `-icount shift=0`).
+pub const MACHINES: &[Machine] = &[
+    Machine {
+        name: "mps2-an385",
+        cpu: "cortex-m3",
+        systick_hz: 25_000_000,
+        targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
+        cmsdk_timer: Some((0x4000_0000, 8)),
+    },
+    Machine {
+        name: "lm3s6965evb",
+        cpu: "cortex-m3",
+        systick_hz: 12_500_000,
+        targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
+        cmsdk_timer: None,
+    },
+    Machine {
+        name: "mps2-an386",
+        cpu: "cortex-m4",
+        systick_hz: 25_000_000,
+        targets: &[
+            "thumbv7em-none-eabihf",
+            "thumbv7em-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv6m-none-eabi",
+        ],
+        cmsdk_timer: Some((0x4000_0000, 8)),
+    },
+    Machine {
+        name: "mps2-an500",
+        cpu: "cortex-m7",
+        systick_hz: 25_000_000,
+        targets: &[
+            "thumbv7em-none-eabihf",
+            "thumbv7em-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv6m-none-eabi",
+        ],
+        cmsdk_timer: Some((0x4000_0000, 8)),
+    },
+    Machine {
+        name: "netduinoplus2",
+        cpu: "cortex-m4",
+        systick_hz: 168_000_000,
+        targets: &[
+            "thumbv7em-none-eabihf",
+            "thumbv7em-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv6m-none-eabi",
+        ],
+        cmsdk_timer: None,
+    },
+    Machine {
+        name: "microbit",
+        cpu: "cortex-m0",
+        systick_hz: 16_000_000,
+        targets: &["thumbv6m-none-eabi"],
+        cmsdk_timer: None,
+    },
+    Machine {
+        name: "mps2-an505",
+        cpu: "cortex-m33",
+        systick_hz: 20_000_000,
+        targets: &[
+            "thumbv8m.main-none-eabihf",
+            "thumbv8m.main-none-eabi",
+            "thumbv8m.base-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv6m-none-eabi",
+        ],
+        cmsdk_timer: Some((0x4000_0000, 3)),
+    },
+    Machine {
+        name: "mps3-an547",
+        cpu: "cortex-m55",
+        systick_hz: 32_000_000,
+        targets: &[
+            "thumbv8m.main-none-eabihf",
+            "thumbv8m.main-none-eabi",
+            "thumbv8m.base-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv6m-none-eabi",
+        ],
+        cmsdk_timer: Some((0x4800_0000, 3)),
+    },
+];
+
+/// Look a machine up by name.
+pub fn find(name: &str) -> Option<&'static Machine> {
+    MACHINES.iter().find(|m| m.name == name)
+}
+
+/// The default machine for a target triple when the crate's runner does not name one.
+pub fn default_for(triple: &str) -> Option<&'static Machine> {
+    let name = match triple {
+        t if t.starts_with("thumbv6m") => "microbit",
+        t if t.starts_with("thumbv7m") => "mps2-an385",
+        t if t.starts_with("thumbv7em") => "mps2-an386",
+        t if t.starts_with("thumbv8m") => "mps2-an505",
+        _ => return None,
+    };
+    find(name)
+}
+
+/// Names of all known machines, for messages.
+pub fn names() -> String {
+    MACHINES
+        .iter()
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_triple_family_has_a_default_that_runs_it() {
+        for t in [
+            "thumbv6m-none-eabi",
+            "thumbv7m-none-eabi",
+            "thumbv7em-none-eabihf",
+            "thumbv8m.main-none-eabihf",
+        ] {
+            let m = default_for(t).unwrap();
+            assert!(m.targets.contains(&t), "{} does not run {t}", m.name);
+        }
+        assert!(default_for("x86_64-unknown-linux-gnu").is_none());
+    }
+}

@@ -1,0 +1,281 @@
+//! Running firmware in QEMU: `-icount shift=0` (one instruction per nanosecond, exactly
+//! repeatable), semihosting on, in a private temporary directory, with a timeout, a progress
+//! line, and the firmware's own output passed through untouched (and kept).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Set by the Ctrl-C handler; the run loop takes a snapshot and stops QEMU.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Install the Ctrl-C handler once. QEMU runs in its own process group, so the signal reaches
+/// only cargo-sample, which saves what the firmware holds before it stops QEMU.
+pub fn install_interrupt_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                // A second Ctrl-C: the user insists.
+                std::process::exit(130);
+            }
+        });
+    });
+}
+
+/// A memory range to save from the guest when the run is cut short.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub qemu: PathBuf,
+    pub machine: String,
+    pub cpu: String,
+    pub kernel: PathBuf,
+    pub timeout: Duration,
+    /// Shown on the progress line.
+    pub label: String,
+    /// What to save when the run is cut short: the sampler's state, then its ring (the second
+    /// region's address and length are read from the state when `None`).
+    pub snapshot: Option<Region>,
+    /// Where to keep the firmware's output.
+    pub output_log: Option<PathBuf>,
+}
+
+/// How the run ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    /// The dump the firmware wrote, if any.
+    pub dump: Option<Vec<u8>>,
+    /// Guest memory saved through the monitor (state, ring) when the run was cut short.
+    pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
+    pub wall: Duration,
+    pub command: Vec<String>,
+}
+
+/// The QEMU executable: `--qemu`, else the runner's, else `qemu-system-arm` on PATH.
+pub fn locate(explicit: Option<&Path>, from_runner: Option<&str>) -> Result<PathBuf> {
+    let candidate = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| from_runner.map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("qemu-system-arm"));
+    if candidate.components().count() > 1 {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        bail!("QEMU was not found at {}", candidate.display());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(&candidate);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "`{}` was not found on PATH. Install QEMU: `sudo apt-get install qemu-system-arm` (Debian, Ubuntu), \
+         `sudo dnf install qemu-system-arm` (Fedora), `brew install qemu` (macOS); or pass `--qemu PATH`",
+        candidate.display()
+    )
+}
+
+/// Run the firmware to its end, the timeout, or Ctrl-C.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    let work = tempfile::Builder::new()
+        .prefix("cargo-sample-qemu-")
+        .tempdir()
+        .context("creating QEMU's working directory")?;
+    let monitor = work.path().join("monitor.sock");
+    let mut cmd = Command::new(&opts.qemu);
+    cmd.current_dir(work.path())
+        .args(["-machine", &opts.machine, "-cpu", &opts.cpu])
+        .args(["-display", "none", "-serial", "stdio"])
+        .arg("-monitor")
+        .arg(format!("unix:{},server=on,wait=off", monitor.display()))
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args(["-icount", "shift=0"])
+        .arg("-kernel")
+        .arg(&opts.kernel)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let command: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    install_interrupt_handler();
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", opts.qemu.display()))?;
+
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner:.green} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(opts.label.clone());
+    bar.enable_steady_tick(Duration::from_millis(120));
+
+    let log = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let mut pumps = Vec::new();
+    for stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let bar = bar.clone();
+        let log = log.clone();
+        pumps.push(std::thread::spawn(move || pump(stream, &bar, &log)));
+    }
+
+    let mut timed_out = false;
+    let mut interrupted = false;
+    let mut snapshot = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for QEMU")? {
+            break Some(status);
+        }
+        let over = started.elapsed() >= opts.timeout;
+        let stop = INTERRUPTED.load(Ordering::SeqCst);
+        if over || stop {
+            timed_out = over;
+            interrupted = stop;
+            if let Some(region) = opts.snapshot {
+                bar.set_message("saving the samples held by the firmware");
+                snapshot = take_snapshot(&monitor, work.path(), region).ok();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for p in pumps {
+        let _ = p.join();
+    }
+    bar.finish_and_clear();
+    let wall = started.elapsed();
+    if let Some(path) = &opts.output_log {
+        let _ = std::fs::write(path, &*log.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    let dump_path = work.path().join("sampler.dump");
+    let dump = std::fs::read(&dump_path).ok();
+    Ok(Outcome {
+        status,
+        timed_out,
+        interrupted,
+        dump,
+        snapshot,
+        wall,
+        command,
+    })
+}
+
+fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>>) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                bar.suspend(|| {
+                    let mut err = std::io::stderr().lock();
+                    let _ = err.write_all(chunk);
+                    let _ = err.flush();
+                });
+                if let Ok(mut l) = log.lock() {
+                    l.extend_from_slice(chunk);
+                }
+            }
+        }
+    }
+}
+
+/// Stop the guest and save the sampler's state and ring through the human monitor.
+fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<(Vec<u8>, Vec<u8>)> {
+    let mut sock = UnixStream::connect(monitor).context("connecting to QEMU's monitor")?;
+    sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let state_file = dir.join("state.bin");
+    hmp(&mut sock, "stop")?;
+    hmp(
+        &mut sock,
+        &format!(
+            "pmemsave {:#x} {} \"{}\"",
+            state.addr,
+            state.len,
+            state_file.display()
+        ),
+    )?;
+    let state_bytes = wait_for_file(&state_file, state.len as usize)?;
+    let (ring_addr, ring_len) = crate::snapshot::ring_region(&state_bytes)
+        .context("the sampler had not started when the run was cut short")?;
+    let ring_file = dir.join("ring.bin");
+    hmp(
+        &mut sock,
+        &format!(
+            "pmemsave {ring_addr:#x} {ring_len} \"{}\"",
+            ring_file.display()
+        ),
+    )?;
+    let ring_bytes = wait_for_file(&ring_file, ring_len as usize)?;
+    let _ = hmp(&mut sock, "quit");
+    Ok((state_bytes, ring_bytes))
+}
+
+fn hmp(sock: &mut UnixStream, line: &str) -> Result<()> {
+    sock.write_all(line.as_bytes())?;
+    sock.write_all(b"\n")?;
+    // Drain the echo and prompt; the monitor answers pmemsave only once the file is written.
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if buf[..n].windows(6).any(|w| w == b"(qemu)") => break,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+fn wait_for_file(path: &Path, len: usize) -> Result<Vec<u8>> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(b) = std::fs::read(path)
+            && b.len() >= len
+        {
+            return Ok(b);
+        }
+        if Instant::now() > deadline {
+            bail!("QEMU did not save {}", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

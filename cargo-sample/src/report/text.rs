@@ -1,0 +1,131 @@
+//! The text report.
+
+use std::fmt::Write;
+
+use super::{Report, Row};
+use crate::term::paint;
+
+/// Which tables to show.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub lines: bool,
+    pub top: usize,
+    pub min_percent: f64,
+}
+
+fn si(hz: u64) -> String {
+    if hz >= 1_000_000 && hz % 1000 == 0 {
+        format!("{} MHz", hz as f64 / 1e6)
+    } else {
+        format!("{hz} Hz")
+    }
+}
+
+fn big(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2}e9", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2}e6", x / 1e6)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// Render a report as text.
+pub fn render(r: &Report, opts: Options) -> String {
+    let f = &r.facts;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} {} on {} · {} samples · unit: {}",
+        paint("1", "Profile of"),
+        paint("1", &f.firmware),
+        f.machine,
+        r.samples,
+        f.unit
+    );
+    let jitter = if f.jitter_ticks == 0 {
+        "constant period".to_owned()
+    } else {
+        format!("random span {} ticks", f.jitter_ticks)
+    };
+    let _ = writeln!(
+        s,
+        "period {:.0} {} mean ({:.1} ticks of {} {}, {jitter}), priority {:#04x}",
+        f.period_units,
+        f.unit,
+        f.period_ticks,
+        f.timer,
+        si(f.timer_hz),
+        f.priority
+    );
+    let _ = writeln!(
+        s,
+        "taken {} · lost {} · run ≈ {} {} · {}",
+        f.taken,
+        f.lost,
+        big(f.duration_units),
+        f.unit,
+        f.stop
+    );
+    table(&mut s, "function", &r.functions, opts, false);
+    if r.inlined
+        .iter()
+        .any(|row| Some(&row.name) != row.function.as_ref())
+    {
+        table(&mut s, "innermost inlined function", &r.inlined, opts, true);
+    }
+    if opts.lines {
+        table(&mut s, "source line", &r.lines, opts, true);
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "\n{}: {w}", paint("1;33", "warning"));
+    }
+    s
+}
+
+fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool) {
+    let _ = writeln!(
+        s,
+        "\n{}",
+        paint(
+            "1",
+            &format!(
+                "{:>8} {:>9} {:>17}   {title}",
+                "share", "samples", "95% interval"
+            )
+        )
+    );
+    let mut shown = 0;
+    let mut hidden = (0usize, 0u64);
+    for row in rows {
+        if (opts.top != 0 && shown >= opts.top) || row.percent < opts.min_percent {
+            hidden.0 += 1;
+            hidden.1 += row.samples;
+            continue;
+        }
+        shown += 1;
+        let mut name = row.name.clone();
+        if show_fn
+            && let Some(func) = &row.function
+            && func != &row.name
+        {
+            name = format!("{name}  {}", paint("2", &format!("in {func}")));
+        }
+        let _ = writeln!(
+            s,
+            "{:>7.2}% {:>9} {:>7.2} – {:<7.2}   {name}",
+            row.percent, row.samples, row.ci95[0], row.ci95[1]
+        );
+    }
+    if hidden.0 > 0 {
+        let _ = writeln!(
+            s,
+            "{}",
+            paint(
+                "2",
+                &format!("   ... {} more rows, {} samples", hidden.0, hidden.1)
+            )
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! `cargo sample`: build, run in QEMU, capture, save, report.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use sampler_rt::wire;
+
+use crate::cli::{Format, RunArgs, ViewArgs};
+use crate::dump::{self, Dump};
+use crate::elf;
+use crate::firmware;
+use crate::machine::{self, Machine};
+use crate::project::{self, Project};
+use crate::qemu;
+use crate::report::{self, Facts, text};
+use crate::runs::{self, RunMeta};
+use crate::snapshot;
+use crate::symbolize::Symbolizer;
+use crate::term;
+
+/// Default number of samples.
+pub const DEFAULT_SAMPLES: u32 = 10_000;
+/// Default mean period in QEMU: 10 µs of virtual time, 10 000 instructions.
+pub const DEFAULT_PERIOD_NS: u64 = 10_000;
+/// Default random-generator seed (fixed, so that runs repeat exactly).
+pub const DEFAULT_SEED: u32 = 0x2545_F491;
+
+/// The sampling timer of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    SysTick,
+    Cmsdk { base: u32, irq: u32 },
+}
+
+/// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
+pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
+    if s == "systick" {
+        return Ok(Timer::SysTick);
+    }
+    let num = |t: &str| -> Result<u32> {
+        let r = match t.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16),
+            None => t.parse(),
+        };
+        r.map_err(|_| anyhow!("`{t}` is not a number"))
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    match parts.as_slice() {
+        ["cmsdk"] => m
+            .cmsdk_timer
+            .map(|(base, irq)| Timer::Cmsdk { base, irq })
+            .with_context(|| format!("{} has no CMSDK timer; give `cmsdk:BASE:IRQ`", m.name)),
+        ["cmsdk", base, irq] => Ok(Timer::Cmsdk {
+            base: num(base)?,
+            irq: num(irq)?,
+        }),
+        _ => bail!(
+            "unknown timer `{s}`: use `systick` or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`)"
+        ),
+    }
+}
+
+/// Parse a period: ticks (`250`), a duration (`10us`, `1ms`, `500ns`) or a rate (`100khz`).
+pub fn parse_period(s: &str, timer_hz: u64) -> Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        anyhow!(
+            "`{s}` is not a period: use ticks (`250`), a duration (`10us`) or a rate (`100khz`)"
+        )
+    })?;
+    let hz = timer_hz as f64;
+    let ticks = match unit.trim() {
+        "" | "ticks" => v,
+        "ns" => v * hz / 1e9,
+        "us" | "µs" => v * hz / 1e6,
+        "ms" => v * hz / 1e3,
+        "s" => v * hz,
+        "hz" => hz / v,
+        "khz" => hz / (v * 1e3),
+        "mhz" => hz / (v * 1e6),
+        other => bail!("unknown unit `{other}` in period `{s}`"),
+    };
+    let ticks = ticks.round();
+    if !(2.0..=16_777_216.0).contains(&ticks) {
+        bail!("a period of {ticks} ticks is out of range: the timer takes 2 ..= 16777216 ticks");
+    }
+    Ok(ticks as u64)
+}
+
+/// The timer settings for a mean period of `period` ticks with a random span of `span` ticks
+/// (rounded down to a power of two): `(reload, jitter_mask)`, with the mean kept at `period`.
+pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
+    let span = match span {
+        Some(0) => 0,
+        Some(s) => 1u64 << (63 - (s as u64).leading_zeros()),
+        // Default: the largest power of two not above the period.
+        None => 1u64 << (63 - period.leading_zeros()),
+    };
+    if span > period {
+        bail!("a jitter span of {span} ticks is larger than the period of {period} ticks");
+    }
+    let mask = span.saturating_sub(1);
+    // reload + 1 + mask / 2 = period on average.
+    let reload = period as f64 - 1.0 - mask as f64 / 2.0;
+    let reload = reload.round().max(1.0) as u32;
+    Ok((reload, mask as u32))
+}
+
+/// Everything the report needs besides the dump and the ELF.
+fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
+    let i = &dump.info;
+    let period_ticks = i.reload as f64 + 1.0 + i.jitter_mask as f64 / 2.0;
+    let overwritten = i.taken.saturating_sub(dump.pcs.len() as u32);
+    Facts {
+        firmware: meta.target_name.clone(),
+        machine: format!("{} (QEMU)", meta.machine),
+        unit: meta.unit.clone(),
+        timer: match i.timer {
+            wire::TIMER_CMSDK => "CMSDK timer".into(),
+            _ => "SysTick".into(),
+        },
+        timer_hz: meta.timer_hz,
+        period_ticks,
+        period_units: period_ticks * meta.units_per_tick,
+        jitter_ticks: if i.jitter_mask == 0 {
+            0
+        } else {
+            i.jitter_mask + 1
+        },
+        priority: i.priority,
+        taken: i.taken,
+        lost: i.lost,
+        overwritten,
+        requested: meta.requested_samples,
+        stop: report::stop_reason(i.stop).into(),
+        source: meta.source.clone().unwrap_or_else(|| "dump".into()),
+        duration_units: i.taken as f64 * period_ticks * meta.units_per_tick,
+    }
+}
+
+/// Load a dump from a run directory: the firmware's own, else a snapshot saved beside it.
+pub fn load_dump(dir: &Path) -> Result<Dump> {
+    let path = dir.join(runs::DUMP);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (d, err) = dump::decode_partial(&bytes);
+    match err {
+        None => Ok(d),
+        Some(dump::DumpError::Truncated { at }) if !d.pcs.is_empty() => {
+            term::warn(format!(
+                "the dump was cut short after {at} bytes; reporting the {} samples before the cut",
+                d.pcs.len()
+            ));
+            Ok(d)
+        }
+        Some(e) => Err(anyhow!(e)).with_context(|| format!("decoding {}", path.display())),
+    }
+}
+
+/// Check that the dump was made by this image.
+pub fn verify_fingerprint(elf_bytes: &[u8], dump: &Dump) -> Result<()> {
+    let i = &dump.info;
+    if i.code_end <= i.code_start {
+        bail!("the dump does not say which code made it (empty fingerprint range)");
+    }
+    let crc = elf::code_crc(elf_bytes, i.code_start as u64, i.code_end as u64)
+        .context("the ELF has no code where the dump's fingerprint says")?;
+    if crc != i.code_crc {
+        bail!(
+            "this dump was not made by this ELF: the firmware's code at {:#x}..{:#x} had CRC {:#010x}, this \
+             ELF's has {crc:#010x}. Report the run with the ELF saved beside it (`cargo sample report <run>`), \
+             or run again",
+            i.code_start,
+            i.code_end,
+            i.code_crc
+        );
+    }
+    Ok(())
+}
+
+/// Render a saved run.
+pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
+    let meta = runs::load_meta(dir)?;
+    let elf_path = dir.join(runs::ELF);
+    let elf_bytes =
+        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let dump = load_dump(dir)?;
+    verify_fingerprint(&elf_bytes, &dump)?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if !fw.has_symbols {
+        term::warn("the ELF has no function symbols (stripped?): samples cannot be named");
+    } else if !fw.has_dwarf {
+        term::note("the ELF has no DWARF: no source lines or inline frames");
+    }
+    let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
+    let report = report::build(&dump, &mut sym, facts_of(&meta, &dump));
+    print_report(&report, view)
+}
+
+fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
+    match view.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(report)?),
+        Format::Text => print!(
+            "{}",
+            text::render(
+                report,
+                text::Options {
+                    lines: view.lines,
+                    top: view.top,
+                    min_percent: view.min_percent,
+                }
+            )
+        ),
+    }
+    Ok(())
+}
+
+fn missing_setup_help(p: &Project, feature: &str) -> String {
+    format!(
+        "`{}` is not set up for sampling. Add to {}:\n\n\
+         [dependencies]\n\
+         sampler-rt = {{ version = \"0.1\", optional = true }}\n\n\
+         [features]\n\
+         {feature} = [\"dep:sampler-rt\"]\n\n\
+         and at the top of `main`:\n\n    \
+         #[cfg(feature = \"{feature}\")]\n    sampler_rt::start();\n\n\
+         (`cargo sample init` does this for you.)",
+        p.package,
+        p.manifest_path.display()
+    )
+}
+
+/// The machine and CPU: `--machine`, else the runner's `-machine`, else the triple's default.
+fn choose_machine(
+    args: &RunArgs,
+    p: &Project,
+) -> Result<(&'static Machine, String, Option<String>)> {
+    let runner = p
+        .runner
+        .as_deref()
+        .map(project::parse_runner)
+        .unwrap_or_default();
+    let name = match (&args.machine, &runner.machine, &runner.chip) {
+        (Some(m), _, _) => m.clone(),
+        (None, Some(m), _) => m.clone(),
+        (None, None, Some(chip)) => bail!(
+            "the crate's runner flashes a board (`--chip {chip}`); board runs through probe-rs are not \
+             available in this version. Pass `--machine` to profile in QEMU (known: {})",
+            machine::names()
+        ),
+        (None, None, None) => match machine::default_for(&p.triple) {
+            Some(m) => {
+                term::note(format!(
+                    "no QEMU runner in .cargo/config.toml; using {} for {}",
+                    m.name, p.triple
+                ));
+                m.name.to_owned()
+            }
+            None => bail!(
+                "no QEMU machine for target `{}`: pass `--machine` (known: {})",
+                p.triple,
+                machine::names()
+            ),
+        },
+    };
+    let m = machine::find(&name).with_context(|| {
+        format!(
+            "QEMU machine `{name}` is not one cargo-sample knows the clocks of (known: {})",
+            machine::names()
+        )
+    })?;
+    let cpu = args
+        .cpu
+        .clone()
+        .or(runner.cpu.clone())
+        .unwrap_or_else(|| m.cpu.to_owned());
+    Ok((m, cpu, runner.qemu))
+}
+
+/// `cargo sample [args]`: capture, then print the report.
+pub fn run(args: &RunArgs) -> Result<()> {
+    let dir = capture(args)?;
+    render_run(&dir, &args.view)
+}
+
+/// Build, run and save a run; returns its directory (with a dump in it).
+pub fn capture(args: &RunArgs) -> Result<PathBuf> {
+    let p = project::discover(&args.cargo)?;
+    if !p.has_feature || !p.has_dependency {
+        bail!(missing_setup_help(&p, &args.cargo.feature_name));
+    }
+    let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
+    let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
+    let timer = parse_timer(&args.timer, m)?;
+
+    let built = firmware::build(&p, &args.cargo, true, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    let (Some(_), Some(state)) = (fw.config, fw.state) else {
+        bail!(
+            "the firmware does not contain sampler-rt's runtime (no `{}` symbol): it is linked out when \
+             nothing calls it. Does `main` call `sampler_rt::start()` when the `{}` feature is on?",
+            wire::CONFIG_SYMBOL,
+            args.cargo.feature_name
+        );
+    };
+    let slots = fw.ring_slots.unwrap_or(0);
+    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES.min(slots.max(1)));
+    if requested > slots && slots > 0 {
+        term::warn(format!(
+            "the ring holds {slots} samples: of {requested} taken, the newest {slots} are kept. \
+             Rebuild with SAMPLER_RT_RING_SLOTS={requested} to keep all"
+        ));
+    }
+    let timer_hz = m.systick_hz;
+    let period = match &args.period {
+        Some(s) => parse_period(s, timer_hz)?,
+        None => (DEFAULT_PERIOD_NS * timer_hz).div_ceil(1_000_000_000),
+    };
+    let span = if args.no_jitter { Some(0) } else { args.jitter };
+    let (reload, jitter_mask) = timer_settings(period, span)?;
+    let (timer_kind, timer_base, timer_irq) = match timer {
+        Timer::SysTick => (wire::TIMER_SYSTICK, 0, 0),
+        Timer::Cmsdk { base, irq } => (wire::TIMER_CMSDK, base, irq),
+    };
+    let config = wire::Config {
+        mode: wire::MODE_RING,
+        sink: wire::SINK_SEMIHOSTING,
+        priority: args.priority.unwrap_or(0),
+        timer: timer_kind,
+        reload,
+        jitter_mask,
+        limit: requested,
+        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+        timer_base,
+        timer_irq,
+    };
+
+    let own = firmware::own_dir(&p);
+    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)
+        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
+    let mut loaded = elf_bytes.clone();
+    elf::patch_config(&mut loaded, &config)?;
+    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
+    let units_per_tick = 1e9 / timer_hz as f64;
+    let mut meta = RunMeta {
+        format_version: 1,
+        package: p.package.clone(),
+        target_name: p.target_name.clone(),
+        triple: p.triple.clone(),
+        profile: firmware::profile_name(&args.cargo),
+        machine: m.name.to_owned(),
+        cpu: cpu.clone(),
+        timer_hz,
+        unit: "instructions".into(),
+        units_per_tick,
+        workspace_root: Some(p.workspace_root.clone()),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        state: "running".into(),
+        requested_samples: requested,
+        ..RunMeta::default()
+    };
+    runs::save_meta(&dir, &meta)?;
+
+    let mean_period = period as f64 * units_per_tick;
+    term::status(
+        "Running",
+        format!(
+            "{} in QEMU {} ({} samples, every {:.0} instructions{})",
+            p.target_name,
+            m.name,
+            requested,
+            mean_period,
+            if jitter_mask == 0 {
+                ", constant period"
+            } else {
+                " on average"
+            }
+        ),
+    );
+    let outcome = qemu::run(&qemu::Options {
+        qemu: qemu_path,
+        machine: m.name.to_owned(),
+        cpu,
+        kernel: dir.join(runs::LOADED_ELF),
+        timeout: Duration::from_secs(args.timeout),
+        label: format!("sampling {} in QEMU {}", p.target_name, m.name),
+        snapshot: Some(qemu::Region {
+            addr: state.0,
+            len: wire::STATE_LEN as u64,
+        }),
+        output_log: Some(dir.join(runs::OUTPUT)),
+    })?;
+    meta.wall_seconds = outcome.wall.as_secs_f64();
+    meta.qemu_command = outcome.command.clone();
+    meta.exit_code = outcome.status.and_then(|s| s.code());
+
+    // Keep the raw capture before decoding anything.
+    let mut source = "dump";
+    if let Some(bytes) = &outcome.dump {
+        runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
+    } else if let Some((state_bytes, ring)) = &outcome.snapshot {
+        std::fs::write(dir.join("state.bin"), state_bytes)?;
+        std::fs::write(dir.join("ring.bin"), ring)?;
+        let (a, b) = fw.text.unwrap_or((0, 0));
+        let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
+        if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc)) {
+            runs::write_atomic(
+                &dir.join(runs::DUMP),
+                &dump::encode(&d.info, d.first_seq, &d.pcs),
+            )?;
+            source = "snapshot";
+        }
+    }
+    meta.source = Some(source.into());
+    meta.state = if outcome.interrupted {
+        "interrupted"
+    } else if outcome.timed_out {
+        "timed out"
+    } else if outcome.status.is_some_and(|s| s.success()) {
+        "finished"
+    } else {
+        "failed"
+    }
+    .into();
+    runs::save_meta(&dir, &meta)?;
+
+    let have_dump = dir.join(runs::DUMP).is_file();
+    if outcome.interrupted {
+        term::warn("interrupted: reporting the samples taken so far");
+    } else if outcome.timed_out {
+        term::warn(format!(
+            "the run did not finish within {} s (`--timeout`); reporting the samples taken so far",
+            args.timeout
+        ));
+    } else if let Some(status) = outcome.status
+        && !status.success()
+    {
+        match status.code() {
+            Some(code) => term::warn(format!("the firmware exited with code {code}")),
+            None => term::warn(format!("QEMU ended abnormally ({status})")),
+        }
+    }
+    term::status("Saved", dir.display());
+    if !have_dump {
+        let why = if outcome.status.is_some() {
+            "the firmware ended without sending samples. If it exits by itself, call \
+             `sampler_rt::flush()` (or `sampler_rt::exit(code)`) before it exits"
+        } else {
+            "no samples could be recovered: the sampler had not started"
+        };
+        bail!(
+            "{why}; firmware output and the run are kept in {}",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// `cargo sample report`.
+pub fn report(args: &crate::cli::ReportArgs) -> Result<()> {
+    let runs_dir = match &args.runs_dir {
+        Some(d) => d.clone(),
+        None => default_runs_dir()?,
+    };
+    let dir = runs::find(&runs_dir, &args.run)?;
+    render_run(&dir, &args.view)
+}
+
+fn default_runs_dir() -> Result<PathBuf> {
+    let meta = cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .context("finding the workspace's target directory (or pass --runs-dir)")?;
+    Ok(runs::runs_dir(
+        &meta
+            .target_directory
+            .into_std_path_buf()
+            .join("cargo-sample"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_in_every_unit() {
+        assert_eq!(parse_period("250", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("10us", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("100kHz", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("1ms", 12_500_000).unwrap(), 12_500);
+        assert!(parse_period("1", 25_000_000).is_err());
+        assert!(parse_period("10 parsecs", 25_000_000).is_err());
+        assert!(parse_period("1s", 168_000_000).is_err());
+    }
+
+    #[test]
+    fn jitter_keeps_the_mean_period() {
+        let (reload, mask) = timer_settings(250, None).unwrap();
+        assert_eq!(mask, 127);
+        assert!((reload as f64 + 1.0 + mask as f64 / 2.0 - 250.0).abs() <= 0.5);
+        assert_eq!(timer_settings(250, Some(0)).unwrap(), (249, 0));
+        assert_eq!(timer_settings(250, Some(100)).unwrap().1, 63);
+        assert!(timer_settings(100, Some(200)).is_err());
+    }
+
+    #[test]
+    fn timers() {
+        let m = machine::find("mps2-an385").unwrap();
+        assert_eq!(parse_timer("systick", m).unwrap(), Timer::SysTick);
+        assert_eq!(
+            parse_timer("cmsdk", m).unwrap(),
+            Timer::Cmsdk {
+                base: 0x4000_0000,
+                irq: 8
+            }
+        );
+        assert_eq!(
+            parse_timer("cmsdk:0x40001000:9", m).unwrap(),
+            Timer::Cmsdk {
+                base: 0x4000_1000,
+                irq: 9
+            }
+        );
+        assert!(parse_timer("tim3", m).is_err());
+        assert!(parse_timer("cmsdk", machine::find("microbit").unwrap()).is_err());
+    }
+}

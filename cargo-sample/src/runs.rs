@@ -1,0 +1,157 @@
+//! Saved runs: `<target>/cargo-sample/runs/<time>-<name>-<pid>/` holds the ELF that was built
+//! (`firmware.elf`), the copy that ran with the run's configuration (`loaded.elf`), the raw
+//! dump exactly as it arrived (`sampler.dump`), the firmware's output, and `run.json`.
+//! Files are written whole (temporary name, then rename), so a crash leaves no half-written
+//! metadata; concurrent runs get distinct directories.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// File names inside a run directory.
+pub const ELF: &str = "firmware.elf";
+pub const LOADED_ELF: &str = "loaded.elf";
+pub const DUMP: &str = "sampler.dump";
+pub const META: &str = "run.json";
+pub const OUTPUT: &str = "firmware-output.txt";
+
+/// What `run.json` records.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct RunMeta {
+    pub format_version: u32,
+    pub package: String,
+    pub target_name: String,
+    pub triple: String,
+    pub profile: String,
+    pub machine: String,
+    pub cpu: String,
+    /// Frequency of the sampling timer's clock, Hz.
+    pub timer_hz: u64,
+    /// Unit of the profile: `instructions` in QEMU.
+    pub unit: String,
+    /// Instructions (or cycles) per timer tick.
+    pub units_per_tick: f64,
+    pub workspace_root: Option<PathBuf>,
+    pub started_unix: u64,
+    /// `running`, then `finished`, `timed out`, `interrupted`, `failed`.
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub wall_seconds: f64,
+    pub qemu_command: Vec<String>,
+    /// Where the samples came from: `dump` (sent by the firmware) or `snapshot` (read from memory).
+    pub source: Option<String>,
+    pub requested_samples: u32,
+}
+
+/// The directory runs are kept in.
+pub fn runs_dir(own_dir: &Path) -> PathBuf {
+    own_dir.join("runs")
+}
+
+/// Create a fresh run directory.
+pub fn create(runs: &Path, name: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(runs).with_context(|| format!("creating {}", runs.display()))?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let stamp = format_utc(now.as_secs());
+    for n in 0..1000 {
+        let dir = runs.join(format!("{stamp}-{name}-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    bail!("could not create a run directory in {}", runs.display())
+}
+
+/// Write a file whole: to a temporary name first, then renamed over the target.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+pub fn save_meta(dir: &Path, meta: &RunMeta) -> Result<()> {
+    write_atomic(&dir.join(META), &serde_json::to_vec_pretty(meta)?)
+}
+
+pub fn load_meta(dir: &Path) -> Result<RunMeta> {
+    let path = dir.join(META);
+    let text = std::fs::read(&path)
+        .with_context(|| format!("reading {} (is this a run directory?)", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("{} is not a run record", path.display()))
+}
+
+/// Find a run: a path, a directory name under `runs`, or `latest`.
+pub fn find(runs: &Path, which: &str) -> Result<PathBuf> {
+    let direct = PathBuf::from(which);
+    if direct.join(META).is_file() {
+        return Ok(direct);
+    }
+    let named = runs.join(which);
+    if which != "latest" && named.join(META).is_file() {
+        return Ok(named);
+    }
+    if which == "latest" {
+        let mut all: Vec<PathBuf> = std::fs::read_dir(runs)
+            .with_context(|| format!("no saved runs in {}", runs.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join(META).is_file())
+            .collect();
+        all.sort();
+        return all
+            .pop()
+            .with_context(|| format!("no saved runs in {}", runs.display()));
+    }
+    bail!(
+        "no run `{which}`: give a run directory, a name under {}, or `latest`",
+        runs.display()
+    )
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC (sortable, no dependency on a date library).
+pub fn format_utc(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}{mo:02}{d:02}-{h:02}{m:02}{s:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(format_utc(0), "19700101-000000");
+        assert_eq!(format_utc(1_796_236_954), "20261202-185234");
+    }
+
+    #[test]
+    fn concurrent_creates_are_distinct_and_latest_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = create(tmp.path(), "x").unwrap();
+        let b = create(tmp.path(), "x").unwrap();
+        assert_ne!(a, b);
+        save_meta(&a, &RunMeta::default()).unwrap();
+        save_meta(&b, &RunMeta::default()).unwrap();
+        assert_eq!(find(tmp.path(), "latest").unwrap(), b);
+        assert!(find(tmp.path(), "nope").is_err());
+        assert!(!b.join("run.tmp").exists());
+    }
+}

@@ -1,0 +1,112 @@
+//! Samples recovered from a target's memory when a run did not finish (timeout, Ctrl-C, a
+//! firmware stuck in a fault handler): the sampler's state block and its ring, read by the
+//! host, become an ordinary dump marked `STOP_SNAPSHOT`.
+
+use sampler_rt::wire::{self, Info, StateView};
+
+use crate::dump::Dump;
+
+/// Address and length of the ring that a state block describes.
+pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
+    let s = StateView::decode(state)?;
+    Some((s.ring as u64, s.capacity as u64 * 4))
+}
+
+/// Build a dump from a state block and the ring's bytes. `code` is the fingerprinted range of
+/// the image that ran (the snapshot comes from that very process, so the ELF's own fingerprint
+/// is the right one).
+pub fn to_dump(state: &[u8], ring: &[u8], code: (u32, u32, u32)) -> Option<Dump> {
+    let s = StateView::decode(state)?;
+    let cap = s.capacity.min((ring.len() / 4) as u32);
+    if cap == 0 {
+        return None;
+    }
+    let taken = s.taken();
+    let stored = taken.min(cap);
+    let word = |i: u32| {
+        let o = 4 * i as usize;
+        u32::from_le_bytes([ring[o], ring[o + 1], ring[o + 2], ring[o + 3]])
+    };
+    let mut pcs = Vec::with_capacity(stored as usize);
+    if taken > cap {
+        let pos = taken % cap;
+        pcs.extend((pos..cap).map(word));
+        pcs.extend((0..pos).map(word));
+    } else {
+        pcs.extend((0..taken).map(word));
+    }
+    let info = Info {
+        mode: s.mode,
+        timer: s.timer,
+        stop: wire::STOP_SNAPSHOT,
+        arch: s.arch,
+        reload: s.reload,
+        jitter_mask: s.mask,
+        limit: s.limit,
+        capacity: s.capacity,
+        taken,
+        lost: 0,
+        code_start: code.0,
+        code_end: code.1,
+        code_crc: code.2,
+        config_addr: 0,
+        config_found: s.config_found,
+        priority: s.priority,
+        rt_version: 0,
+    };
+    Some(Dump {
+        version: wire::DUMP_VERSION,
+        info,
+        first_seq: taken - stored,
+        pcs,
+        unknown_records: Vec::new(),
+        complete: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(before: u32, chunk: u32, remaining: u32, cap: u32) -> Vec<u8> {
+        let mut b = vec![0u8; wire::STATE_LEN];
+        b[4..8].copy_from_slice(&remaining.to_le_bytes());
+        b[32..36].copy_from_slice(&chunk.to_le_bytes());
+        b[36..40].copy_from_slice(&before.to_le_bytes());
+        b[44..48].copy_from_slice(&cap.to_le_bytes());
+        b[48..52].copy_from_slice(&0x2000_0070u32.to_le_bytes());
+        b[52] = wire::MODE_RING;
+        b[60..64].copy_from_slice(&wire::STATE_MAGIC.to_le_bytes());
+        b
+    }
+
+    fn ring(values: &[u32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn partial_ring_in_order() {
+        // 3 of 4 slots written in the first chunk.
+        let d = to_dump(&state(0, 4, 1, 4), &ring(&[10, 11, 12, 0]), (0, 0, 0)).unwrap();
+        assert_eq!(d.pcs, vec![10, 11, 12]);
+        assert_eq!(d.info.taken, 3);
+        assert_eq!(d.first_seq, 0);
+    }
+
+    #[test]
+    fn wrapped_ring_oldest_first() {
+        // Samples 0..6 into 4 slots: slots hold 4,5,2,3; 6 taken, chunk 2 of which 0 left.
+        let d = to_dump(&state(4, 4, 2, 4), &ring(&[4, 5, 2, 3]), (0, 0, 0)).unwrap();
+        assert_eq!(d.pcs, vec![2, 3, 4, 5]);
+        assert_eq!(d.first_seq, 2);
+        assert_eq!(ring_region(&state(0, 1, 1, 4)), Some((0x2000_0070, 16)));
+    }
+
+    #[test]
+    fn not_started_is_none() {
+        let mut b = state(0, 4, 4, 4);
+        b[60] = 0;
+        assert!(to_dump(&b, &ring(&[0; 4]), (0, 0, 0)).is_none());
+        assert!(ring_region(&b).is_none());
+    }
+}

@@ -1,0 +1,177 @@
+//! From program counters to functions, inline chains and source lines.
+//!
+//! The function of a sample is the linker-level symbol that contains its address (from the ELF
+//! symbol table, which stripped-of-DWARF images still have). Inline chains and lines come from
+//! DWARF through addr2line, innermost frame first. Each distinct address is resolved once.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// One frame of an inline chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// Everything known about one address.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The linker-level function, demangled without hash; `None` outside every symbol.
+    pub function: Option<String>,
+    /// Inline chain, innermost first; empty without DWARF.
+    pub frames: Vec<Frame>,
+}
+
+impl Resolved {
+    /// `file:line` of the innermost frame.
+    pub fn line(&self) -> Option<String> {
+        let f = self.frames.first()?;
+        Some(format!("{}:{}", f.file.as_deref()?, f.line?))
+    }
+}
+
+/// A symbolizer for one image.
+pub struct Symbolizer {
+    /// `(start, end, name)`, sorted by start.
+    functions: Vec<(u64, u64, String)>,
+    loader: Option<addr2line::Loader>,
+    root: Option<String>,
+    cache: HashMap<u32, Resolved>,
+}
+
+/// Remove the hash and keep generic parameters readable: `hot_loops::run`, `<T as Trait>::f`.
+pub fn demangle(name: &str) -> String {
+    match rustc_demangle::try_demangle(name) {
+        Ok(d) => format!("{d:#}"),
+        Err(_) => name.to_owned(),
+    }
+}
+
+impl Symbolizer {
+    /// Load the symbol table of `data` and DWARF of the file at `path` (the same image).
+    /// `root` is the workspace directory, for shorter paths.
+    pub fn new(path: &Path, data: &[u8], root: Option<&Path>) -> anyhow::Result<Symbolizer> {
+        let file = object::File::parse(data)?;
+        let mut functions: Vec<(u64, u64, String, bool)> = file
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                // `$t`/`$d` mapping symbols and section symbols are not functions.
+                if name.starts_with('$') || name.is_empty() {
+                    return None;
+                }
+                let start = s.address() & !1;
+                Some((start, start + s.size(), demangle(name), s.is_global()))
+            })
+            .collect();
+        // Global names first at one address (aliases such as SysTick = sampler_rt_entry).
+        functions.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
+        functions.dedup_by(|b, a| a.0 == b.0);
+        let loader = addr2line::Loader::new(path).ok();
+        Ok(Symbolizer {
+            functions: functions
+                .into_iter()
+                .map(|(a, b, n, _)| (a, b, n))
+                .collect(),
+            loader,
+            root: root.map(|r| r.to_string_lossy().into_owned()),
+            cache: HashMap::new(),
+        })
+    }
+
+    /// The function symbol containing `pc`.
+    pub fn function_of(&self, pc: u64) -> Option<&str> {
+        let i = self.functions.partition_point(|f| f.0 <= pc);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        (pc < f.1).then_some(f.2.as_str())
+    }
+
+    /// `(start, end)` of a function symbol by name.
+    pub fn range_of(&self, name: &str) -> Option<(u64, u64)> {
+        self.functions
+            .iter()
+            .find(|f| f.2 == name)
+            .map(|f| (f.0, f.1))
+    }
+
+    /// Resolve one address (cached).
+    pub fn resolve(&mut self, pc: u32) -> &Resolved {
+        if !self.cache.contains_key(&pc) {
+            let r = self.resolve_uncached(pc as u64);
+            self.cache.insert(pc, r);
+        }
+        &self.cache[&pc]
+    }
+
+    fn resolve_uncached(&self, pc: u64) -> Resolved {
+        let function = self.function_of(pc).map(str::to_owned);
+        let mut frames = Vec::new();
+        if function.is_some()
+            && let Some(loader) = &self.loader
+            && let Ok(mut iter) = loader.find_frames(pc)
+        {
+            while let Ok(Some(f)) = iter.next() {
+                let name = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.raw_name().ok())
+                    .map(|n| demangle(&n))
+                    .unwrap_or_else(|| "??".into());
+                let (file, line) = match &f.location {
+                    Some(l) => (l.file.map(|p| self.shorten(p)), l.line),
+                    None => (None, None),
+                };
+                frames.push(Frame {
+                    function: name,
+                    file,
+                    line,
+                });
+            }
+        }
+        Resolved { function, frames }
+    }
+
+    /// Paths relative to the workspace, the cargo registry or the standard library.
+    pub fn shorten(&self, path: &str) -> String {
+        if let Some(root) = &self.root
+            && let Some(rest) = path.strip_prefix(root.as_str())
+        {
+            return rest.trim_start_matches('/').to_owned();
+        }
+        if let Some(i) = path.find("/registry/src/") {
+            let rest = &path[i + "/registry/src/".len()..];
+            if let Some(j) = rest.find('/') {
+                return rest[j + 1..].to_owned();
+            }
+        }
+        if let Some(rest) = path.strip_prefix("/rustc/")
+            && let Some(j) = rest.find("/library/")
+        {
+            return rest[j + "/library/".len()..].to_owned();
+        }
+        path.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangling_drops_hashes_only() {
+        assert_eq!(
+            demangle("_ZN10sampler_rt6target11sample_ring17h1672cf6fddc43219E"),
+            "sampler_rt::target::sample_ring"
+        );
+        assert_eq!(demangle("hot_a"), "hot_a");
+        assert_eq!(
+            demangle("_RNvMs_NtCs1234_4core3fmtINtB4_5ArgumentsE3new"),
+            "<core::fmt::Arguments>::new"
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! End-to-end tests: the real `cargo-sample` binary builds the seed-scenario firmware with cargo,
+//! runs it in real QEMU (`qemu-system-arm`, installed by `tests/setup.sh`) and reports.
+//!
+//! Shares are checked against what the programs are built to do, with binomial bounds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed-scenarios")
+}
+
+fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .arg("sample")
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running cargo-sample")
+}
+
+/// Run a scenario and return its JSON report.
+fn profile(bin: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--release", "--bin", bin, "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = cargo_sample(&scenarios(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo sample {args:?} failed:\n{stderr}"
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn share(report: &Value, table: &str, name: &str) -> f64 {
+    report[table]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .map(|r| r["percent"].as_f64().unwrap())
+        .unwrap_or(0.0)
+}
+
+fn sigma_points(p_percent: f64, n: f64) -> f64 {
+    let p = p_percent / 100.0;
+    100.0 * (p * (1.0 - p) / n).sqrt()
+}
+
+fn run_dir_of(stderr: &[u8]) -> PathBuf {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Saved "))
+        .unwrap_or_else(|| panic!("no `Saved` line in:\n{text}"));
+    PathBuf::from(line.trim_start().trim_start_matches("Saved ").trim())
+}
+
+#[test]
+fn hot_loops_shares_match_the_loop_counts() {
+    let r = profile("hot-loops", &["--samples", "10000"]);
+    assert_eq!(r["samples"], 10000);
+    assert_eq!(r["unit"], "instructions");
+    let (a, b, c) = (
+        share(&r, "functions", "hot_a"),
+        share(&r, "functions", "hot_b"),
+        share(&r, "functions", "hot_c"),
+    );
+    // The bar: within 1 point of 70 / 20 / 10 at 10 000 samples.
+    assert!((a - 70.0).abs() < 1.0, "hot_a {a}");
+    assert!((b - 20.0).abs() < 1.0, "hot_b {b}");
+    assert!((c - 10.0).abs() < 1.0, "hot_c {c}");
+    // The three loops are the same code: hot_a / (hot_a + hot_b) must be 7/9 within 3 sigma.
+    let n_ab = (a + b) / 100.0 * 10_000.0;
+    let ratio = a / (a + b);
+    let s = ((7.0 / 9.0) * (2.0 / 9.0) / n_ab).sqrt();
+    assert!(
+        (ratio - 7.0 / 9.0).abs() < 3.0 * s,
+        "hot_a:hot_b = {ratio}, sigma {s}"
+    );
+    // Every row carries a 95 % interval around its share.
+    for row in r["functions"].as_array().unwrap() {
+        let p = row["percent"].as_f64().unwrap();
+        let ci = row["ci95"].as_array().unwrap();
+        assert!(ci[0].as_f64().unwrap() <= p && p <= ci[1].as_f64().unwrap());
+    }
+    // Same ELF, same seed: the run repeats exactly (icount).
+    let again = profile("hot-loops", &["--samples", "10000"]);
+    assert_eq!(again["functions"], r["functions"]);
+}
+
+#[test]
+fn period_and_count_change_without_a_rebuild_and_m_samples_scale() {
+    let r = profile("hot-loops", &["--samples", "1000", "--period", "20us"]);
+    assert_eq!(r["samples"], 1000);
+    let period = r["period_units"].as_f64().unwrap();
+    // The mean is kept within half a timer tick (20 instructions at 25 MHz).
+    assert!((period - 20_000.0).abs() <= 20.0, "period {period}");
+    let a = share(&r, "functions", "hot_a");
+    assert!(
+        (a - 69.5).abs() < 4.0 * sigma_points(69.5, 1000.0),
+        "hot_a {a}"
+    );
+}
+
+#[test]
+fn constant_period_in_step_with_a_ticked_loop_lies_and_jitter_fixes_it() {
+    // The loop's tick is 250 timer ticks; sampling every 250 ticks sees one phase only.
+    let locked = profile(
+        "ticked-loop",
+        &["--samples", "2000", "--period", "250", "--no-jitter"],
+    );
+    let top = locked["functions"][0]["percent"].as_f64().unwrap();
+    assert!(
+        top > 99.0,
+        "constant period should pile up on one function, got {top}"
+    );
+    let warnings = locked["warnings"].to_string();
+    assert!(warnings.contains("constant sampling period"), "{warnings}");
+
+    let free = profile("ticked-loop", &["--samples", "4000", "--period", "250"]);
+    let wait = share(&free, "functions", "wait_tick");
+    let control = share(&free, "functions", "control");
+    // control spins 1000 of the 10 000 instructions' worth of a tick at ~3 instructions a spin.
+    assert!(control > 20.0 && control < 40.0, "control {control}");
+    assert!(wait > 45.0, "wait_tick {wait}");
+    assert!(top - wait.max(control) > 30.0);
+}
+
+#[test]
+fn masked_interrupts_pile_samples_after_cpsie() {
+    let r = profile("irq-masked", &["--samples", "5000"]);
+    let on = share(&r, "functions", "irq_on");
+    let locked = share(&r, "functions", "locked");
+    // locked(300) is about 30 % of the time, but the sampler cannot enter it.
+    assert!(on > 25.0 && on < 35.0, "irq_on {on}");
+    assert!(locked < 1.0, "locked {locked}");
+}
+
+#[test]
+fn a_handler_of_equal_priority_is_invisible_and_a_more_urgent_sampler_sees_it() {
+    let equal = profile("foreign-isr", &["--samples", "3000", "--priority", "0x40"]);
+    assert!(share(&equal, "functions", "isr_work") < 0.5);
+    let urgent = profile("foreign-isr", &["--samples", "3000"]);
+    let isr = share(&urgent, "functions", "isr_work");
+    assert!(isr > 24.0 && isr < 36.0, "isr_work {isr}");
+}
+
+#[test]
+fn firmware_that_exits_early_still_delivers_its_samples() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "early-exit",
+            "--format",
+            "json",
+            "--samples",
+            "10000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = r["samples"].as_u64().unwrap();
+    assert!(n > 50 && n < 10_000, "{n} samples");
+    assert_eq!(r["stop"], "the firmware ended the run");
+}
+
+#[test]
+fn a_run_cut_short_by_the_timeout_is_recovered_from_memory() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--format",
+            "json",
+            "--samples",
+            "0",
+            "--timeout",
+            "3",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("did not finish within 3 s"), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["source"], "snapshot");
+    let n = r["samples"].as_u64().unwrap();
+    assert!(n > 1000, "{n}");
+    let a = share(&r, "functions", "hot_a");
+    assert!((a - 69.5).abs() < 2.0, "hot_a {a}");
+}
+
+#[test]
+fn saved_runs_re_render_and_damage_is_refused() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--format",
+            "json",
+            "--samples",
+            "500",
+        ],
+    );
+    assert!(out.status.success());
+    let dir = run_dir_of(&out.stderr);
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let report = |run: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+            .args([
+                "sample",
+                "report",
+                run.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let again = report(&dir);
+    assert!(again.status.success());
+    let second: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(first["functions"], second["functions"]);
+
+    // A bit flipped in a copy of the run: refused, and the message says why.
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("run");
+    std::fs::create_dir(&copy).unwrap();
+    for f in ["run.json", "firmware.elf", "sampler.dump"] {
+        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+    }
+    let mut dump = std::fs::read(copy.join("sampler.dump")).unwrap();
+    dump[200] ^= 0x04;
+    std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
+    let bad = report(&copy);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("corrupt"));
+
+    // The same dump against another ELF: refused by the fingerprint.
+    dump[200] ^= 0x04;
+    std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
+    let other = scenarios().join("target/cargo-sample/build/thumbv7m-none-eabi/release/irq-masked");
+    if !other.is_file() {
+        let o = cargo_sample(
+            &scenarios(),
+            &["--release", "--bin", "irq-masked", "--samples", "10"],
+        );
+        assert!(o.status.success());
+    }
+    std::fs::copy(&other, copy.join("firmware.elf")).unwrap();
+    let wrong = report(&copy);
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("not made by this ELF"));
+
+    // Truncated: the samples before the cut are reported, with a warning.
+    std::fs::copy(dir.join("firmware.elf"), copy.join("firmware.elf")).unwrap();
+    std::fs::write(copy.join("sampler.dump"), &dump[..1000]).unwrap();
+    let cut = report(&copy);
+    assert!(
+        cut.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cut.stderr)
+    );
+    assert!(String::from_utf8_lossy(&cut.stderr).contains("cut short"));
+    let partial: Value = serde_json::from_slice(&cut.stdout).unwrap();
+    let n = partial["samples"].as_u64().unwrap();
+    assert!(n > 100 && n < 500, "{n}");
+}
+
+#[test]
+fn a_crate_without_the_feature_gets_the_lines_to_add() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("app");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let out = cargo_sample(&dir, &["--target", "thumbv7m-none-eabi"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sample = [\"dep:sampler-rt\"]"), "{err}");
+    assert!(err.contains("sampler_rt::start();"), "{err}");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn init_sets_up_a_crate_that_then_profiles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fresh");
+    let templates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates/mps2-an385");
+    copy_tree(&templates, &dir);
+    let rt = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sampler-rt")
+        .canonicalize()
+        .unwrap();
+    let init = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args(["sample", "init", "--sampler-rt-path", rt.to_str().unwrap()])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let diff = String::from_utf8_lossy(&init.stdout);
+    assert!(diff.contains("+    sampler_rt::start();"), "{diff}");
+    let r = {
+        let out = cargo_sample(
+            &dir,
+            &["--release", "--format", "json", "--samples", "2000"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let busy = share(&r, "functions", "busy");
+    assert!(busy > 90.0, "busy {busy}");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn cortex_m0_entry_profiles_the_microbit_example() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/microbit-m0");
+    let out = cargo_sample(
+        &dir,
+        &["--release", "--format", "json", "--samples", "2000"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["machine"], "microbit (QEMU)");
+    let heavy = share(&r, "functions", "m0_heavy");
+    let light = share(&r, "functions", "m0_light");
+    // 750 : 250 iterations of the same loop.
+    let ratio = heavy / (heavy + light);
+    let s = (0.75f64 * 0.25 / ((heavy + light) / 100.0 * 2000.0)).sqrt();
+    assert!(
+        (ratio - 0.75).abs() < 3.0 * s + 0.005,
+        "ratio {ratio} sigma {s}"
+    );
+}

@@ -377,3 +377,14 @@ fn cortex_m0_entry_profiles_the_microbit_example() {
         "ratio {ratio} sigma {s}"
     );
 }
+
+#[test]
+fn a_cmsdk_timer_can_pace_the_sampler_instead_of_systick() {
+    let r = profile("hot-loops", &["--samples", "3000", "--timer", "cmsdk"]);
+    assert_eq!(r["timer"], "CMSDK timer");
+    let a = share(&r, "functions", "hot_a");
+    assert!(
+        (a - 69.5).abs() < 4.0 * sigma_points(69.5, 3000.0),
+        "hot_a {a}"
+    );
+}

@@ -8,7 +8,6 @@ use sampler_rt::wire;
 /// Facts about a firmware ELF.
 #[derive(Debug, Clone)]
 pub struct Firmware {
-    pub entry: u64,
     /// `(address, size)` of the configuration block, if sampler-rt is linked in.
     pub config: Option<(u64, u64)>,
     /// `(address, size)` of the sampler state.
@@ -57,7 +56,6 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
         _ => None,
     };
     Ok(Firmware {
-        entry: file.entry(),
         config: sym(wire::CONFIG_SYMBOL),
         state: sym(wire::STATE_SYMBOL),
         ring_slots: sym(wire::RING_SYMBOL).map(|(_, size)| (size / 4) as u32),

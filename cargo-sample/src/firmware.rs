@@ -2,7 +2,7 @@
 //! directory, with the sampling feature and debug info on.
 
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
@@ -29,7 +29,6 @@ pub fn profile_name(args: &CargoArgs) -> String {
 #[derive(Debug, Clone)]
 pub struct Built {
     pub elf: PathBuf,
-    pub fresh: bool,
 }
 
 /// Build the firmware. `extra_config` are more `--config` values (e.g. function alignment).
@@ -100,7 +99,6 @@ pub fn build(
         {
             found = Some(Built {
                 elf: exe.into_std_path_buf(),
-                fresh: a.fresh,
             });
         }
     }
@@ -118,14 +116,4 @@ pub fn build(
             project.target_name
         )
     })
-}
-
-/// Copy a file, creating the destination's directory.
-pub fn copy_into(src: &Path, dst: &Path) -> Result<()> {
-    if let Some(d) = dst.parent() {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
-    std::fs::copy(src, dst)
-        .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
-    Ok(())
 }

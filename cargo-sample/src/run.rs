@@ -273,6 +273,12 @@ fn choose_machine(
             machine::names()
         )
     })?;
+    if !m.targets.contains(&p.triple.as_str()) {
+        term::warn(format!(
+            "QEMU {} has a {} core, which does not run `{}` code",
+            m.name, m.cpu, p.triple
+        ));
+    }
     let cpu = args
         .cpu
         .clone()

@@ -22,14 +22,6 @@ pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
-/// Standard deviation of a sampled share when the true share is `p`.
-pub fn binomial_sigma(p: f64, n: u64) -> f64 {
-    if n == 0 {
-        return f64::INFINITY;
-    }
-    (p * (1.0 - p) / n as f64).sqrt()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,11 +36,5 @@ mod tests {
         assert_eq!(lo, 0.0);
         assert!(hi > 0.05 && hi < 0.08);
         assert_eq!(wilson(5, 0, Z95), (0.0, 1.0));
-    }
-
-    #[test]
-    fn sigma_is_the_binomial_law() {
-        assert!((binomial_sigma(0.7, 10_000) - 0.004_582_6).abs() < 1e-6);
-        assert!((binomial_sigma(0.7, 100) - 0.045_826).abs() < 1e-5);
     }
 }

@@ -91,14 +91,6 @@ impl Symbolizer {
         (pc < f.1).then_some(f.2.as_str())
     }
 
-    /// `(start, end)` of a function symbol by name.
-    pub fn range_of(&self, name: &str) -> Option<(u64, u64)> {
-        self.functions
-            .iter()
-            .find(|f| f.2 == name)
-            .map(|f| (f.0, f.1))
-    }
-
     /// Resolve one address (cached).
     pub fn resolve(&mut self, pc: u32) -> &Resolved {
         if !self.cache.contains_key(&pc) {

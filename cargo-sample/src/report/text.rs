@@ -14,7 +14,7 @@ pub struct Options {
 }
 
 fn si(hz: u64) -> String {
-    if hz >= 1_000_000 && hz % 1000 == 0 {
+    if hz >= 1_000_000 && hz.is_multiple_of(1000) {
         format!("{} MHz", hz as f64 / 1e6)
     } else {
         format!("{hz} Hz")

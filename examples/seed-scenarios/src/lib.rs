@@ -151,6 +151,12 @@ pub fn hot_c(n: u32) {
     spin!(n, "hot_c")
 }
 
+// Timer 0 can pace the sampler instead of SysTick: `cargo sample --timer cmsdk`.
+#[cfg(feature = "sample")]
+mod sampling_timer {
+    sampler_rt::cmsdk_timer_interrupt!(TIMER0);
+}
+
 /// Start the sampler when the firmware is built for `cargo sample`.
 pub fn sampling_start() {
     #[cfg(feature = "sample")]

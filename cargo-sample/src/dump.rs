@@ -117,8 +117,16 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
         let len = u32_at(bytes, off + 4) as usize;
         let body = off + wire::RECORD_HEADER_LEN;
         if kind == wire::REC_END {
-            if len < 4 || body + 4 > bytes.len() {
+            if body + 4 > bytes.len() {
                 return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+            }
+            // The END header is outside the checksum: it must be exactly what writers write.
+            if len != 4 || u16_at(bytes, off + 2) != 0 {
+                dump.pcs.clear();
+                return (
+                    dump,
+                    Some(DumpError::Malformed("damaged END record".into())),
+                );
             }
             let stored = u32_at(bytes, body);
             let computed = wire::crc32(&bytes[..off]);

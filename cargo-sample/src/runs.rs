@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn utc_stamps() {
         assert_eq!(format_utc(0), "19700101-000000");
-        assert_eq!(format_utc(1_796_236_954), "20261202-185234");
+        assert_eq!(format_utc(1_796_236_954), "20261202-184234");
     }
 
     #[test]

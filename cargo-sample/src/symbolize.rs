@@ -162,8 +162,10 @@ mod tests {
         );
         assert_eq!(demangle("hot_a"), "hot_a");
         assert_eq!(
-            demangle("_RNvMs_NtCs1234_4core3fmtINtB4_5ArgumentsE3new"),
-            "<core::fmt::Arguments>::new"
+            demangle(
+                "_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$..$u7b$$u7b$closure$u7d$$u7d$$GT$17h0b5a1f5a0d0f0e0fE"
+            ),
+            "core::ptr::drop_in_place<std::rt::lang_start<()>::{{closure}}>"
         );
     }
 }

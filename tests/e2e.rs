@@ -388,3 +388,33 @@ fn a_cmsdk_timer_can_pace_the_sampler_instead_of_systick() {
         "hot_a {a}"
     );
 }
+
+#[test]
+fn a_missing_qemu_is_named_with_how_to_install_it() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--qemu",
+            "/nonexistent/qemu-system-arm",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("QEMU was not found at /nonexistent/qemu-system-arm"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args(["sample", "--release", "--bin", "hot-loops"])
+        .current_dir(scenarios())
+        .env("PATH", "/nonexistent")
+        .env("CARGO", env!("CARGO"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("apt-get install qemu-system-arm"), "{err}");
+}

@@ -154,6 +154,72 @@ impl Symbolizer {
 mod tests {
     use super::*;
 
+    fn fixture() -> Symbolizer {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(&path).unwrap();
+        Symbolizer::new(
+            &path,
+            &data,
+            Some(Path::new("/work/main/examples/seed-scenarios")),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn fixture_functions_inline_chains_and_lines() {
+        let mut s = fixture();
+        // hot_a spans 0xfee..0xffc in the fixture.
+        assert_eq!(s.function_of(0xfee), Some("hot_a"));
+        assert_eq!(s.function_of(0xffa), Some("hot_a"));
+        assert_eq!(s.function_of(0xffc), Some("hot_b"));
+        assert_eq!(s.function_of(0x10), None, "the vector table is no function");
+        // The loop's decrement is `Range::next` inlined into hot_a: the chain ends in hot_a.
+        let chains: Vec<Vec<Frame>> = (0xff4..0xffa)
+            .step_by(2)
+            .map(|pc| s.resolve(pc).frames.clone())
+            .collect();
+        for c in &chains {
+            assert!(!c.is_empty(), "no DWARF frames");
+            assert_eq!(c.last().unwrap().function, "hot_a", "{c:?}");
+        }
+        let inlined: Vec<&Frame> = chains
+            .iter()
+            .filter(|c| c.len() > 1)
+            .map(|c| &c[0])
+            .collect();
+        assert!(
+            !inlined.is_empty(),
+            "no inlined frames in hot_a's loop: {chains:?}"
+        );
+        assert!(
+            inlined.iter().any(|f| f
+                .file
+                .as_deref()
+                .is_some_and(|p| p.starts_with("core/src/"))),
+            "core's frames should show as core/src/...: {inlined:?}"
+        );
+        // The workspace's own file is shown relative to the root.
+        let outer = chains[0].last().unwrap();
+        assert_eq!(outer.file.as_deref(), Some("src/lib.rs"));
+        assert!(s.resolve(0xff6).line().unwrap().contains(':'));
+        // Outside every function: no name, no frames.
+        assert!(s.resolve(0x1000_0000).function.is_none());
+    }
+
+    #[test]
+    fn paths_are_shortened() {
+        let s = fixture();
+        assert_eq!(
+            s.shorten("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/cortex-m-rt-0.7.7/src/lib.rs"),
+            "cortex-m-rt-0.7.7/src/lib.rs"
+        );
+        assert_eq!(
+            s.shorten("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/cmp.rs"),
+            "core/src/cmp.rs"
+        );
+        assert_eq!(s.shorten("/elsewhere/x.rs"), "/elsewhere/x.rs");
+    }
+
     #[test]
     fn demangling_drops_hashes_only() {
         assert_eq!(

@@ -51,6 +51,16 @@ fn sigma_points(p_percent: f64, n: f64) -> f64 {
     100.0 * (p * (1.0 - p) / n).sqrt()
 }
 
+/// hot_a's share in hot-loops (69.5 % of the instructions) within 4 sigma of `n` samples.
+fn assert_hot_a_share(r: &Value, n: f64) {
+    let a = share(r, "functions", "hot_a");
+    let bound = 4.0 * sigma_points(69.5, n);
+    assert!(
+        (a - 69.5).abs() < bound,
+        "hot_a {a}, expected 69.5 ± {bound}"
+    );
+}
+
 fn run_dir_of(stderr: &[u8]) -> PathBuf {
     let text = String::from_utf8_lossy(stderr);
     let line = text
@@ -100,11 +110,7 @@ fn period_and_count_change_without_a_rebuild_and_m_samples_scale() {
     let period = r["period_units"].as_f64().unwrap();
     // The mean is kept within half a timer tick (20 instructions at 25 MHz).
     assert!((period - 20_000.0).abs() <= 20.0, "period {period}");
-    let a = share(&r, "functions", "hot_a");
-    assert!(
-        (a - 69.5).abs() < 4.0 * sigma_points(69.5, 1000.0),
-        "hot_a {a}"
-    );
+    assert_hot_a_share(&r, 1000.0);
 }
 
 #[test]
@@ -382,11 +388,7 @@ fn cortex_m0_entry_profiles_the_microbit_example() {
 fn a_cmsdk_timer_can_pace_the_sampler_instead_of_systick() {
     let r = profile("hot-loops", &["--samples", "3000", "--timer", "cmsdk"]);
     assert_eq!(r["timer"], "CMSDK timer");
-    let a = share(&r, "functions", "hot_a");
-    assert!(
-        (a - 69.5).abs() < 4.0 * sigma_points(69.5, 3000.0),
-        "hot_a {a}"
-    );
+    assert_hot_a_share(&r, 3000.0);
 }
 
 #[test]

@@ -420,3 +420,106 @@ fn a_missing_qemu_is_named_with_how_to_install_it() {
     assert!(!out.status.success());
     assert!(err.contains("apt-get install qemu-system-arm"), "{err}");
 }
+
+/// Exact executed-instruction counts per linker-level function, from the exact-count QEMU
+/// plugin, for a run directory's `loaded.elf`. sampler-rt's own functions (the handler, the dump
+/// writer) are left out: a sampler cannot sample itself.
+fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "cargo-sample-qemu-plugin"])
+        .current_dir(&root)
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let plugin = target.join("debug/libcargo_sample_exact.so");
+    let work = tempfile::tempdir().unwrap();
+    let counts = work.path().join("counts.bin");
+    let status = Command::new("qemu-system-arm")
+        .args([
+            "-machine",
+            "mps2-an385",
+            "-cpu",
+            "cortex-m3",
+            "-display",
+            "none",
+        ])
+        .args(["-serial", "null", "-monitor", "none"])
+        .args([
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-icount",
+            "shift=0",
+        ])
+        .arg("-kernel")
+        .arg(run.join("loaded.elf"))
+        .arg("-plugin")
+        .arg(format!("{},out={}", plugin.display(), counts.display()))
+        .current_dir(work.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bytes = std::fs::read(&counts).unwrap();
+    assert_eq!(&bytes[..8], b"SMPLEXC1");
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let mut funcs: Vec<(u64, u64, String)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .map(|s| {
+            let a = s.address() & !1;
+            (a, a + s.size(), s.name().unwrap().to_owned())
+        })
+        .collect();
+    funcs.sort();
+    let mut per: std::collections::HashMap<String, u64> = Default::default();
+    for pair in bytes[8..].chunks_exact(16) {
+        let pc = u64::from_le_bytes(pair[..8].try_into().unwrap());
+        let n = u64::from_le_bytes(pair[8..].try_into().unwrap());
+        if let Some(f) = funcs.iter().find(|f| f.0 <= pc && pc < f.1)
+            && !f.2.contains("sampler_rt")
+        {
+            *per.entry(f.2.clone()).or_default() += n;
+        }
+    }
+    let total: u64 = per.values().sum();
+    per.into_iter()
+        .map(|(k, v)| (k, 100.0 * v as f64 / total as f64))
+        .collect()
+}
+
+#[test]
+fn sampled_shares_agree_with_exact_instruction_counts_within_3_sigma() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--format",
+            "json",
+            "--samples",
+            "10000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exact = exact_shares(&run_dir_of(&out.stderr));
+    for f in ["hot_a", "hot_b", "hot_c"] {
+        let truth = exact[f];
+        let sampled = share(&r, "functions", f);
+        let s = sigma_points(truth, 10_000.0);
+        assert!(
+            (sampled - truth).abs() < 3.0 * s,
+            "{f}: sampled {sampled:.3} %, exact {truth:.3} %, sigma {s:.3}"
+        );
+    }
+}

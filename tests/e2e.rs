@@ -480,8 +480,11 @@ fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
     for pair in bytes[8..].chunks_exact(16) {
         let pc = u64::from_le_bytes(pair[..8].try_into().unwrap());
         let n = u64::from_le_bytes(pair[8..].try_into().unwrap());
-        if let Some(f) = funcs.iter().find(|f| f.0 <= pc && pc < f.1)
-            && !f.2.contains("sampler_rt")
+        // An address covered by any sampler-rt symbol (SysTick is an alias of its entry) is
+        // the sampler's own.
+        let covering: Vec<_> = funcs.iter().filter(|f| f.0 <= pc && pc < f.1).collect();
+        if let Some(f) = covering.first()
+            && !covering.iter().any(|f| f.2.contains("sampler_rt"))
         {
             *per.entry(f.2.clone()).or_default() += n;
         }
@@ -522,4 +525,58 @@ fn sampled_shares_agree_with_exact_instruction_counts_within_3_sigma() {
             "{f}: sampled {sampled:.3} %, exact {truth:.3} %, sigma {s:.3}"
         );
     }
+}
+
+#[test]
+fn truth_puts_exact_shares_beside_sampled_ones_in_the_same_run() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--format",
+            "json",
+            "--samples",
+            "10000",
+            "--truth",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = run_dir_of(&out.stderr);
+    assert!(dir.join("exact.counts").is_file());
+    // The tool's exact column equals the independent aggregation of the plugin's counts.
+    let independent = exact_shares(&dir);
+    for f in ["hot_a", "hot_b", "hot_c"] {
+        let row = r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == f)
+            .unwrap();
+        let exact = row["exact_percent"].as_f64().unwrap();
+        assert!(
+            (exact - independent[f]).abs() < 1e-6,
+            "{f}: {exact} vs {}",
+            independent[f]
+        );
+        let err = row["error_points"].as_f64().unwrap();
+        let sigma = row["error_sigma"].as_f64().unwrap();
+        assert!((err - (row["percent"].as_f64().unwrap() - exact)).abs() < 1e-9);
+        assert!(sigma.abs() < 3.0, "{f} is {sigma} sigma off");
+    }
+    let max = r["max_error_points"].as_f64().unwrap();
+    let worst = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| row["error_points"].as_f64())
+        .fold(0.0f64, |m, e| m.max(e.abs()));
+    assert_eq!(max, worst);
+    assert!(r["exact_instructions"].as_u64().unwrap() > 90_000_000);
 }

@@ -129,6 +129,10 @@ pub struct RunArgs {
     /// Give up on the run after this many seconds of host time (what arrived is kept).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub timeout: u64,
+    /// Also count every executed instruction exactly (QEMU plugin, same run) and show the exact
+    /// share, the error in points and in binomial sigmas beside each sampled row.
+    #[arg(long)]
+    pub truth: bool,
     /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
     #[arg(long, value_name = "N")]
     pub seed: Option<u32>,

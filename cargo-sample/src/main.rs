@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod dump;
 mod elf;
+mod exact;
 mod firmware;
 mod init;
 mod machine;

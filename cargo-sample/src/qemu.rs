@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// Where the plugin writes its counts, in QEMU's working directory.
+const EXACT_FILE: &str = "exact.counts";
+
 /// Set by the Ctrl-C handler; the run loop takes a snapshot and stops QEMU.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -53,6 +56,8 @@ pub struct Options {
     pub snapshot: Option<Region>,
     /// Where to keep the firmware's output.
     pub output_log: Option<PathBuf>,
+    /// The exact-count plugin to load (`--truth`, `--exact`).
+    pub plugin: Option<PathBuf>,
 }
 
 /// How the run ended.
@@ -63,6 +68,8 @@ pub struct Outcome {
     pub interrupted: bool,
     /// The dump the firmware wrote, if any.
     pub dump: Option<Vec<u8>>,
+    /// Exact per-PC instruction counts from the plugin, if it was loaded and QEMU exited.
+    pub exact: Option<Vec<u8>>,
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
     pub wall: Duration,
@@ -111,8 +118,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .args(["-semihosting-config", "enable=on,target=native"])
         .args(["-icount", "shift=0"])
         .arg("-kernel")
-        .arg(&opts.kernel)
-        .stdin(Stdio::null())
+        .arg(&opts.kernel);
+    if let Some(plugin) = &opts.plugin {
+        cmd.arg("-plugin").arg(format!(
+            "{},out={}",
+            plugin.display(),
+            work.path().join(EXACT_FILE).display()
+        ));
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -186,7 +200,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let dump_path = work.path().join("sampler.dump");
     let dump = std::fs::read(&dump_path).ok();
+    let exact = std::fs::read(work.path().join(EXACT_FILE)).ok();
     Ok(Outcome {
+        exact,
         status,
         timed_out,
         interrupted,

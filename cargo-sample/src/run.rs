@@ -9,6 +9,7 @@ use sampler_rt::wire;
 use crate::cli::{Format, RunArgs, ViewArgs};
 use crate::dump::{self, Dump};
 use crate::elf;
+use crate::exact;
 use crate::firmware;
 use crate::machine::{self, Machine};
 use crate::project::{self, Project};
@@ -197,7 +198,11 @@ pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
         term::note("the ELF has no DWARF: no source lines or inline frames");
     }
     let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
-    let report = report::build(&dump, &mut sym, facts_of(&meta, &dump));
+    let exact = match std::fs::read(dir.join(exact::FILE)) {
+        Ok(bytes) => Some(exact::parse(&bytes)?),
+        Err(_) => None,
+    };
+    let report = report::build(&dump, &mut sym, facts_of(&meta, &dump), exact.as_deref());
     print_report(&report, view)
 }
 
@@ -405,12 +410,22 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             len: wire::STATE_LEN as u64,
         }),
         output_log: Some(dir.join(runs::OUTPUT)),
+        plugin: if args.truth {
+            Some(exact::install_plugin(&own)?)
+        } else {
+            None
+        },
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();
     meta.exit_code = outcome.status.and_then(|s| s.code());
 
     // Keep the raw capture before decoding anything.
+    if let Some(counts) = &outcome.exact {
+        runs::write_atomic(&dir.join(exact::FILE), counts)?;
+    } else if args.truth {
+        term::warn("QEMU did not leave exact counts (it did not exit normally): no truth column");
+    }
     let mut source = "dump";
     if let Some(bytes) = &outcome.dump {
         runs::write_atomic(&dir.join(runs::DUMP), bytes)?;

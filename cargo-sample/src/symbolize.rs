@@ -39,6 +39,8 @@ pub struct Symbolizer {
     /// `(start, end, name)`, sorted by start.
     functions: Vec<(u64, u64, String)>,
     loader: Option<addr2line::Loader>,
+    /// Code of sampler-rt itself, which a sampler never sees.
+    sampler: Vec<(u64, u64)>,
     root: Option<String>,
     cache: HashMap<u32, Resolved>,
 }
@@ -69,6 +71,11 @@ impl Symbolizer {
                 Some((start, start + s.size(), demangle(name), s.is_global()))
             })
             .collect();
+        let sampler = functions
+            .iter()
+            .filter(|f| f.2.contains("sampler_rt"))
+            .map(|f| (f.0, f.1))
+            .collect();
         // Global names first at one address (aliases such as SysTick = sampler_rt_entry).
         functions.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
         functions.dedup_by(|b, a| a.0 == b.0);
@@ -79,6 +86,7 @@ impl Symbolizer {
                 .map(|(a, b, n, _)| (a, b, n))
                 .collect(),
             loader,
+            sampler,
             root: root.map(|r| r.to_string_lossy().into_owned()),
             cache: HashMap::new(),
         })
@@ -89,6 +97,11 @@ impl Symbolizer {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = self.functions.get(i.checked_sub(1)?)?;
         (pc < f.1).then_some(f.2.as_str())
+    }
+
+    /// Whether `pc` is in sampler-rt's own code.
+    pub fn is_sampler(&self, pc: u64) -> bool {
+        self.sampler.iter().any(|r| r.0 <= pc && pc < r.1)
     }
 
     /// Resolve one address (cached).

@@ -60,6 +60,15 @@ pub struct Row {
     /// The linker-level function a line or inline frame belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
+    /// With `--truth`: the exact share of executed instructions, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_percent: Option<f64>,
+    /// With `--truth`: sampled minus exact, in percentage points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_points: Option<f64>,
+    /// With `--truth`: the error in standard deviations of the binomial law at the exact share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_sigma: Option<f64>,
 }
 
 /// A whole report, as printed and as JSON.
@@ -77,6 +86,12 @@ pub struct Report {
     /// By `file:line` of the innermost frame.
     pub lines: Vec<Row>,
     pub distinct_pcs: usize,
+    /// With `--truth`: the largest |sampled - exact| over the function rows, in points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_error_points: Option<f64>,
+    /// With `--truth`: exact instructions counted outside sampler-rt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_instructions: Option<u64>,
     pub warnings: Vec<String>,
 }
 
@@ -91,26 +106,101 @@ pub fn stop_reason(stop: u8) -> &'static str {
     }
 }
 
-fn rows(counts: HashMap<(String, Option<String>), u64>, total: u64) -> Vec<Row> {
+type Key = (String, Option<String>);
+
+fn rows(
+    mut counts: HashMap<Key, u64>,
+    total: u64,
+    exact: Option<&(HashMap<Key, u64>, u64)>,
+) -> Vec<Row> {
+    if let Some((e, _)) = exact {
+        // Code that ran but was never sampled belongs in the table too.
+        for k in e.keys() {
+            counts.entry(k.clone()).or_insert(0);
+        }
+    }
     let mut v: Vec<Row> = counts
         .into_iter()
-        .map(|((name, function), k)| {
+        .map(|(key, k)| {
             let (lo, hi) = wilson(k, total, Z95);
+            let percent = 100.0 * k as f64 / total.max(1) as f64;
+            let exact_percent = exact.map(|(e, et)| {
+                100.0 * e.get(&key).copied().unwrap_or(0) as f64 / (*et).max(1) as f64
+            });
+            let error_points = exact_percent.map(|x| percent - x);
+            let error_sigma = exact_percent.zip(error_points).map(|(x, err)| {
+                let p = x / 100.0;
+                let sigma = 100.0 * (p * (1.0 - p) / total.max(1) as f64).sqrt();
+                if sigma > 0.0 {
+                    err / sigma
+                } else if err == 0.0 {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            });
             Row {
-                name,
+                name: key.0,
                 samples: k,
-                percent: 100.0 * k as f64 / total.max(1) as f64,
+                percent,
                 ci95: [100.0 * lo, 100.0 * hi],
-                function,
+                function: key.1,
+                exact_percent,
+                error_points,
+                error_sigma,
             }
         })
         .collect();
-    v.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.name.cmp(&b.name)));
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| {
+                b.exact_percent
+                    .unwrap_or(0.0)
+                    .total_cmp(&a.exact_percent.unwrap_or(0.0))
+            })
+            .then_with(|| a.name.cmp(&b.name))
+    });
     v
 }
 
-/// Aggregate a dump.
-pub fn build(dump: &Dump, sym: &mut Symbolizer, facts: Facts) -> Report {
+/// The three keys of one address: function, innermost frame, line.
+fn keys(sym: &mut Symbolizer, pc: u32) -> [Key; 3] {
+    let r = sym.resolve(pc);
+    let f = r.function.clone().unwrap_or_else(|| OUTSIDE.to_owned());
+    let inner = r
+        .frames
+        .first()
+        .map(|fr| fr.function.clone())
+        .unwrap_or_else(|| f.clone());
+    let line = r
+        .line()
+        .unwrap_or_else(|| format!("{f} ({pc:#010x}, no line info)"));
+    [(f.clone(), None), (inner, Some(f.clone())), (line, Some(f))]
+}
+
+/// Aggregate exact counts the way samples are aggregated, without sampler-rt's own code.
+fn exact_tables(sym: &mut Symbolizer, exact: &[(u32, u64)]) -> [(HashMap<Key, u64>, u64); 3] {
+    let mut t: [(HashMap<Key, u64>, u64); 3] = Default::default();
+    for &(pc, n) in exact {
+        if sym.is_sampler(pc as u64) {
+            continue;
+        }
+        for (i, k) in keys(sym, pc).into_iter().enumerate() {
+            *t[i].0.entry(k).or_default() += n;
+            t[i].1 += n;
+        }
+    }
+    t
+}
+
+/// Aggregate a dump, with the exact counts of the same run when there are some.
+pub fn build(
+    dump: &Dump,
+    sym: &mut Symbolizer,
+    facts: Facts,
+    exact: Option<&[(u32, u64)]>,
+) -> Report {
     let mut per_pc: HashMap<u32, u64> = HashMap::new();
     for &pc in &dump.pcs {
         *per_pc.entry(pc & !1).or_default() += 1;
@@ -120,23 +210,21 @@ pub fn build(dump: &Dump, sym: &mut Symbolizer, facts: Facts) -> Report {
     let mut inlined = HashMap::new();
     let mut lines = HashMap::new();
     for (&pc, &k) in &per_pc {
-        let r = sym.resolve(pc);
-        let f = r.function.clone().unwrap_or_else(|| OUTSIDE.to_owned());
-        *functions.entry((f.clone(), None)).or_default() += k;
-        let inner = r
-            .frames
-            .first()
-            .map(|fr| fr.function.clone())
-            .unwrap_or_else(|| f.clone());
-        *inlined.entry((inner, Some(f.clone()))).or_default() += k;
-        let line = r
-            .line()
-            .unwrap_or_else(|| format!("{f} ({pc:#010x}, no line info)"));
-        *lines.entry((line, Some(f))).or_default() += k;
+        let [f, inner, line] = keys(sym, pc);
+        *functions.entry(f).or_default() += k;
+        *inlined.entry(inner).or_default() += k;
+        *lines.entry(line).or_default() += k;
     }
-    let functions = rows(functions, total);
-    let inlined = rows(inlined, total);
-    let lines = rows(lines, total);
+    let exact = exact.map(|e| exact_tables(sym, e));
+    let functions = rows(functions, total, exact.as_ref().map(|e| &e[0]));
+    let inlined = rows(inlined, total, exact.as_ref().map(|e| &e[1]));
+    let lines = rows(lines, total, exact.as_ref().map(|e| &e[2]));
+    let max_error_points = exact.as_ref().map(|_| {
+        functions
+            .iter()
+            .filter_map(|r| r.error_points)
+            .fold(0.0f64, |m, e| m.max(e.abs()))
+    });
     let warnings = diagnose(dump, &facts, &functions, per_pc.len());
     Report {
         format_version: JSON_VERSION,
@@ -147,6 +235,8 @@ pub fn build(dump: &Dump, sym: &mut Symbolizer, facts: Facts) -> Report {
         inlined,
         lines,
         distinct_pcs: per_pc.len(),
+        max_error_points,
+        exact_instructions: exact.as_ref().map(|e| e[0].1),
         warnings,
     }
 }

@@ -68,7 +68,33 @@ pub fn render(r: &Report, opts: Options) -> String {
         f.unit,
         f.stop
     );
+    if let (Some(max), Some(n)) = (r.max_error_points, r.exact_instructions) {
+        let worst = r
+            .functions
+            .iter()
+            .filter(|row| {
+                row.error_points
+                    .is_some_and(|e| (e.abs() - max).abs() < 1e-12)
+            })
+            .map(|row| row.name.as_str())
+            .next()
+            .unwrap_or("-");
+        let _ = writeln!(
+            s,
+            "exact: {n} instructions counted (sampler-rt's own excluded) · largest error {max:.2} points ({worst})"
+        );
+    }
     table(&mut s, "function", &r.functions, opts, false);
+    if r.functions
+        .iter()
+        .any(|row| row.error_sigma.is_some_and(|x| x.abs() > 3.0))
+    {
+        let _ = writeln!(
+            s,
+            "{}",
+            paint("1;31", "! rows beyond 3 sigma of the exact share")
+        );
+    }
     if r.inlined
         .iter()
         .any(|row| Some(&row.name) != row.function.as_ref())
@@ -85,13 +111,19 @@ pub fn render(r: &Report, opts: Options) -> String {
 }
 
 fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool) {
+    let truth = rows.iter().any(|r| r.exact_percent.is_some());
+    let extra = if truth {
+        format!(" {:>8} {:>7} {:>6}", "exact", "diff", "sigma")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
         "\n{}",
         paint(
             "1",
             &format!(
-                "{:>8} {:>9} {:>17}   {title}",
+                "{:>8} {:>9} {:>17}{extra}   {title}",
                 "share", "samples", "95% interval"
             )
         )
@@ -112,9 +144,18 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         {
             name = format!("{name}  {}", paint("2", &format!("in {func}")));
         }
+        let mut cols = String::new();
+        if let (Some(x), Some(e), Some(sg)) = (row.exact_percent, row.error_points, row.error_sigma)
+        {
+            let mark = if sg.abs() > 3.0 { "!" } else { " " };
+            cols = format!(" {x:>7.2}% {e:>+7.2} {sg:>+5.1}{mark}");
+            if sg.abs() > 3.0 {
+                cols = paint("1;31", &cols);
+            }
+        }
         let _ = writeln!(
             s,
-            "{:>7.2}% {:>9} {:>7.2} – {:<7.2}   {name}",
+            "{:>7.2}% {:>9} {:>7.2} – {:<7.2}{cols}   {name}",
             row.percent, row.samples, row.ci95[0], row.ci95[1]
         );
     }

@@ -24,6 +24,11 @@ fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
 
 /// Run a scenario and return its JSON report.
 fn profile(bin: &str, extra: &[&str]) -> Value {
+    profile_in(bin, extra).0
+}
+
+/// Run a scenario and return its JSON report and its run directory.
+fn profile_in(bin: &str, extra: &[&str]) -> (Value, PathBuf) {
     let mut args = vec!["--release", "--bin", bin, "--format", "json"];
     args.extend_from_slice(extra);
     let out = cargo_sample(&scenarios(), &args);
@@ -32,8 +37,9 @@ fn profile(bin: &str, extra: &[&str]) -> Value {
         out.status.success(),
         "cargo sample {args:?} failed:\n{stderr}"
     );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    (report, run_dir_of(&out.stderr))
 }
 
 fn share(report: &Value, table: &str, name: &str) -> f64 {
@@ -497,25 +503,8 @@ fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
 
 #[test]
 fn sampled_shares_agree_with_exact_instruction_counts_within_3_sigma() {
-    let out = cargo_sample(
-        &scenarios(),
-        &[
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--format",
-            "json",
-            "--samples",
-            "10000",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let exact = exact_shares(&run_dir_of(&out.stderr));
+    let (r, dir) = profile_in("hot-loops", &["--samples", "10000"]);
+    let exact = exact_shares(&dir);
     for f in ["hot_a", "hot_b", "hot_c"] {
         let truth = exact[f];
         let sampled = share(&r, "functions", f);
@@ -529,26 +518,7 @@ fn sampled_shares_agree_with_exact_instruction_counts_within_3_sigma() {
 
 #[test]
 fn truth_puts_exact_shares_beside_sampled_ones_in_the_same_run() {
-    let out = cargo_sample(
-        &scenarios(),
-        &[
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--format",
-            "json",
-            "--samples",
-            "10000",
-            "--truth",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let dir = run_dir_of(&out.stderr);
+    let (r, dir) = profile_in("hot-loops", &["--samples", "10000", "--truth"]);
     assert!(dir.join("exact.counts").is_file());
     // The tool's exact column equals the independent aggregation of the plugin's counts.
     let independent = exact_shares(&dir);

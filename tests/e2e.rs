@@ -216,21 +216,7 @@ fn a_run_cut_short_by_the_timeout_is_recovered_from_memory() {
 
 #[test]
 fn saved_runs_re_render_and_damage_is_refused() {
-    let out = cargo_sample(
-        &scenarios(),
-        &[
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--format",
-            "json",
-            "--samples",
-            "500",
-        ],
-    );
-    assert!(out.status.success());
-    let dir = run_dir_of(&out.stderr);
-    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (first, dir) = profile_in("hot-loops", &["--samples", "500"]);
 
     let report = |run: &Path| {
         Command::new(env!("CARGO_BIN_EXE_cargo-sample"))

@@ -177,9 +177,6 @@ pub struct BenchArgs {
     /// The seed-scenarios firmware crate (default: `examples/seed-scenarios` of this repository).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
-    /// Samples per cost measurement.
-    #[arg(long, value_name = "N", default_value_t = 20000)]
-    pub samples: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

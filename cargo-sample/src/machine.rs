@@ -13,6 +13,22 @@ pub struct Machine {
     pub cmsdk_timer: Option<(u32, u32)>,
 }
 
+/// Targets a Cortex-M4/M7 runs.
+const V7EM: &[&str] = &[
+    "thumbv7em-none-eabihf",
+    "thumbv7em-none-eabi",
+    "thumbv7m-none-eabi",
+    "thumbv6m-none-eabi",
+];
+/// Targets a Cortex-M33/M55 runs.
+const V8M: &[&str] = &[
+    "thumbv8m.main-none-eabihf",
+    "thumbv8m.main-none-eabi",
+    "thumbv8m.base-none-eabi",
+    "thumbv7m-none-eabi",
+    "thumbv6m-none-eabi",
+];
+
 /// Machines measured with QEMU 7.2 (one instruction per nanosecond under `-icount shift=0`).
 pub const MACHINES: &[Machine] = &[
     Machine {
@@ -33,36 +49,21 @@ pub const MACHINES: &[Machine] = &[
         name: "mps2-an386",
         cpu: "cortex-m4",
         systick_hz: 25_000_000,
-        targets: &[
-            "thumbv7em-none-eabihf",
-            "thumbv7em-none-eabi",
-            "thumbv7m-none-eabi",
-            "thumbv6m-none-eabi",
-        ],
+        targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
     },
     Machine {
         name: "mps2-an500",
         cpu: "cortex-m7",
         systick_hz: 25_000_000,
-        targets: &[
-            "thumbv7em-none-eabihf",
-            "thumbv7em-none-eabi",
-            "thumbv7m-none-eabi",
-            "thumbv6m-none-eabi",
-        ],
+        targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
     },
     Machine {
         name: "netduinoplus2",
         cpu: "cortex-m4",
         systick_hz: 168_000_000,
-        targets: &[
-            "thumbv7em-none-eabihf",
-            "thumbv7em-none-eabi",
-            "thumbv7m-none-eabi",
-            "thumbv6m-none-eabi",
-        ],
+        targets: V7EM,
         cmsdk_timer: None,
     },
     Machine {
@@ -76,26 +77,14 @@ pub const MACHINES: &[Machine] = &[
         name: "mps2-an505",
         cpu: "cortex-m33",
         systick_hz: 20_000_000,
-        targets: &[
-            "thumbv8m.main-none-eabihf",
-            "thumbv8m.main-none-eabi",
-            "thumbv8m.base-none-eabi",
-            "thumbv7m-none-eabi",
-            "thumbv6m-none-eabi",
-        ],
+        targets: V8M,
         cmsdk_timer: Some((0x4000_0000, 3)),
     },
     Machine {
         name: "mps3-an547",
         cpu: "cortex-m55",
         systick_hz: 32_000_000,
-        targets: &[
-            "thumbv8m.main-none-eabihf",
-            "thumbv8m.main-none-eabi",
-            "thumbv8m.base-none-eabi",
-            "thumbv7m-none-eabi",
-            "thumbv6m-none-eabi",
-        ],
+        targets: V8M,
         cmsdk_timer: Some((0x4800_0000, 3)),
     },
 ];

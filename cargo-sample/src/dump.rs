@@ -167,6 +167,17 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                 }
                 if dump.pcs.is_empty() {
                     dump.first_seq = first;
+                } else {
+                    // Records of a streamed dump follow each other without gaps or overlaps.
+                    let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
+                    if first != next {
+                        return (
+                            dump,
+                            Some(DumpError::Malformed(format!(
+                                "PCS record starts at sample {first}, the previous one ended at {next}"
+                            ))),
+                        );
+                    }
                 }
                 let words = &payload[8..];
                 dump.pcs.extend(
@@ -209,6 +220,61 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dump the way a streaming firmware writes it: a first INFO, one PCS record per chunk
+    /// of `chunk` samples, the final INFO, END.
+    fn encode_streamed(info: &Info, pcs: &[u32], chunk: usize, gap_after_first: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&wire::file_header());
+        let first = Info {
+            taken: 0,
+            stop: wire::STOP_RUNNING,
+            ..*info
+        };
+        out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        out.extend_from_slice(&first.encode());
+        let mut seq = 0u32;
+        for (n, c) in pcs.chunks(chunk).enumerate() {
+            out.extend_from_slice(&wire::record_header(wire::REC_PCS, 8 + 4 * c.len() as u32));
+            out.extend_from_slice(&seq.to_le_bytes());
+            out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+            c.iter()
+                .for_each(|pc| out.extend_from_slice(&pc.to_le_bytes()));
+            seq += c.len() as u32 + if n == 0 { gap_after_first } else { 0 };
+        }
+        out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        out.extend_from_slice(&info.encode());
+        let crc = wire::crc32(&out);
+        out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn streamed_chunks_join_and_the_last_info_wins() {
+        let (info, pcs) = sample();
+        let bytes = encode_streamed(&info, &pcs, 32, 0);
+        let d = decode(&bytes).unwrap();
+        assert_eq!(d.pcs, pcs);
+        assert_eq!(d.first_seq, 0);
+        assert_eq!(d.info.taken, 100);
+        assert_eq!(d.info.stop, wire::STOP_LIMIT);
+        // Cut inside the third chunk: the first two chunks and the whole samples after them
+        // survive, with the provisional INFO.
+        let cut = wire::FILE_HEADER_LEN + 8 + wire::INFO_LEN + 2 * (8 + 8 + 128) + 8 + 8 + 40;
+        let (d, err) = decode_partial(&bytes[..cut]);
+        assert!(matches!(err, Some(DumpError::Truncated { .. })));
+        assert_eq!(d.pcs, pcs[..74]);
+        assert_eq!(d.info.stop, wire::STOP_RUNNING);
+    }
+
+    #[test]
+    fn a_gap_between_streamed_chunks_is_malformed() {
+        let (info, pcs) = sample();
+        let (d, err) = decode_partial(&encode_streamed(&info, &pcs, 32, 5));
+        assert!(matches!(err, Some(DumpError::Malformed(ref m)) if m.contains("sample 37")));
+        assert_eq!(d.pcs.len(), 32);
+    }
 
     fn sample() -> (Info, Vec<u32>) {
         let info = Info {

@@ -12,8 +12,6 @@ pub struct Firmware {
     pub config: Option<(u64, u64)>,
     /// `(address, size)` of the sampler state.
     pub state: Option<(u64, u64)>,
-    /// Ring capacity in samples.
-    pub ring_slots: Option<u32>,
     /// `.text` range (`__stext`, `__etext`).
     pub text: Option<(u64, u64)>,
     pub has_dwarf: bool,
@@ -58,7 +56,6 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
     Ok(Firmware {
         config: sym(wire::CONFIG_SYMBOL),
         state: sym(wire::STATE_SYMBOL),
-        ring_slots: sym(wire::RING_SYMBOL).map(|(_, size)| (size / 4) as u32),
         text,
         has_dwarf: file.section_by_name(".debug_info").is_some(),
         has_symbols: file.symbols().any(|s| s.kind() == SymbolKind::Text),

@@ -58,6 +58,8 @@ pub struct Options {
     pub output_log: Option<PathBuf>,
     /// The exact-count plugin to load (`--truth`, `--exact`).
     pub plugin: Option<PathBuf>,
+    /// Samples the firmware will send (for the progress bar), if known.
+    pub expected_samples: Option<u64>,
 }
 
 /// How the run ended.
@@ -140,11 +142,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .spawn()
         .with_context(|| format!("starting {}", opts.qemu.display()))?;
 
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner:.green} {msg} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
+    let bar = match opts.expected_samples {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template(
+                "{spinner:.green} {msg} [{bar:30.cyan/blue}] {human_pos}/{human_len} samples {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner:.green} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
     bar.set_message(opts.label.clone());
     bar.enable_steady_tick(Duration::from_millis(120));
 
@@ -171,6 +181,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let mut timed_out = false;
     let mut interrupted = false;
     let mut snapshot = None;
+    let mut polls = 0u32;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
             break Some(status);
@@ -189,6 +200,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             break None;
         }
         std::thread::sleep(Duration::from_millis(10));
+        polls += 1;
+        if opts.expected_samples.is_some() && polls.is_multiple_of(20) {
+            bar.set_position(streamed_samples(&work.path().join(DUMP_FILE)));
+        }
     };
     for p in pumps {
         let _ = p.join();
@@ -198,7 +213,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if let Some(path) = &opts.output_log {
         let _ = std::fs::write(path, &*log.lock().unwrap_or_else(|e| e.into_inner()));
     }
-    let dump_path = work.path().join("sampler.dump");
+    let dump_path = work.path().join(DUMP_FILE);
     let dump = std::fs::read(&dump_path).ok();
     let exact = std::fs::read(work.path().join(EXACT_FILE)).ok();
     Ok(Outcome {
@@ -211,6 +226,16 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         wall,
         command,
     })
+}
+
+/// The dump file the firmware writes through semihosting, in QEMU's working directory.
+const DUMP_FILE: &str = "sampler.dump";
+
+/// About how many samples a streaming firmware has written so far (from the file's size).
+fn streamed_samples(path: &Path) -> u64 {
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let overhead = (sampler_rt::wire::FILE_HEADER_LEN + 8 + sampler_rt::wire::INFO_LEN) as u64;
+    len.saturating_sub(overhead) / 4
 }
 
 fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>>) {

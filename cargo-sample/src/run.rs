@@ -320,14 +320,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     };
-    let slots = fw.ring_slots.unwrap_or(0);
-    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES.min(slots.max(1)));
-    if requested > slots && slots > 0 {
-        term::warn(format!(
-            "the ring holds {slots} samples: of {requested} taken, the newest {slots} are kept. \
-             Rebuild with SAMPLER_RT_RING_SLOTS={requested} to keep all"
-        ));
-    }
+    // The semihosting sink streams every full ring chunk, so any number of samples fits.
+    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
     let timer_hz = m.systick_hz;
     let period = match &args.period {
         Some(s) => parse_period(s, timer_hz)?,
@@ -410,6 +404,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             len: wire::STATE_LEN as u64,
         }),
         output_log: Some(dir.join(runs::OUTPUT)),
+        expected_samples: (requested > 0).then_some(requested as u64),
         plugin: if args.truth {
             Some(exact::install_plugin(&own)?)
         } else {
@@ -427,20 +422,33 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         term::warn("QEMU did not leave exact counts (it did not exit normally): no truth column");
     }
     let mut source = "dump";
-    if let Some(bytes) = &outcome.dump {
+    let streamed = outcome.dump.as_deref().map(dump::decode_partial);
+    let finished_dump = streamed
+        .as_ref()
+        .is_some_and(|(d, e)| e.is_none() && d.complete);
+    if let (Some(bytes), true) = (&outcome.dump, finished_dump) {
         runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
     } else if let Some((state_bytes, ring)) = &outcome.snapshot {
-        std::fs::write(dir.join("state.bin"), state_bytes)?;
-        std::fs::write(dir.join("ring.bin"), ring)?;
+        // Cut short: the chunks the firmware streamed so far, then the newer samples still in
+        // its ring. All raw pieces are kept beside the joined dump.
+        if let Some(bytes) = &outcome.dump {
+            std::fs::write(dir.join(runs::STREAM), bytes)?;
+        }
+        std::fs::write(dir.join(runs::STATE), state_bytes)?;
+        std::fs::write(dir.join(runs::RING), ring)?;
         let (a, b) = fw.text.unwrap_or((0, 0));
         let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
-        if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc)) {
+        let sent = streamed.as_ref().map(|(d, _)| d);
+        if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
             runs::write_atomic(
                 &dir.join(runs::DUMP),
                 &dump::encode(&d.info, d.first_seq, &d.pcs),
             )?;
             source = "snapshot";
         }
+    } else if let Some(bytes) = &outcome.dump {
+        // Incomplete and nothing to add: reported as far as it goes.
+        runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
     }
     meta.source = Some(source.into());
     meta.state = if outcome.interrupted {

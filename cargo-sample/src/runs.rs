@@ -16,6 +16,12 @@ pub const LOADED_ELF: &str = "loaded.elf";
 pub const DUMP: &str = "sampler.dump";
 pub const META: &str = "run.json";
 pub const OUTPUT: &str = "firmware-output.txt";
+/// What a streaming firmware had written when its run was cut short (raw, as received).
+pub const STREAM: &str = "streamed.dump";
+/// The sampler's state block read from the target when a run was cut short.
+pub const STATE: &str = "state.bin";
+/// The sampler's ring read from the target when a run was cut short.
+pub const RING: &str = "ring.bin";
 
 /// What `run.json` records.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

@@ -14,27 +14,38 @@ pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
 
 /// Build a dump from a state block and the ring's bytes. `code` is the fingerprinted range of
 /// the image that ran (the snapshot comes from that very process, so the ELF's own fingerprint
-/// is the right one).
-pub fn to_dump(state: &[u8], ring: &[u8], code: (u32, u32, u32)) -> Option<Dump> {
+/// is the right one). `streamed` is what the firmware had already written to its dump file (a
+/// streaming run sends each full chunk): those samples come first, the ring adds the newer ones.
+pub fn to_dump(
+    state: &[u8],
+    ring: &[u8],
+    code: (u32, u32, u32),
+    streamed: Option<&Dump>,
+) -> Option<Dump> {
     let s = StateView::decode(state)?;
     let cap = s.capacity.min((ring.len() / 4) as u32);
     if cap == 0 {
         return None;
     }
     let taken = s.taken();
-    let stored = taken.min(cap);
-    let word = |i: u32| {
-        let o = 4 * i as usize;
+    let word = |q: u32| {
+        let o = 4 * (q % cap) as usize;
         u32::from_le_bytes([ring[o], ring[o + 1], ring[o + 2], ring[o + 3]])
     };
-    let mut pcs = Vec::with_capacity(stored as usize);
-    if taken > cap {
-        let pos = taken % cap;
-        pcs.extend((pos..cap).map(word));
-        pcs.extend((0..pos).map(word));
-    } else {
-        pcs.extend((0..taken).map(word));
-    }
+    // Sequence number q is in slot q % cap until it is overwritten cap samples later.
+    let in_ring = taken.saturating_sub(cap);
+    let (first_seq, mut pcs, from) = match streamed.filter(|d| !d.pcs.is_empty()) {
+        Some(d) => {
+            let end = d.first_seq + d.pcs.len() as u32;
+            if end >= in_ring && end <= taken {
+                (d.first_seq, d.pcs.clone(), end)
+            } else {
+                (in_ring, Vec::new(), in_ring)
+            }
+        }
+        None => (in_ring, Vec::new(), in_ring),
+    };
+    pcs.extend((from..taken).map(word));
     let info = Info {
         mode: s.mode,
         timer: s.timer,
@@ -57,7 +68,7 @@ pub fn to_dump(state: &[u8], ring: &[u8], code: (u32, u32, u32)) -> Option<Dump>
     Some(Dump {
         version: wire::DUMP_VERSION,
         info,
-        first_seq: taken - stored,
+        first_seq,
         pcs,
         unknown_records: Vec::new(),
         complete: true,
@@ -87,7 +98,7 @@ mod tests {
     #[test]
     fn partial_ring_in_order() {
         // 3 of 4 slots written in the first chunk.
-        let d = to_dump(&state(0, 4, 1, 4), &ring(&[10, 11, 12, 0]), (0, 0, 0)).unwrap();
+        let d = to_dump(&state(0, 4, 1, 4), &ring(&[10, 11, 12, 0]), (0, 0, 0), None).unwrap();
         assert_eq!(d.pcs, vec![10, 11, 12]);
         assert_eq!(d.info.taken, 3);
         assert_eq!(d.first_seq, 0);
@@ -96,17 +107,39 @@ mod tests {
     #[test]
     fn wrapped_ring_oldest_first() {
         // Samples 0..6 into 4 slots: slots hold 4,5,2,3; 6 taken, chunk 2 of which 0 left.
-        let d = to_dump(&state(4, 4, 2, 4), &ring(&[4, 5, 2, 3]), (0, 0, 0)).unwrap();
+        let d = to_dump(&state(4, 4, 2, 4), &ring(&[4, 5, 2, 3]), (0, 0, 0), None).unwrap();
         assert_eq!(d.pcs, vec![2, 3, 4, 5]);
         assert_eq!(d.first_seq, 2);
         assert_eq!(ring_region(&state(0, 1, 1, 4)), Some((0x2000_0070, 16)));
     }
 
     #[test]
+    fn streamed_chunks_come_first_then_the_ring() {
+        // A streaming run sent samples 0..8 (two chunks of 4); the third chunk has 3 of 4.
+        let sent = Dump {
+            first_seq: 0,
+            pcs: (100..108).collect(),
+            ..Dump::default()
+        };
+        let st = state(8, 4, 1, 4);
+        let d = to_dump(&st, &ring(&[108, 109, 110, 0]), (0, 0, 0), Some(&sent)).unwrap();
+        assert_eq!(d.pcs, (100..111).collect::<Vec<_>>());
+        assert_eq!((d.first_seq, d.info.taken), (0, 11));
+        // A stream that stops short of the ring's oldest sample cannot be joined: ring only.
+        let old = Dump {
+            first_seq: 0,
+            pcs: vec![1, 2],
+            ..Dump::default()
+        };
+        let d = to_dump(&st, &ring(&[108, 109, 110, 0]), (0, 0, 0), Some(&old)).unwrap();
+        assert_eq!((d.first_seq, d.pcs.len()), (7, 4));
+    }
+
+    #[test]
     fn not_started_is_none() {
         let mut b = state(0, 4, 4, 4);
         b[60] = 0;
-        assert!(to_dump(&b, &ring(&[0; 4]), (0, 0, 0)).is_none());
+        assert!(to_dump(&b, &ring(&[0; 4]), (0, 0, 0), None).is_none());
         assert!(ring_region(&b).is_none());
     }
 }

@@ -21,15 +21,17 @@ const fn parse_usize(s: &str) -> usize {
 
 /// The sampler's state. The first eight words are read by the assembly handlers, so their
 /// offsets are fixed; the host reads the whole block when it snapshots a running firmware.
+/// The ARMv7-M entry loads words 0-3 with one `ldm`, the last into `pc`: that load is the jump
+/// to the variant.
 ///
 /// ```text
 ///  0 wptr        next ring slot to write
 ///  4 remaining   samples left before the slow path runs (ring end or limit)
 ///  8 rng         xorshift32 state
-/// 12 mask        jitter mask
-/// 16 reload      base reload value
-/// 20 reload_reg  address of the timer's reload register
-/// 24 handler     address of the sampling variant (Thumb bit set)
+/// 12 handler     address of the sampling variant (Thumb bit set)
+/// 16 jitter      random span in ticks (mask + 1; ARMv6-M: the mask itself)
+/// 20 reload      base reload value
+/// 24 reload_reg  address of the timer's reload register
 /// 28 ack_reg     address written with 1 to acknowledge a CMSDK timer
 /// 32 chunk       length of the current chunk
 /// 36 before      samples taken before the current chunk
@@ -45,10 +47,10 @@ pub struct State {
     wptr: u32,
     remaining: u32,
     rng: u32,
-    mask: u32,
+    handler: u32,
+    jitter: u32,
     reload: u32,
     reload_reg: u32,
-    handler: u32,
     ack_reg: u32,
     chunk: u32,
     before: u32,
@@ -74,7 +76,11 @@ const _: () = {
     use wire::state_offsets as off;
     assert!(offset_of!(State, wptr) == off::WPTR);
     assert!(offset_of!(State, remaining) == off::REMAINING);
+    assert!(offset_of!(State, rng) == off::RNG);
     assert!(offset_of!(State, handler) == off::HANDLER);
+    assert!(offset_of!(State, jitter) == off::JITTER);
+    assert!(offset_of!(State, reload) == off::RELOAD);
+    assert!(offset_of!(State, reload_reg) == off::RELOAD_REG);
     assert!(offset_of!(State, ack_reg) == off::ACK_REG);
     assert!(offset_of!(State, chunk) == off::CHUNK);
     assert!(offset_of!(State, ring) == off::RING);
@@ -94,10 +100,10 @@ pub static mut SAMPLER_RT_STATE: State = State {
     wptr: 0,
     remaining: 0,
     rng: 0,
-    mask: 0,
+    handler: 0,
+    jitter: 0,
     reload: 0,
     reload_reg: 0,
-    handler: 0,
     ack_reg: 0,
     chunk: 0,
     before: 0,
@@ -147,6 +153,13 @@ const CMSDK_CTRL: u32 = 0x00;
 const CMSDK_VALUE: u32 = 0x04;
 const CMSDK_RELOAD: u32 = 0x08;
 const CMSDK_INTCLEAR: u32 = 0x0C;
+
+/// The jitter word the handler uses: ARMv7-M scales the random number into the span with
+/// `umlal`, ARMv6-M (no long multiply) masks it.
+fn jitter_operand(mask: u32) -> u32 {
+    let mask = mask & 0x00FF_FFFF;
+    if cfg!(armv6m) { mask } else { mask + 1 }
+}
 
 fn state() -> *mut State {
     addr_of_mut!(SAMPLER_RT_STATE)
@@ -199,7 +212,7 @@ pub fn start() {
         (*s).capacity = RING_SLOTS as u32;
         (*s).ring = addr_of_mut!(SAMPLER_RT_RING) as u32;
         (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
-        (*s).mask = cfg.jitter_mask;
+        (*s).jitter = jitter_operand(cfg.jitter_mask);
         (*s).reload = cfg.reload;
         (*s).magic = STATE_MAGIC;
         (*s).before = 0;
@@ -375,6 +388,9 @@ extern "C" fn sampler_rt_slow() {
                 semihosting_exit(0);
             }
         } else {
+            if (*s).sink == wire::SINK_SEMIHOSTING {
+                stream_chunk(s);
+            }
             next_chunk(s);
         }
     }
@@ -398,7 +414,8 @@ pub unsafe extern "C" fn sampler_rt_entry() {
         "mrseq r12, msp",
         "mrsne r12, psp",
         "ldr r12, [r12, #24]",
-        "ldr pc, [r1, #24]",
+        // r0 = wptr, r2 = remaining, r3 = rng, and jump to the variant.
+        "ldm.w r1, {{r0, r2, r3, pc}}",
         ".ltorg",
         state = sym SAMPLER_RT_STATE,
     )
@@ -422,7 +439,7 @@ pub unsafe extern "C" fn sampler_rt_entry() {
         "mrs r0, psp",
         "2:",
         "ldr r0, [r0, #24]",
-        "ldr r2, [r1, #24]",
+        "ldr r2, [r1, #12]",
         "bx r2",
         ".ltorg",
         state = sym SAMPLER_RT_STATE,
@@ -434,12 +451,11 @@ pub unsafe extern "C" fn sampler_rt_entry() {
 #[cfg(feature = "systick")]
 core::arch::global_asm!(".globl SysTick", ".thumb_set SysTick, sampler_rt_entry");
 
-/// Ring, constant period (ARMv7-M): 6 instructions after the entry's 7.
+/// Ring, constant period (ARMv7-M): 5 instructions after the entry's 7.
 #[cfg(not(armv6m))]
 #[unsafe(naked)]
 unsafe extern "C" fn sample_ring() {
     naked_asm!(
-        "ldm r1, {{r0, r2}}",
         "str r12, [r0], #4",
         "subs r2, #1",
         "stm r1, {{r0, r2}}",
@@ -449,23 +465,39 @@ unsafe extern "C" fn sample_ring() {
     )
 }
 
-/// Ring, random period (ARMv7-M): xorshift32, then reload = base + (rng & mask).
+/// Ring, random period (ARMv7-M): xorshift32, then reload = base + ((rng * span) >> 32) by one
+/// `umlal` (its low accumulator word is the handler address, whose carry into the high word
+/// happens with probability below 1e-6). 12 or 13 instructions after the entry's 7.
+///
+/// Why the dither: the timer fires on a grid of its own ticks, and one tick may be several
+/// instructions (40 at `-icount shift=0` on a 25 MHz QEMU machine; 8 cycles on a SysTick fed
+/// from HCLK/8). A random number of ticks moves a sample by whole grid steps only; what moves
+/// it inside a step is the time the handler itself takes. With a handler of fixed length H the
+/// program's phase against the grid advances by H per sample and visits only
+/// `grid / gcd(grid, H)` of its positions: a 20-instruction handler on a 40-instruction grid
+/// saw 2 of 40, and the code right after each call was over-sampled by 7 sigma. Taking one
+/// extra instruction on a random half of the samples makes the phase a random walk that covers
+/// every position whatever the grid.
 #[cfg(not(armv6m))]
 #[unsafe(naked)]
 unsafe extern "C" fn sample_ring_jitter() {
     naked_asm!(
-        "ldm r1, {{r0, r2, r3}}",
         "str r12, [r0], #4",
-        "subs r2, #1",
         "eor r3, r3, r3, lsl #13",
         "eor r3, r3, r3, lsr #17",
-        "eor r3, r3, r3, lsl #5",
+        "eors r3, r3, r3, lsl #5",
+        // Phase dither: one more instruction on half of the samples, by bit 31 of the new
+        // random number (see the note above `sample_ring_jitter`).
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
         "stm r1!, {{r0, r2, r3}}",
         "beq {slow}",
-        "ldm r1, {{r0, r1, r2}}",
-        "ands r0, r3",
-        "add r0, r1",
-        "str r0, [r2]",
+        // r1 = &handler: r0 = handler, r1 = span, r2 = reload, r12 = reload register.
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
         "bx lr",
         slow = sym sampler_rt_slow,
     )
@@ -511,12 +543,15 @@ unsafe extern "C" fn sample_ring_jitter() {
         "eors r3, r0",
         "lsls r0, r3, #5",
         "eors r3, r0",
+        "bpl 4f",
+        "mov r8, r8",
+        "4:",
         "str r3, [r1, #8]",
-        "ldr r0, [r1, #12]",
+        "ldr r0, [r1, #16]",
         "ands r0, r3",
-        "ldr r2, [r1, #16]",
-        "adds r0, r2",
         "ldr r2, [r1, #20]",
+        "adds r0, r2",
+        "ldr r2, [r1, #24]",
         "str r0, [r2]",
         "bx lr",
         "3:",
@@ -567,15 +602,28 @@ fn semihosting_exit(code: i32) -> ! {
     }
 }
 
-struct Writer {
+/// The dump file of a run with the semihosting sink. It is opened at the first full chunk (or
+/// at the end), and every full chunk is appended to it as a PCS record while the program runs,
+/// so a run may take any number of samples and a run that dies keeps all chunks sent before.
+struct Stream {
+    open: bool,
     handle: u32,
     crc: wire::Crc32,
+    /// Samples already in the file (sequence numbers below this).
+    sent: u32,
 }
 
-impl Writer {
+static mut STREAM: Stream = Stream {
+    open: false,
+    handle: 0,
+    crc: wire::Crc32::new(),
+    sent: 0,
+};
+
+impl Stream {
     fn raw(&mut self, bytes: &[u8]) {
         let block = [self.handle, bytes.as_ptr() as u32, bytes.len() as u32];
-        // SAFETY: the caller checked the semihosting sink.
+        // SAFETY: only reached with the semihosting sink, which the host enabled.
         unsafe { semihost(SYS_WRITE, block.as_ptr()) };
     }
 
@@ -598,6 +646,135 @@ fn code_range() -> (u32, u32) {
     (addr_of!(__stext) as u32, addr_of!(__etext) as u32)
 }
 
+/// The INFO record's contents for the state as it is now.
+///
+/// # Safety
+/// The state is not changed meanwhile.
+unsafe fn info_now(s: *mut State, taken: u32) -> Info {
+    // SAFETY: see the function's contract; the code range is the image's own.
+    unsafe {
+        let (code_start, code_end) = code_range();
+        let code =
+            core::slice::from_raw_parts(code_start as *const u8, (code_end - code_start) as usize);
+        Info {
+            mode: (*s).mode,
+            timer: (*s).timer,
+            stop: (*s).stop,
+            arch: ARCH,
+            reload: (*s).reload,
+            jitter_mask: wire::jitter_mask(ARCH, (*s).jitter),
+            limit: (*s).limit,
+            capacity: (*s).capacity,
+            taken,
+            lost: 0,
+            code_start,
+            code_end,
+            code_crc: wire::crc32(code),
+            config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
+            config_found: (*s).config_found,
+            priority: (*s).priority,
+            rt_version: crate::RT_VERSION,
+        }
+    }
+}
+
+/// The stream, opened (file header and a first INFO record written) if it was not yet.
+///
+/// # Safety
+/// Semihosting sink; called with the sampling interrupt unable to run (from it, or stopped).
+unsafe fn stream(s: *mut State) -> Option<&'static mut Stream> {
+    // SAFETY: see the function's contract: nothing else touches STREAM meanwhile.
+    unsafe {
+        let st = &mut *addr_of_mut!(STREAM);
+        if !st.open {
+            let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
+            let handle = semihost(SYS_OPEN, block.as_ptr());
+            if handle < 0 {
+                return None;
+            }
+            st.open = true;
+            st.handle = handle as u32;
+            st.put(&wire::file_header());
+            let info = info_now(s, st.sent);
+            st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+            st.put(&info.encode());
+        }
+        Some(st)
+    }
+}
+
+/// Append samples `from..to` (sequence numbers; at most one ring's worth) as a PCS record.
+///
+/// # Safety
+/// As [`stream`].
+unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
+    if to <= from {
+        return;
+    }
+    // SAFETY: the ring has `capacity` slots and sequence number q lives in slot q % capacity.
+    unsafe {
+        let cap = (*s).capacity;
+        let ring = (*s).ring as *const u8;
+        let bytes = |a: u32, b: u32| {
+            core::slice::from_raw_parts(ring.add(4 * a as usize), 4 * (b - a) as usize)
+        };
+        st.put(&wire::record_header(wire::REC_PCS, 8 + 4 * (to - from)));
+        st.put32(from);
+        st.put32(to - from);
+        let (a, b) = (from % cap, to % cap);
+        if b > a {
+            st.put(bytes(a, b));
+        } else {
+            st.put(bytes(a, cap));
+            st.put(bytes(0, b));
+        }
+        st.sent = to;
+    }
+}
+
+/// Send the chunk that just filled up, and restart the timer's period, so that the time spent
+/// writing (it is inside the interrupt) does not leave a sample pending for the instruction
+/// that happens to follow.
+///
+/// # Safety
+/// From the slow path, semihosting sink.
+unsafe fn stream_chunk(s: *mut State) {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let Some(st) = stream(s) else { return };
+        let taken = (*s).before;
+        let from = st.sent.max(taken.saturating_sub((*s).capacity));
+        send_samples(s, st, from, taken);
+        restart_period(s);
+    }
+}
+
+/// Clear a pending sampling interrupt and start a fresh period.
+///
+/// # Safety
+/// The timer this state started is running.
+unsafe fn restart_period(s: *mut State) {
+    // SAFETY: registers of the timer this state programmed.
+    unsafe {
+        match (*s).timer {
+            wire::TIMER_CMSDK => {
+                let base = (*s).reload_reg - CMSDK_RELOAD;
+                write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+                write_volatile(
+                    (base + CMSDK_VALUE) as *mut u32,
+                    read_volatile((base + CMSDK_RELOAD) as *const u32),
+                );
+                let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
+                write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+            }
+            _ => {
+                write_volatile(SYST_CVR, 0);
+                write_volatile(SCB_ICSR, ICSR_PENDSTCLR);
+            }
+        }
+    }
+}
+
 /// # Safety
 /// Sampling stopped; the state is not changed by anyone else meanwhile.
 unsafe fn send_dump(s: *mut State) {
@@ -608,59 +785,17 @@ unsafe fn send_dump(s: *mut State) {
         }
         (*s).phase = PHASE_DUMPED;
         let taken = (*s).before + (*s).chunk - (*s).remaining;
-        let cap = (*s).capacity;
-        let (code_start, code_end) = code_range();
-        let code =
-            core::slice::from_raw_parts(code_start as *const u8, (code_end - code_start) as usize);
-        let info = Info {
-            mode: (*s).mode,
-            timer: (*s).timer,
-            stop: (*s).stop,
-            arch: ARCH,
-            reload: (*s).reload,
-            jitter_mask: (*s).mask,
-            limit: (*s).limit,
-            capacity: cap,
-            taken,
-            lost: 0,
-            code_start,
-            code_end,
-            code_crc: wire::crc32(code),
-            config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
-            config_found: (*s).config_found,
-            priority: (*s).priority,
-            rt_version: crate::RT_VERSION,
-        };
-        let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
-        let handle = semihost(SYS_OPEN, block.as_ptr());
-        if handle < 0 {
-            return;
-        }
-        let mut w = Writer {
-            handle: handle as u32,
-            crc: wire::Crc32::new(),
-        };
-        w.put(&wire::file_header());
-        w.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-        w.put(&info.encode());
-        let stored = taken.min(cap);
-        w.put(&wire::record_header(wire::REC_PCS, 8 + 4 * stored));
-        w.put32(taken - stored);
-        w.put32(stored);
-        let ring = (*s).ring as *const u8;
-        let bytes = |from: u32, to: u32| {
-            core::slice::from_raw_parts(ring.add(4 * from as usize), 4 * (to - from) as usize)
-        };
-        if taken > cap {
-            let pos = taken % cap;
-            w.put(bytes(pos, cap));
-            w.put(bytes(0, pos));
-        } else {
-            w.put(bytes(0, taken));
-        }
-        let crc = w.crc.finish();
-        w.raw(&wire::record_header(wire::REC_END, 4));
-        w.raw(&crc.to_le_bytes());
-        semihost(SYS_CLOSE, [handle as u32].as_ptr());
+        let Some(st) = stream(s) else { return };
+        let from = st.sent.max(taken.saturating_sub((*s).capacity));
+        send_samples(s, st, from, taken);
+        // The final INFO supersedes the first one: readers keep the last.
+        let info = info_now(s, taken);
+        st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        st.put(&info.encode());
+        let crc = st.crc.finish();
+        st.raw(&wire::record_header(wire::REC_END, 4));
+        st.raw(&crc.to_le_bytes());
+        semihost(SYS_CLOSE, [st.handle].as_ptr());
+        st.open = false;
     }
 }

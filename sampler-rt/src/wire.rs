@@ -325,10 +325,10 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 ///  0 wptr        next ring slot        32 chunk      length of the current chunk
 ///  4 remaining   samples left in chunk 36 before     samples before the chunk
 ///  8 rng         xorshift32 state      40 limit      samples requested
-/// 12 mask        jitter mask           44 capacity   ring slots
-/// 16 reload      base reload value     48 ring       ring address
-/// 20 reload_reg  timer register        52 mode, stop, timer, priority   (bytes)
-/// 24 handler     sampling variant      56 sink, config_found, phase, arch (bytes)
+/// 12 handler     sampling variant      44 capacity   ring slots
+/// 16 jitter      span (v6: mask)       48 ring       ring address
+/// 20 reload      base reload value     52 mode, stop, timer, priority   (bytes)
+/// 24 reload_reg  timer register        56 sink, config_found, phase, arch (bytes)
 /// 28 ack_reg     CMSDK acknowledge     60 magic      STATE_MAGIC
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -371,8 +371,16 @@ pub mod state_offsets {
     pub const WPTR: usize = 0;
     /// `remaining`.
     pub const REMAINING: usize = 4;
+    /// `rng`.
+    pub const RNG: usize = 8;
     /// `handler`.
-    pub const HANDLER: usize = 24;
+    pub const HANDLER: usize = 12;
+    /// `jitter`: span in ticks (mask + 1), or the mask itself on ARMv6-M.
+    pub const JITTER: usize = 16;
+    /// `reload`.
+    pub const RELOAD: usize = 20;
+    /// `reload_reg`.
+    pub const RELOAD_REG: usize = 24;
     /// `ack_reg`.
     pub const ACK_REG: usize = 28;
     /// `chunk`.
@@ -387,6 +395,16 @@ pub mod state_offsets {
     pub const MAGIC: usize = 60;
 }
 
+/// The jitter mask a state's `jitter` word stands for: ARMv7-M and later keep the span
+/// (mask + 1) for the handler's `umlal`, ARMv6-M the mask (`arch` as in [`Info::arch`]).
+pub fn jitter_mask(arch: u8, jitter: u32) -> u32 {
+    if arch == 6 {
+        jitter
+    } else {
+        jitter.saturating_sub(1)
+    }
+}
+
 impl StateView {
     /// Decode a state block; `None` unless it is whole and the sampler had started.
     pub fn decode(b: &[u8]) -> Option<StateView> {
@@ -395,8 +413,8 @@ impl StateView {
         }
         Some(StateView {
             remaining: get32(b, 4),
-            mask: get32(b, 12),
-            reload: get32(b, 16),
+            mask: jitter_mask(b[59], get32(b, 16)),
+            reload: get32(b, 20),
             chunk: get32(b, 32),
             before: get32(b, 36),
             limit: get32(b, 40),

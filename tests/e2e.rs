@@ -3,78 +3,13 @@
 //!
 //! Shares are checked against what the programs are built to do, with binomial bounds.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
-
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed-scenarios")
-}
-
-fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
-        .arg("sample")
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("running cargo-sample")
-}
-
-/// Run a scenario and return its JSON report.
-fn profile(bin: &str, extra: &[&str]) -> Value {
-    profile_in(bin, extra).0
-}
-
-/// Run a scenario and return its JSON report and its run directory.
-fn profile_in(bin: &str, extra: &[&str]) -> (Value, PathBuf) {
-    let mut args = vec!["--release", "--bin", bin, "--format", "json"];
-    args.extend_from_slice(extra);
-    let out = cargo_sample(&scenarios(), &args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "cargo sample {args:?} failed:\n{stderr}"
-    );
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
-    (report, run_dir_of(&out.stderr))
-}
-
-fn share(report: &Value, table: &str, name: &str) -> f64 {
-    report[table]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .map(|r| r["percent"].as_f64().unwrap())
-        .unwrap_or(0.0)
-}
-
-fn sigma_points(p_percent: f64, n: f64) -> f64 {
-    let p = p_percent / 100.0;
-    100.0 * (p * (1.0 - p) / n).sqrt()
-}
-
-/// hot_a's share in hot-loops (69.5 % of the instructions) within 4 sigma of `n` samples.
-fn assert_hot_a_share(r: &Value, n: f64) {
-    let a = share(r, "functions", "hot_a");
-    let bound = 4.0 * sigma_points(69.5, n);
-    assert!(
-        (a - 69.5).abs() < bound,
-        "hot_a {a}, expected 69.5 ± {bound}"
-    );
-}
-
-fn run_dir_of(stderr: &[u8]) -> PathBuf {
-    let text = String::from_utf8_lossy(stderr);
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("Saved "))
-        .unwrap_or_else(|| panic!("no `Saved` line in:\n{text}"));
-    PathBuf::from(line.trim_start().trim_start_matches("Saved ").trim())
-}
+use support::*;
 
 #[test]
 fn hot_loops_shares_match_the_loop_counts() {
@@ -419,80 +354,6 @@ fn a_missing_qemu_is_named_with_how_to_install_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("apt-get install qemu-system-arm"), "{err}");
-}
-
-/// Exact executed-instruction counts per linker-level function, from the exact-count QEMU
-/// plugin, for a run directory's `loaded.elf`. sampler-rt's own functions (the handler, the dump
-/// writer) are left out: a sampler cannot sample itself.
-fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
-    use object::{Object, ObjectSymbol, SymbolKind};
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "cargo-sample-qemu-plugin"])
-        .current_dir(&root)
-        .status()
-        .unwrap();
-    assert!(build.success());
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let plugin = target.join("debug/libcargo_sample_exact.so");
-    let work = tempfile::tempdir().unwrap();
-    let counts = work.path().join("counts.bin");
-    let status = Command::new("qemu-system-arm")
-        .args([
-            "-machine",
-            "mps2-an385",
-            "-cpu",
-            "cortex-m3",
-            "-display",
-            "none",
-        ])
-        .args(["-serial", "null", "-monitor", "none"])
-        .args([
-            "-semihosting-config",
-            "enable=on,target=native",
-            "-icount",
-            "shift=0",
-        ])
-        .arg("-kernel")
-        .arg(run.join("loaded.elf"))
-        .arg("-plugin")
-        .arg(format!("{},out={}", plugin.display(), counts.display()))
-        .current_dir(work.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let bytes = std::fs::read(&counts).unwrap();
-    assert_eq!(&bytes[..8], b"SMPLEXC1");
-    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
-    let file = object::File::parse(&*elf).unwrap();
-    let mut funcs: Vec<(u64, u64, String)> = file
-        .symbols()
-        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
-        .map(|s| {
-            let a = s.address() & !1;
-            (a, a + s.size(), s.name().unwrap().to_owned())
-        })
-        .collect();
-    funcs.sort();
-    let mut per: std::collections::HashMap<String, u64> = Default::default();
-    for pair in bytes[8..].chunks_exact(16) {
-        let pc = u64::from_le_bytes(pair[..8].try_into().unwrap());
-        let n = u64::from_le_bytes(pair[8..].try_into().unwrap());
-        // An address covered by any sampler-rt symbol (SysTick is an alias of its entry) is
-        // the sampler's own.
-        let covering: Vec<_> = funcs.iter().filter(|f| f.0 <= pc && pc < f.1).collect();
-        if let Some(f) = covering.first()
-            && !covering.iter().any(|f| f.2.contains("sampler_rt"))
-        {
-            *per.entry(f.2.clone()).or_default() += n;
-        }
-    }
-    let total: u64 = per.values().sum();
-    per.into_iter()
-        .map(|(k, v)| (k, 100.0 * v as f64 / total as f64))
-        .collect()
 }
 
 #[test]

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Installs what cargo-sample's examples and tests need on a fresh machine, and nothing twice:
 # the Rust targets of the bundled firmware, and QEMU for Arm (Debian/Ubuntu packages).
+#
+# --with-qemu10: also unpack QEMU 10 from Debian's bookworm-backports into target/qemu-10
+# (not installed system-wide), for the test that the exact-count plugin built for QEMU's newer
+# plugin API counts the same there as the older one does in QEMU 7.2.
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+with_qemu10=0
+[ "${1:-}" = "--with-qemu10" ] && with_qemu10=1
 
 targets=(thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf)
 installed=$(rustup target list --installed 2>/dev/null || true)
@@ -31,3 +38,22 @@ if ! command -v qemu-system-arm >/dev/null 2>&1; then
   fi
 fi
 qemu-system-arm --version | head -n 1 >&2
+
+if ((with_qemu10)); then
+  dest="${CARGO_TARGET_DIR:-$root/target}/qemu-10"
+  if [ ! -x "$dest/usr/bin/qemu-system-arm" ]; then
+    echo "setup: unpacking QEMU 10 from bookworm-backports into $dest" >&2
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/lists/partial" "$tmp/archives/partial"
+    echo "deb http://deb.debian.org/debian bookworm-backports main" >"$tmp/sources.list"
+    apt_opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+      -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache::Archives=$tmp/archives"
+      -o APT::Sandbox::User="$(id -un)")
+    apt-get "${apt_opts[@]}" -qq update >&2
+    (cd "$tmp" && apt-get "${apt_opts[@]}" -qq download qemu-system-arm/bookworm-backports >&2)
+    mkdir -p "$dest"
+    dpkg-deb -x "$tmp"/qemu-system-arm_*.deb "$dest"
+  fi
+  "$dest/usr/bin/qemu-system-arm" --version 2>/dev/null | head -n 1 >&2
+fi

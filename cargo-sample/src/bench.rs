@@ -13,7 +13,8 @@ use clap::Parser;
 use object::{Object, ObjectSymbol};
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, Cli, Format};
+use crate::cli::{BenchArgs, Cli, Format, TruthMethod};
+use crate::exact::{self, Counting};
 use crate::run;
 use crate::runs;
 
@@ -81,6 +82,188 @@ fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
     Ok((per, n, std::fs::read(dir.join(runs::ELF))?))
 }
 
+/// Wall-clock times of repeated runs.
+#[derive(Debug, Serialize)]
+pub struct Timing {
+    pub median_s: f64,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub runs: usize,
+}
+
+impl Timing {
+    fn of(mut v: Vec<f64>) -> Timing {
+        v.sort_by(f64::total_cmp);
+        Timing {
+            median_s: v[v.len() / 2],
+            min_s: v[0],
+            max_s: v[v.len() - 1],
+            runs: v.len(),
+        }
+    }
+}
+
+/// What exact counting costs over a plain `-icount` QEMU run of the same image.
+#[derive(Debug, Serialize)]
+pub struct CountingCost {
+    pub qemu: String,
+    pub instructions: u64,
+    pub plain: Timing,
+    pub plugin: Timing,
+    pub plugin_api: u32,
+    /// Median plugin time over median plain time, minus one, in percent.
+    pub plugin_overhead_percent: f64,
+    pub exec_log_instructions: u64,
+    pub exec_log: Timing,
+    /// Millions of guest instructions per second through the exec log.
+    pub exec_log_mips: f64,
+    pub plain_mips: f64,
+}
+
+/// Everything `cargo sample bench` measures.
+#[derive(Debug, Serialize)]
+pub struct Bench {
+    pub sampler: Vec<Variant>,
+    pub exact_counting: CountingCost,
+}
+
+/// Exact counts per PC.
+type Counts = Vec<(u32, u64)>;
+
+/// Run QEMU on a run directory's image as `cargo sample` does; returns the wall time and the
+/// counts when counting.
+fn time_qemu(
+    qemu: &Path,
+    meta: &runs::RunMeta,
+    kernel: &Path,
+    counting: Option<&Counting>,
+) -> Result<(f64, Option<Counts>)> {
+    let work = tempfile::tempdir()?;
+    let mut cmd = std::process::Command::new(qemu);
+    cmd.current_dir(work.path())
+        .args(["-machine", &meta.machine, "-cpu", &meta.cpu])
+        .args(["-display", "none", "-serial", "null", "-monitor", "none"])
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args(["-icount", "shift=0", "-kernel"])
+        .arg(kernel)
+        .stdout(std::process::Stdio::null());
+    let counts = work.path().join("counts.bin");
+    let mut log = None;
+    match counting {
+        Some(Counting::Plugin { path, .. }) => {
+            cmd.arg("-plugin")
+                .arg(format!("{},out={}", path.display(), counts.display()));
+            cmd.stderr(std::process::Stdio::null());
+        }
+        Some(Counting::ExecLog { one_insn_flag }) => {
+            cmd.args(one_insn_flag).args(["-d", "exec,nochain"]);
+            cmd.stderr(std::process::Stdio::piped());
+            log = Some(exact::ExecLog::default());
+        }
+        None => {
+            cmd.stderr(std::process::Stdio::null());
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let mut child = cmd.spawn().context("starting QEMU")?;
+    if let (Some(log), Some(err)) = (log.as_mut(), child.stderr.take()) {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, err);
+        let mut line = Vec::new();
+        while r.read_until(b'\n', &mut line)? > 0 {
+            log.line(line.strip_suffix(b"\n").unwrap_or(&line));
+            line.clear();
+        }
+    }
+    let status = child.wait()?;
+    let wall = t0.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("QEMU failed ({status}) on {}", kernel.display());
+    }
+    let counts = match (log, counting) {
+        (Some(l), _) => Some(l.counts()),
+        (None, Some(_)) => Some(exact::parse(&std::fs::read(&counts)?)?),
+        (None, None) => None,
+    };
+    Ok((wall, counts))
+}
+
+/// Plugin overhead over plain QEMU on hot-loops (10 000 samples, about 10^8 instructions),
+/// runs interleaved so both see the same machine; the exec log on a shorter run.
+fn counting_cost(manifest: &Path) -> Result<CountingCost> {
+    let sampled = |n: &str| -> Result<PathBuf> {
+        let cli = Cli::try_parse_from([
+            "cargo-sample",
+            "--manifest-path",
+            manifest.to_str().context("path is not UTF-8")?,
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--samples",
+            n,
+        ])?;
+        run::capture(&cli.run)
+    };
+    let dir = sampled("10000")?;
+    let meta = runs::load_meta(&dir)?;
+    let qemu = meta
+        .qemu_command
+        .first()
+        .map(PathBuf::from)
+        .context("the run recorded no QEMU command")?;
+    let own = dir
+        .parent()
+        .and_then(Path::parent)
+        .context("run directory outside cargo-sample's")?;
+    let plugin = run::choose_counting(TruthMethod::Plugin, &qemu, own)?;
+    let api = match &plugin {
+        Counting::Plugin { api, .. } => api.number(),
+        Counting::ExecLog { .. } => 0,
+    };
+    let kernel = dir.join(runs::LOADED_ELF);
+    let (mut plain, mut with) = (Vec::new(), Vec::new());
+    let mut instructions = 0;
+    for _ in 0..5 {
+        plain.push(time_qemu(&qemu, &meta, &kernel, None)?.0);
+        let (t, counts) = time_qemu(&qemu, &meta, &kernel, Some(&plugin))?;
+        with.push(t);
+        instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
+    }
+    let short = sampled("300")?;
+    let log = run::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
+    let mut log_times = Vec::new();
+    let mut log_instructions = 0;
+    for _ in 0..3 {
+        let (t, counts) = time_qemu(&qemu, &meta, &short.join(runs::LOADED_ELF), Some(&log))?;
+        log_times.push(t);
+        log_instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
+    }
+    let plain = Timing::of(plain);
+    let plugin_t = Timing::of(with);
+    let exec_log = Timing::of(log_times);
+    Ok(CountingCost {
+        qemu: String::from_utf8_lossy(
+            &std::process::Command::new(&qemu)
+                .arg("--version")
+                .output()?
+                .stdout,
+        )
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned(),
+        instructions,
+        plugin_overhead_percent: 100.0 * (plugin_t.median_s / plain.median_s - 1.0),
+        plain_mips: instructions as f64 / plain.median_s / 1e6,
+        plain,
+        plugin: plugin_t,
+        plugin_api: api,
+        exec_log_mips: log_instructions as f64 / exec_log.median_s / 1e6,
+        exec_log_instructions: log_instructions,
+        exec_log,
+    })
+}
+
 /// `cargo sample bench`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     let manifest = match &args.manifest_path {
@@ -123,8 +306,13 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             seed_instructions: seed,
         });
     }
+    let counting = counting_cost(&manifest)?;
+    let all = Bench {
+        sampler: variants,
+        exact_counting: counting,
+    };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&variants)?),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&all)?),
         Format::Text => {
             println!(
                 "sampler cost per sample, exact in QEMU mps2-an385 (instructions; exception entry/exit free)"
@@ -133,7 +321,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 "{:<30} {:>12} {:>8} {:>10} {:>10}",
                 "variant", "instr/sample", "seed C", "code bytes", "samples"
             );
-            for v in &variants {
+            for v in &all.sampler {
                 println!(
                     "{:<30} {:>12.2} {:>8} {:>10} {:>10}",
                     v.name,
@@ -147,6 +335,33 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 "goals: ring <= 13, jitter <= 20 instructions; seed C handler 114 bytes in all"
             );
             println!("RAM: 4 bytes per ring slot + 64 bytes of state + 40 bytes of configuration");
+            let c = &all.exact_counting;
+            let t = |t: &Timing| {
+                format!(
+                    "{:.3} s median ({:.3}-{:.3}, {} runs)",
+                    t.median_s, t.min_s, t.max_s, t.runs
+                )
+            };
+            println!();
+            println!("exact counting, wall time on this host ({})", c.qemu);
+            println!(
+                "  plain -icount        {}  {:.0} MIPS  ({} instructions, hot-loops)",
+                t(&c.plain),
+                c.plain_mips,
+                c.instructions
+            );
+            println!(
+                "  plugin (API {})       {}  overhead {:+.1} % (goal <= 10 %)",
+                c.plugin_api,
+                t(&c.plugin),
+                c.plugin_overhead_percent
+            );
+            println!(
+                "  exec log             {}  {:.2} MIPS  ({} instructions)",
+                t(&c.exec_log),
+                c.exec_log_mips,
+                c.exec_log_instructions
+            );
         }
     }
     Ok(())

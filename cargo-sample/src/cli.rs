@@ -85,6 +85,13 @@ pub struct ViewArgs {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruthMethod {
+    Auto,
+    Plugin,
+    ExecLog,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     Json,
@@ -131,10 +138,23 @@ pub struct RunArgs {
     pub timeout: u64,
     /// Also count every executed instruction exactly (QEMU plugin, same run) and show the exact
     /// share, the error in points and in binomial sigmas beside each sampled row.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "exact")]
     pub truth: bool,
+    /// No sampling: count every executed instruction exactly (QEMU plugin) and report those
+    /// counts per function, inline frame and line. The sampling feature is not turned on.
+    #[arg(long)]
+    pub exact: bool,
+    /// With `--exact`: stop after about this many instructions unless the firmware exits first:
+    /// a count (`300M`, `2G`, `1e9`) or a duration of the emulated time (`500ms`; QEMU runs one
+    /// instruction per nanosecond).
+    #[arg(long, value_name = "N", default_value = "300M", value_parser = parse_count)]
+    pub instructions: u64,
+    /// How `--truth` and `--exact` count instructions: `auto` (the plugin, or the exec log when
+    /// QEMU has no plugin support), `plugin`, or `exec-log` (exact too, about 500 times slower).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
+    pub truth_method: TruthMethod,
     /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_u32)]
     pub seed: Option<u32>,
 
     #[command(flatten)]
@@ -182,6 +202,53 @@ pub struct BenchArgs {
     pub format: Format,
 }
 
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let v = match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    v.map_err(|_| format!("`{s}` is not a 32-bit number (decimal or 0x hex)"))
+}
+
+/// A count with an optional `k`/`M`/`G` suffix or in `1e9` notation, or a duration of
+/// emulated time (`ns`, `us`, `ms`, `s`) at one instruction per nanosecond.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let err = || {
+        format!(
+            "`{s}` is not a count: use e.g. `300M`, `2G`, `1e9`, `500000000` or a duration (`500ms`)"
+        )
+    };
+    for (unit, ns) in [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ] {
+        if let Some(num) = t.strip_suffix(unit) {
+            let v: f64 = num.trim().parse().map_err(|_| err())?;
+            let v = v * ns;
+            if !(1.0..=1.8e19).contains(&v) {
+                return Err(err());
+            }
+            return Ok(v.round() as u64);
+        }
+    }
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| err())?;
+    let v = v * mul;
+    if !(1.0..=1.8e19).contains(&v) {
+        return Err(err());
+    }
+    Ok(v.round() as u64)
+}
+
 fn parse_u8(s: &str) -> Result<u8, String> {
     let v = if let Some(hex) = s.strip_prefix("0x") {
         u8::from_str_radix(hex, 16)
@@ -189,4 +256,24 @@ fn parse_u8(s: &str) -> Result<u8, String> {
         s.parse()
     };
     v.map_err(|_| format!("`{s}` is not a priority byte (0-255 or 0x00-0xff)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_seeds() {
+        assert_eq!(parse_count("300M"), Ok(300_000_000));
+        assert_eq!(parse_count("2G"), Ok(2_000_000_000));
+        assert_eq!(parse_count("1e9"), Ok(1_000_000_000));
+        assert_eq!(parse_count("1.5k"), Ok(1500));
+        assert_eq!(parse_count("42"), Ok(42));
+        assert_eq!(parse_count("500ms"), Ok(500_000_000));
+        assert_eq!(parse_count("2s"), Ok(2_000_000_000));
+        assert_eq!(parse_count("10us"), Ok(10_000));
+        assert!(parse_count("0").is_err() && parse_count("lots").is_err());
+        assert_eq!(parse_u32("0x2545F491"), Ok(0x2545_F491));
+        assert!(parse_u32("-1").is_err());
+    }
 }

@@ -42,6 +42,7 @@ fn main() -> ExitCode {
     };
     term::init_color(color.as_deref());
     let result = match &cli.command {
+        None if cli.run.exact => run::run_exact(&cli.run),
         None => run::run(&cli.run),
         Some(Command::Report(r)) => run::report(r),
         Some(Command::Init(i)) => init::init(i),

@@ -2,17 +2,19 @@
 //! repeatable), semihosting on, in a private temporary directory, with a timeout, a progress
 //! line, and the firmware's own output passed through untouched (and kept).
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::exact::{Counting, ExecLog, QemuVersion};
 
 /// Where the plugin writes its counts, in QEMU's working directory.
 const EXACT_FILE: &str = "exact.counts";
@@ -56,8 +58,10 @@ pub struct Options {
     pub snapshot: Option<Region>,
     /// Where to keep the firmware's output.
     pub output_log: Option<PathBuf>,
-    /// The exact-count plugin to load (`--truth`, `--exact`).
-    pub plugin: Option<PathBuf>,
+    /// How to count every executed instruction (`--truth`, `--exact`), if at all.
+    pub counting: Option<Counting>,
+    /// With counting: end the run after about this many instructions.
+    pub budget: Option<u64>,
     /// Samples the firmware will send (for the progress bar), if known.
     pub expected_samples: Option<u64>,
 }
@@ -70,8 +74,12 @@ pub struct Outcome {
     pub interrupted: bool,
     /// The dump the firmware wrote, if any.
     pub dump: Option<Vec<u8>>,
-    /// Exact per-PC instruction counts from the plugin, if it was loaded and QEMU exited.
+    /// Exact per-PC instruction counts (a counts file), if counting was on and QEMU left them.
     pub exact: Option<Vec<u8>>,
+    /// Whether the instruction budget ended the run.
+    pub budget_reached: bool,
+    /// Everything QEMU and the firmware printed (exec-log lines excluded).
+    pub output: Vec<u8>,
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
     pub wall: Duration,
@@ -121,12 +129,22 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .args(["-icount", "shift=0"])
         .arg("-kernel")
         .arg(&opts.kernel);
-    if let Some(plugin) = &opts.plugin {
-        cmd.arg("-plugin").arg(format!(
-            "{},out={}",
-            plugin.display(),
-            work.path().join(EXACT_FILE).display()
-        ));
+    match &opts.counting {
+        Some(Counting::Plugin { path, .. }) => {
+            let budget = opts
+                .budget
+                .map(|n| format!(",budget={n}"))
+                .unwrap_or_default();
+            cmd.arg("-plugin").arg(format!(
+                "{},out={}{budget}",
+                path.display(),
+                work.path().join(EXACT_FILE).display()
+            ));
+        }
+        Some(Counting::ExecLog { one_insn_flag }) => {
+            cmd.args(one_insn_flag).args(["-d", "exec,nochain"]);
+        }
+        None => {}
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -159,32 +177,47 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     bar.enable_steady_tick(Duration::from_millis(120));
 
     let log = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let counted = Arc::new(AtomicU64::new(0));
+    let exec_log = matches!(opts.counting, Some(Counting::ExecLog { .. }));
     let mut pumps = Vec::new();
-    for stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let bar = bar.clone();
-        let log = log.clone();
-        pumps.push(std::thread::spawn(move || pump(stream, &bar, &log)));
+    if let Some(out) = child.stdout.take() {
+        let (bar, log) = (bar.clone(), log.clone());
+        pumps.push(std::thread::spawn(move || {
+            pump(Box::new(out), &bar, &log);
+            None
+        }));
+    }
+    if let Some(err) = child.stderr.take() {
+        let (bar, log, counted) = (bar.clone(), log.clone(), counted.clone());
+        pumps.push(std::thread::spawn(move || {
+            if exec_log {
+                Some(pump_exec_log(err, &bar, &log, &counted))
+            } else {
+                pump(Box::new(err), &bar, &log);
+                None
+            }
+        }));
     }
 
     let mut timed_out = false;
     let mut interrupted = false;
     let mut snapshot = None;
+    let mut budget_reached = false;
     let mut polls = 0u32;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
             break Some(status);
+        }
+        if exec_log
+            && opts
+                .budget
+                .is_some_and(|b| counted.load(Ordering::Relaxed) >= b)
+        {
+            // The exec log has no budget of its own: stop QEMU from here.
+            budget_reached = true;
+            let _ = child.kill();
+            let status = child.wait().ok();
+            break status;
         }
         let over = started.elapsed() >= opts.timeout;
         let stop = INTERRUPTED.load(Ordering::SeqCst);
@@ -195,18 +228,34 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 bar.set_message("saving the samples held by the firmware");
                 snapshot = take_snapshot(&monitor, work.path(), region).ok();
             }
+            if matches!(opts.counting, Some(Counting::Plugin { .. })) {
+                // A clean quit lets the plugin write the counts gathered so far.
+                bar.set_message("saving the exact counts so far");
+                quit_cleanly(&monitor, &mut child);
+            }
             let _ = child.kill();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(10));
         polls += 1;
-        if opts.expected_samples.is_some() && polls.is_multiple_of(20) {
-            bar.set_position(streamed_samples(&work.path().join(DUMP_FILE)));
+        if polls.is_multiple_of(20) {
+            if opts.expected_samples.is_some() {
+                bar.set_position(streamed_samples(&work.path().join(DUMP_FILE)));
+            } else if exec_log {
+                bar.set_message(format!(
+                    "{} ({:.1}e6 instructions counted)",
+                    opts.label,
+                    counted.load(Ordering::Relaxed) as f64 / 1e6
+                ));
+            }
         }
     };
+    let mut counts_from_log = None;
     for p in pumps {
-        let _ = p.join();
+        if let Ok(Some(c)) = p.join() {
+            counts_from_log = Some(c);
+        }
     }
     bar.finish_and_clear();
     let wall = started.elapsed();
@@ -215,9 +264,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let dump_path = work.path().join(DUMP_FILE);
     let dump = std::fs::read(&dump_path).ok();
-    let exact = std::fs::read(work.path().join(EXACT_FILE)).ok();
+    let exact = match counts_from_log {
+        Some(log) => Some(crate::exact::encode(&log.counts())),
+        None => std::fs::read(work.path().join(EXACT_FILE)).ok(),
+    };
+    if matches!(opts.counting, Some(Counting::Plugin { .. })) {
+        // The plugin exits by itself at the budget and says so beside its counts.
+        budget_reached |= work.path().join(format!("{EXACT_FILE}.budget")).is_file();
+    }
+    let output = std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()));
     Ok(Outcome {
         exact,
+        budget_reached,
+        output,
         status,
         timed_out,
         interrupted,
@@ -226,6 +285,20 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         wall,
         command,
     })
+}
+
+/// Ask QEMU to quit through the monitor and give it a moment to run its exit handlers.
+fn quit_cleanly(monitor: &Path, child: &mut std::process::Child) {
+    if let Ok(mut s) = std::os::unix::net::UnixStream::connect(monitor) {
+        let _ = s.write_all(b"quit\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// The dump file the firmware writes through semihosting, in QEMU's working directory.
@@ -256,6 +329,68 @@ fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>
             }
         }
     }
+}
+
+/// Read QEMU's stderr line by line: exec-log lines are counted, the rest passes through.
+fn pump_exec_log(
+    stream: impl Read,
+    bar: &ProgressBar,
+    log: &Mutex<Vec<u8>>,
+    counted: &AtomicU64,
+) -> ExecLog {
+    let mut exec = ExecLog::default();
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let mut line = Vec::with_capacity(256);
+    let mut n = 0u32;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if exec.line(text) {
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(4096) {
+                counted.store(exec.total(), Ordering::Relaxed);
+            }
+            continue;
+        }
+        bar.suspend(|| {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(&line);
+            let _ = err.flush();
+        });
+        if let Ok(mut l) = log.lock() {
+            l.extend_from_slice(&line);
+        }
+    }
+    counted.store(exec.total(), Ordering::Relaxed);
+    exec
+}
+
+/// What a QEMU binary is: its release, and whether it was built with TCG plugin support.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe {
+    pub version: Option<QemuVersion>,
+    pub plugins: bool,
+}
+
+/// Ask a QEMU binary for its version and options.
+pub fn probe(qemu: &Path) -> Result<Probe> {
+    let out = Command::new(qemu)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", qemu.display()))?;
+    let version = QemuVersion::parse(&String::from_utf8_lossy(&out.stdout));
+    let help = Command::new(qemu)
+        .arg("-help")
+        .output()
+        .with_context(|| format!("running {} -help", qemu.display()))?;
+    let plugins = String::from_utf8_lossy(&help.stdout)
+        .lines()
+        .any(|l| l.trim_start().starts_with("-plugin"));
+    Ok(Probe { version, plugins })
 }
 
 /// Stop the guest and save the sampler's state and ring through the human monitor.

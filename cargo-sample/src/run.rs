@@ -6,15 +6,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 use sampler_rt::wire;
 
-use crate::cli::{Format, RunArgs, ViewArgs};
+use crate::cli::{Format, RunArgs, TruthMethod, ViewArgs};
 use crate::dump::{self, Dump};
 use crate::elf;
 use crate::exact;
+use crate::exact::{Counting, PluginApi};
 use crate::firmware;
 use crate::machine::{self, Machine};
 use crate::project::{self, Project};
 use crate::qemu;
-use crate::report::{self, Facts, text};
+use crate::report::{self, ExactFacts, Facts, text};
 use crate::runs::{self, RunMeta};
 use crate::snapshot;
 use crate::symbolize::Symbolizer;
@@ -186,6 +187,9 @@ pub fn verify_fingerprint(elf_bytes: &[u8], dump: &Dump) -> Result<()> {
 /// Render a saved run.
 pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
     let meta = runs::load_meta(dir)?;
+    if meta.mode == "exact" {
+        return render_exact_run(dir, &meta, view);
+    }
     let elf_path = dir.join(runs::ELF);
     let elf_bytes =
         std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
@@ -203,6 +207,51 @@ pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
         Err(_) => None,
     };
     let report = report::build(&dump, &mut sym, facts_of(&meta, &dump), exact.as_deref());
+    print_report(&report, view)
+}
+
+/// Render a saved `--exact` run.
+fn render_exact_run(dir: &Path, meta: &RunMeta, view: &ViewArgs) -> Result<()> {
+    let elf_path = dir.join(runs::ELF);
+    let elf_bytes =
+        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let counts_path = dir.join(exact::FILE);
+    let bytes = std::fs::read(&counts_path).with_context(|| {
+        format!(
+            "reading {} (the run left no counts: see {})",
+            counts_path.display(),
+            dir.join(runs::OUTPUT).display()
+        )
+    })?;
+    let counts =
+        exact::parse(&bytes).with_context(|| format!("decoding {}", counts_path.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if !fw.has_symbols {
+        term::warn("the ELF has no function symbols (stripped?): addresses cannot be named");
+    } else if !fw.has_dwarf {
+        term::note("the ELF has no DWARF: no source lines or inline frames");
+    }
+    let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
+    let facts = ExactFacts {
+        firmware: meta.target_name.clone(),
+        machine: format!("{} (QEMU)", meta.machine),
+        counted_by: meta
+            .counted_by
+            .clone()
+            .unwrap_or_else(|| "cargo-sample's QEMU plugin".into()),
+        stop: match meta.state.as_str() {
+            "budget reached" => format!(
+                "stopped after the instruction budget (`--instructions {}`)",
+                term::count(meta.instruction_budget.unwrap_or(0))
+            ),
+            "finished" => "the firmware ended the run".into(),
+            "timed out" => "cut short by `--timeout`".into(),
+            "interrupted" => "cut short by Ctrl-C".into(),
+            other => other.to_owned(),
+        },
+        instruction_budget: meta.instruction_budget,
+    };
+    let report = report::build_exact(&mut sym, facts, &counts);
     print_report(&report, view)
 }
 
@@ -307,6 +356,15 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
     let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
     let timer = parse_timer(&args.timer, m)?;
+    let counting = if args.truth {
+        Some(choose_counting(
+            args.truth_method,
+            &qemu_path,
+            &firmware::own_dir(&p),
+        )?)
+    } else {
+        None
+    };
 
     let built = firmware::build(&p, &args.cargo, true, &[])?;
     let elf_bytes = std::fs::read(&built.elf)
@@ -372,6 +430,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             .unwrap_or(0),
         state: "running".into(),
         requested_samples: requested,
+        mode: "sampled".into(),
         ..RunMeta::default()
     };
     runs::save_meta(&dir, &meta)?;
@@ -405,21 +464,20 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         }),
         output_log: Some(dir.join(runs::OUTPUT)),
         expected_samples: (requested > 0).then_some(requested as u64),
-        plugin: if args.truth {
-            Some(exact::install_plugin(&own)?)
-        } else {
-            None
-        },
+        budget: None,
+        counting: counting.clone(),
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();
     meta.exit_code = outcome.status.and_then(|s| s.code());
+    meta.counted_by = counting.as_ref().map(Counting::describe);
+    check_plugin_loaded(&outcome, counting.as_ref(), &dir)?;
 
     // Keep the raw capture before decoding anything.
     if let Some(counts) = &outcome.exact {
         runs::write_atomic(&dir.join(exact::FILE), counts)?;
     } else if args.truth {
-        term::warn("QEMU did not leave exact counts (it did not exit normally): no truth column");
+        term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
     let mut source = "dump";
     let streamed = outcome.dump.as_deref().map(dump::decode_partial);
@@ -489,6 +547,194 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         };
         bail!(
             "{why}; firmware output and the run are kept in {}",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// How to count every executed instruction with this QEMU.
+pub fn choose_counting(method: TruthMethod, qemu: &Path, own: &Path) -> Result<Counting> {
+    let probe = qemu::probe(qemu)?;
+    let exec_log = || Counting::ExecLog {
+        one_insn_flag: match probe.version {
+            Some(v) if !v.has_one_insn_per_tb() => vec!["-singlestep".into()],
+            _ => vec!["-accel".into(), "tcg,one-insn-per-tb=on".into()],
+        },
+    };
+    // `CARGO_SAMPLE_PLUGIN_API=1|2` overrides the choice by version (to try a QEMU whose
+    // version string is unusual, or to see how a QEMU refuses the other generation).
+    let api = match std::env::var("CARGO_SAMPLE_PLUGIN_API").as_deref() {
+        Ok("1") => Some(PluginApi::V1),
+        Ok("2") => Some(PluginApi::V2),
+        _ => probe.version.and_then(PluginApi::for_qemu),
+    };
+    match method {
+        TruthMethod::ExecLog => Ok(exec_log()),
+        TruthMethod::Plugin | TruthMethod::Auto if probe.plugins && api.is_some() => {
+            let api = api.unwrap_or(PluginApi::V2);
+            Ok(Counting::Plugin {
+                path: exact::install_plugin(own, api)?,
+                api,
+            })
+        }
+        TruthMethod::Plugin => {
+            let what = match probe.version {
+                Some(v) if probe.plugins => format!("QEMU {v} is older than any plugin API"),
+                Some(v) => format!("QEMU {v} was built without TCG plugin support"),
+                None => format!("{} did not tell its version", qemu.display()),
+            };
+            bail!(
+                "{what}; the exact-count plugin runs in {}. Use `--truth-method exec-log` (exact, about \
+                 500 times slower) or a QEMU with plugins",
+                exact::SUPPORTED
+            )
+        }
+        TruthMethod::Auto => {
+            term::warn(format!(
+                "{} has no TCG plugin support: counting instructions through its exec log instead \
+                 (exact, but about a million instructions per second)",
+                qemu.display()
+            ));
+            Ok(exec_log())
+        }
+    }
+}
+
+/// When QEMU refused the plugin, say which QEMU versions it supports.
+fn check_plugin_loaded(
+    outcome: &qemu::Outcome,
+    counting: Option<&Counting>,
+    dir: &Path,
+) -> Result<()> {
+    let Some(Counting::Plugin { api, .. }) = counting else {
+        return Ok(());
+    };
+    if outcome.status.is_some_and(|s| s.success()) {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&outcome.output);
+    if let Some(line) = text.lines().find(|l| l.contains("Could not load plugin")) {
+        bail!(
+            "QEMU refused cargo-sample's exact-count plugin (API {}): {}\nThe plugin runs in {}. \
+             Run again with `--truth-method exec-log` (exact, about 500 times slower). The run is kept in {}",
+            api.number(),
+            line.trim(),
+            exact::SUPPORTED,
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `cargo sample --exact`: no sampler; every executed instruction counted, then reported.
+pub fn run_exact(args: &RunArgs) -> Result<()> {
+    let dir = capture_exact(args)?;
+    render_run(&dir, &args.view)
+}
+
+/// Build without the sampling feature, run with exact counting, save; returns the run directory.
+pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
+    let p = project::discover(&args.cargo)?;
+    let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
+    let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
+    let own = firmware::own_dir(&p);
+    let counting = choose_counting(args.truth_method, &qemu_path, &own)?;
+    // The program as it is: the sampler would only add its own instructions.
+    let built = firmware::build(&p, &args.cargo, false, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    elf::inspect(&elf_bytes)?;
+    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)
+        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
+    let budget = args.instructions;
+    let mut meta = RunMeta {
+        format_version: 1,
+        package: p.package.clone(),
+        target_name: p.target_name.clone(),
+        triple: p.triple.clone(),
+        profile: firmware::profile_name(&args.cargo),
+        machine: m.name.to_owned(),
+        cpu: cpu.clone(),
+        timer_hz: m.systick_hz,
+        unit: "instructions".into(),
+        units_per_tick: 1e9 / m.systick_hz as f64,
+        workspace_root: Some(p.workspace_root.clone()),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        state: "running".into(),
+        mode: "exact".into(),
+        instruction_budget: Some(budget),
+        counted_by: Some(counting.describe()),
+        ..RunMeta::default()
+    };
+    runs::save_meta(&dir, &meta)?;
+    term::status(
+        "Counting",
+        format!(
+            "every instruction of {} in QEMU {} (up to {} instructions, with {})",
+            p.target_name,
+            m.name,
+            crate::term::count(budget),
+            counting.describe()
+        ),
+    );
+    let outcome = qemu::run(&qemu::Options {
+        qemu: qemu_path,
+        machine: m.name.to_owned(),
+        cpu,
+        kernel: dir.join(runs::ELF),
+        timeout: Duration::from_secs(args.timeout),
+        label: format!("counting {} in QEMU {}", p.target_name, m.name),
+        snapshot: None,
+        output_log: Some(dir.join(runs::OUTPUT)),
+        expected_samples: None,
+        budget: Some(budget),
+        counting: Some(counting.clone()),
+    })?;
+    meta.wall_seconds = outcome.wall.as_secs_f64();
+    meta.qemu_command = outcome.command.clone();
+    meta.exit_code = outcome.status.and_then(|s| s.code());
+    check_plugin_loaded(&outcome, Some(&counting), &dir)?;
+    if let Some(counts) = &outcome.exact {
+        runs::write_atomic(&dir.join(exact::FILE), counts)?;
+    }
+    meta.state = if outcome.budget_reached {
+        "budget reached"
+    } else if outcome.interrupted {
+        "interrupted"
+    } else if outcome.timed_out {
+        "timed out"
+    } else if outcome.status.is_some_and(|s| s.success()) {
+        "finished"
+    } else {
+        "failed"
+    }
+    .into();
+    runs::save_meta(&dir, &meta)?;
+    if outcome.interrupted {
+        term::warn("interrupted: reporting the instructions counted so far");
+    } else if outcome.timed_out {
+        term::warn(format!(
+            "the run did not finish within {} s (`--timeout`); reporting the instructions counted so far",
+            args.timeout
+        ));
+    } else if !outcome.budget_reached
+        && let Some(status) = outcome.status
+        && !status.success()
+    {
+        match status.code() {
+            Some(code) => term::warn(format!("the firmware exited with code {code}")),
+            None => term::warn(format!("QEMU ended abnormally ({status})")),
+        }
+    }
+    term::status("Saved", dir.display());
+    if outcome.exact.is_none() {
+        bail!(
+            "QEMU left no instruction counts; its output and the run are kept in {}",
             dir.display()
         );
     }

@@ -49,6 +49,15 @@ pub struct RunMeta {
     /// Where the samples came from: `dump` (sent by the firmware) or `snapshot` (read from memory).
     pub source: Option<String>,
     pub requested_samples: u32,
+    /// `sampled` (the default), or `exact` for `--exact` runs (no sampler, counts only).
+    #[serde(default)]
+    pub mode: String,
+    /// `--exact`: the instruction budget of the run.
+    #[serde(default)]
+    pub instruction_budget: Option<u64>,
+    /// `--truth`, `--exact`: how instructions were counted.
+    #[serde(default)]
+    pub counted_by: Option<String>,
 }
 
 /// The directory runs are kept in.

@@ -46,3 +46,25 @@ pub fn warn(msg: impl std::fmt::Display) {
 pub fn note(msg: impl std::fmt::Display) {
     eprintln!("{}: {msg}", paint("1;36", "note"));
 }
+
+/// A count in the units people type: `300M`, `1.5G`, `20k`, `999`.
+pub fn count(n: u64) -> String {
+    for (div, suffix) in [(1_000_000_000u64, "G"), (1_000_000, "M"), (1_000, "k")] {
+        if n >= div {
+            let v = format!("{:.3}", n as f64 / div as f64);
+            return format!("{}{suffix}", v.trim_end_matches('0').trim_end_matches('.'));
+        }
+    }
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_read_like_the_options() {
+        assert_eq!(super::count(300_000_000), "300M");
+        assert_eq!(super::count(1_500_000_000), "1.5G");
+        assert_eq!(super::count(2_127_461), "2.127M");
+        assert_eq!(super::count(999), "999");
+    }
+}

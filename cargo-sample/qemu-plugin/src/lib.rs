@@ -1,19 +1,31 @@
 //! A QEMU TCG plugin that counts, exactly, how often each guest instruction executes.
 //!
-//! Written against QEMU's plugin API version 1 (QEMU 7.2, which ships no `qemu-plugin.h`): the
-//! few functions used are declared here and resolved by QEMU when it loads the library. Every
-//! instruction of every translated block gets an inline 64-bit add on its own counter, so the
-//! cost is a few host instructions per guest instruction and no callback. At exit the counts
-//! are written to `out=FILE` as little-endian pairs `(pc: u64, count: u64)`, sorted by pc,
-//! after an 8-byte header `"SMPLEXC1"`.
+//! QEMU's plugin API changed incompatibly in QEMU 9.0: the global inline counter
+//! (`qemu_plugin_register_vcpu_insn_exec_inline`, API version 1, QEMU 4.2 to 8.2) gave way to
+//! per-vCPU "scoreboards" (`..._inline_per_vcpu`, API versions 2 and later, QEMU 9.0 on), and
+//! QEMU 9.0 raised the oldest version it loads to 2. One library cannot declare both, so this
+//! source builds twice: without features for API version 1, with the `api-v2` feature for
+//! QEMU 9.0 and later. Debian's QEMU ships no `qemu-plugin.h`; the few functions used are
+//! declared here and resolved by QEMU when it loads the library.
 //!
-//! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin`.
+//! Every instruction of every translated block gets an inline 64-bit add on its own counter:
+//! a few host instructions per guest instruction and no callback. At exit the counts are
+//! written to `out=FILE` as little-endian pairs `(pc: u64, count: u64)`, sorted by pc, after
+//! an 8-byte header `"SMPLEXC1"`.
+//!
+//! With `budget=N` the run ends once about N instructions have executed (checked at the start
+//! of each translated block, so it overshoots by less than one block): the counts are written
+//! and QEMU exits with status 0, leaving an empty `FILE.budget` beside the counts. That check is a callback per block, so it costs more than the
+//! inline counters and is only installed when a budget is given.
+//!
+//! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N]`.
 #![allow(non_camel_case_types)]
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::io::Write;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 type qemu_plugin_id_t = u64;
 
@@ -27,8 +39,10 @@ pub struct qemu_plugin_insn {
     _opaque: [u8; 0],
 }
 
-/// `QEMU_PLUGIN_INLINE_ADD_U64`, the only inline operation of API version 1.
+/// `QEMU_PLUGIN_INLINE_ADD_U64`: 0 in every API version.
 const INLINE_ADD_U64: c_int = 0;
+/// `QEMU_PLUGIN_CB_NO_REGS`.
+const CB_NO_REGS: c_int = 0;
 
 unsafe extern "C" {
     fn qemu_plugin_register_vcpu_tb_trans_cb(
@@ -38,30 +52,153 @@ unsafe extern "C" {
     fn qemu_plugin_tb_n_insns(tb: *const qemu_plugin_tb) -> usize;
     fn qemu_plugin_tb_get_insn(tb: *const qemu_plugin_tb, idx: usize) -> *mut qemu_plugin_insn;
     fn qemu_plugin_insn_vaddr(insn: *const qemu_plugin_insn) -> u64;
-    fn qemu_plugin_register_vcpu_insn_exec_inline(
-        insn: *mut qemu_plugin_insn,
-        op: c_int,
-        ptr: *mut c_void,
-        imm: u64,
+    fn qemu_plugin_register_vcpu_tb_exec_cb(
+        tb: *mut qemu_plugin_tb,
+        cb: extern "C" fn(u32, *mut c_void),
+        flags: c_int,
+        userdata: *mut c_void,
     );
     fn qemu_plugin_register_atexit_cb(
         id: qemu_plugin_id_t,
         cb: extern "C" fn(qemu_plugin_id_t, *mut c_void),
         userdata: *mut c_void,
     );
+    fn _exit(status: c_int) -> !;
 }
 
-/// The plugin API version this library was written for; QEMU refuses a mismatch by name.
-#[unsafe(no_mangle)]
-pub static qemu_plugin_version: c_int = 1;
+/// API version 1: one plain `u64` per guest address, added to by QEMU's generated code.
+#[cfg(not(feature = "api-v2"))]
+mod counter {
+    use super::*;
+
+    /// The plugin API version this library was written for; QEMU refuses a mismatch by name.
+    #[unsafe(no_mangle)]
+    pub static qemu_plugin_version: c_int = 1;
+
+    unsafe extern "C" {
+        fn qemu_plugin_register_vcpu_insn_exec_inline(
+            insn: *mut qemu_plugin_insn,
+            op: c_int,
+            ptr: *mut c_void,
+            imm: u64,
+        );
+    }
+
+    /// Boxed so that the address QEMU adds to never moves.
+    pub struct Counter(Box<u64>);
+
+    impl Counter {
+        pub fn new() -> Counter {
+            Counter(Box::new(0))
+        }
+
+        /// # Safety
+        /// `insn` is an instruction of the block being translated.
+        pub unsafe fn attach(&mut self, insn: *mut qemu_plugin_insn) {
+            let ptr: *mut u64 = &mut *self.0;
+            // SAFETY: see the function's contract; the counter outlives the translated code.
+            unsafe {
+                qemu_plugin_register_vcpu_insn_exec_inline(insn, INLINE_ADD_U64, ptr.cast(), 1)
+            };
+        }
+
+        pub fn total(&self) -> u64 {
+            *self.0
+        }
+    }
+}
+
+/// API version 2 and later (QEMU 9.0 on): a one-`u64` scoreboard per guest address, summed
+/// over vCPUs at the end.
+#[cfg(feature = "api-v2")]
+mod counter {
+    use super::*;
+
+    /// The plugin API version this library was written for. QEMU 9.0 and later load every
+    /// version from 2 to their own; the functions used here are in all of them.
+    #[unsafe(no_mangle)]
+    pub static qemu_plugin_version: c_int = 2;
+
+    #[repr(C)]
+    pub struct qemu_plugin_scoreboard {
+        _opaque: [u8; 0],
+    }
+
+    /// `qemu_plugin_u64`: a `u64` at `offset` in each vCPU's entry of a scoreboard.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct qemu_plugin_u64 {
+        score: *mut qemu_plugin_scoreboard,
+        offset: usize,
+    }
+
+    unsafe extern "C" {
+        fn qemu_plugin_scoreboard_new(element_size: usize) -> *mut qemu_plugin_scoreboard;
+        fn qemu_plugin_u64_sum(entry: qemu_plugin_u64) -> u64;
+        fn qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+            insn: *mut qemu_plugin_insn,
+            op: c_int,
+            entry: qemu_plugin_u64,
+            imm: u64,
+        );
+    }
+
+    pub struct Counter(qemu_plugin_u64);
+
+    // SAFETY: the scoreboard is QEMU's; it is only read at exit, under the plugin's lock.
+    unsafe impl Send for Counter {}
+
+    impl Counter {
+        pub fn new() -> Counter {
+            // SAFETY: allocates a scoreboard of one u64 per vCPU, never freed (it lives as
+            // long as the translated code that adds to it).
+            let score = unsafe { qemu_plugin_scoreboard_new(8) };
+            Counter(qemu_plugin_u64 { score, offset: 0 })
+        }
+
+        /// # Safety
+        /// `insn` is an instruction of the block being translated.
+        pub unsafe fn attach(&mut self, insn: *mut qemu_plugin_insn) {
+            // SAFETY: see the function's contract.
+            unsafe {
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, INLINE_ADD_U64, self.0, 1)
+            };
+        }
+
+        pub fn total(&self) -> u64 {
+            // SAFETY: a scoreboard entry this plugin created.
+            unsafe { qemu_plugin_u64_sum(self.0) }
+        }
+    }
+}
+
+use counter::Counter;
+pub use counter::qemu_plugin_version;
+
+/// Instruction budget (0 = none) and instructions started so far.
+static BUDGET: AtomicU64 = AtomicU64::new(0);
+static STARTED: AtomicU64 = AtomicU64::new(0);
 
 struct Counters {
-    /// One counter per guest address. Boxed so the address QEMU adds to never moves.
-    by_pc: HashMap<u64, Box<u64>>,
+    by_pc: HashMap<u64, Counter>,
     out: Option<String>,
 }
 
 static STATE: Mutex<Option<Counters>> = Mutex::new(None);
+
+extern "C" fn on_block(_vcpu: u32, n: *mut c_void) {
+    let total = STARTED.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+    if total >= BUDGET.load(Ordering::Relaxed) {
+        write_counts();
+        // Tell the host that the budget, not the program, ended the run.
+        let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(path) = guard.as_ref().and_then(|s| s.out.as_ref()) {
+            let _ = std::fs::write(format!("{path}.budget"), b"");
+        }
+        // SAFETY: ends the process at once; QEMU holds nothing that must be flushed.
+        unsafe { _exit(0) }
+    }
+}
 
 extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
@@ -69,26 +206,36 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: QEMU passes a valid translation block for the duration of this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
     for i in 0..n {
-        // SAFETY: i < n, as the API requires.
+        // SAFETY: i < n, as the API requires; the instruction belongs to this block.
         unsafe {
             let insn = qemu_plugin_tb_get_insn(tb, i);
             let pc = qemu_plugin_insn_vaddr(insn);
-            let counter = state.by_pc.entry(pc).or_insert_with(|| Box::new(0));
-            let ptr: *mut u64 = &mut **counter;
-            qemu_plugin_register_vcpu_insn_exec_inline(insn, INLINE_ADD_U64, ptr.cast(), 1);
+            state
+                .by_pc
+                .entry(pc)
+                .or_insert_with(Counter::new)
+                .attach(insn);
         }
+    }
+    if BUDGET.load(Ordering::Relaxed) != 0 {
+        // SAFETY: registering on the block QEMU is translating; the user data is a count.
+        unsafe { qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, CB_NO_REGS, n as *mut c_void) };
     }
 }
 
 extern "C" fn on_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
+    write_counts();
+}
+
+fn write_counts() {
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else { return };
     let Some(path) = &state.out else { return };
     let mut pairs: Vec<(u64, u64)> = state
         .by_pc
         .iter()
-        .filter(|(_, c)| ***c > 0)
-        .map(|(pc, c)| (*pc, **c))
+        .map(|(pc, c)| (*pc, c.total()))
+        .filter(|&(_, n)| n > 0)
         .collect();
     pairs.sort_unstable();
     let mut bytes = Vec::with_capacity(8 + 16 * pairs.len());
@@ -123,9 +270,16 @@ pub unsafe extern "C" fn qemu_plugin_install(
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy();
         match arg.split_once('=') {
             Some(("out", v)) => out = Some(v.to_owned()),
+            Some(("budget", v)) => match v.parse::<u64>() {
+                Ok(n) => BUDGET.store(n, Ordering::Relaxed),
+                Err(_) => {
+                    eprintln!("cargo-sample exact-count plugin: budget=`{v}` is not a number");
+                    return -1;
+                }
+            },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N)"
                 );
                 return -1;
             }

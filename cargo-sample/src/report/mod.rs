@@ -49,14 +49,42 @@ pub struct Facts {
     pub duration_units: f64,
 }
 
+/// The facts of an exact (`--exact`) run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExactFacts {
+    pub firmware: String,
+    pub machine: String,
+    /// How the instructions were counted (the plugin, or QEMU's exec log).
+    pub counted_by: String,
+    /// How the run ended.
+    pub stop: String,
+    /// `--instructions`: the budget the run had.
+    pub instruction_budget: Option<u64>,
+}
+
+/// What a report's header tells, by kind of run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RunFacts {
+    Sampled(Facts),
+    Exact(ExactFacts),
+}
+
 /// One row of a table.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {
     pub name: String,
-    pub samples: u64,
+    /// Samples (sampled reports) or executed instructions (exact reports) in this row.
+    #[serde(skip)]
+    pub count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
     pub percent: f64,
-    /// 95 % interval of the share, in percent.
-    pub ci95: [f64; 2],
+    /// 95 % interval of the share, in percent (sampled reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
     /// The linker-level function a line or inline frame belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
@@ -75,10 +103,17 @@ pub struct Row {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub format_version: u32,
-    pub samples: u64,
+    /// `sampled`, or `exact` (every instruction counted, `--exact`).
+    pub mode: &'static str,
+    /// Samples analysed (sampled reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// Instructions counted (exact reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
     pub unit: String,
     #[serde(flatten)]
-    pub facts: Facts,
+    pub facts: RunFacts,
     /// By linker-level function (the real, outermost symbol containing the PC).
     pub functions: Vec<Row>,
     /// By innermost inlined frame (the source function whose code was running).
@@ -108,10 +143,18 @@ pub fn stop_reason(stop: u8) -> &'static str {
 
 type Key = (String, Option<String>);
 
+/// Whether a table's counts are samples (with intervals) or exact instruction counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sampled,
+    Exact,
+}
+
 fn rows(
     mut counts: HashMap<Key, u64>,
     total: u64,
     exact: Option<&(HashMap<Key, u64>, u64)>,
+    kind: Kind,
 ) -> Vec<Row> {
     if let Some((e, _)) = exact {
         // Code that ran but was never sampled belongs in the table too.
@@ -141,9 +184,11 @@ fn rows(
             });
             Row {
                 name: key.0,
-                samples: k,
+                count: k,
+                samples: (kind == Kind::Sampled).then_some(k),
+                instructions: (kind == Kind::Exact).then_some(k),
                 percent,
-                ci95: [100.0 * lo, 100.0 * hi],
+                ci95: (kind == Kind::Sampled).then_some([100.0 * lo, 100.0 * hi]),
                 function: key.1,
                 exact_percent,
                 error_points,
@@ -152,8 +197,8 @@ fn rows(
         })
         .collect();
     v.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
+        b.count
+            .cmp(&a.count)
             .then_with(|| {
                 b.exact_percent
                     .unwrap_or(0.0)
@@ -194,6 +239,17 @@ fn exact_tables(sym: &mut Symbolizer, exact: &[(u32, u64)]) -> [(HashMap<Key, u6
     t
 }
 
+/// Per-address counts aggregated into the three tables.
+fn tables(sym: &mut Symbolizer, per_pc: &HashMap<u32, u64>) -> [HashMap<Key, u64>; 3] {
+    let mut t: [HashMap<Key, u64>; 3] = Default::default();
+    for (&pc, &k) in per_pc {
+        for (i, key) in keys(sym, pc).into_iter().enumerate() {
+            *t[i].entry(key).or_default() += k;
+        }
+    }
+    t
+}
+
 /// Aggregate a dump, with the exact counts of the same run when there are some.
 pub fn build(
     dump: &Dump,
@@ -206,19 +262,16 @@ pub fn build(
         *per_pc.entry(pc & !1).or_default() += 1;
     }
     let total = dump.pcs.len() as u64;
-    let mut functions = HashMap::new();
-    let mut inlined = HashMap::new();
-    let mut lines = HashMap::new();
-    for (&pc, &k) in &per_pc {
-        let [f, inner, line] = keys(sym, pc);
-        *functions.entry(f).or_default() += k;
-        *inlined.entry(inner).or_default() += k;
-        *lines.entry(line).or_default() += k;
-    }
+    let [functions, inlined, lines] = tables(sym, &per_pc);
     let exact = exact.map(|e| exact_tables(sym, e));
-    let functions = rows(functions, total, exact.as_ref().map(|e| &e[0]));
-    let inlined = rows(inlined, total, exact.as_ref().map(|e| &e[1]));
-    let lines = rows(lines, total, exact.as_ref().map(|e| &e[2]));
+    let functions = rows(
+        functions,
+        total,
+        exact.as_ref().map(|e| &e[0]),
+        Kind::Sampled,
+    );
+    let inlined = rows(inlined, total, exact.as_ref().map(|e| &e[1]), Kind::Sampled);
+    let lines = rows(lines, total, exact.as_ref().map(|e| &e[2]), Kind::Sampled);
     let max_error_points = exact.as_ref().map(|_| {
         functions
             .iter()
@@ -228,15 +281,56 @@ pub fn build(
     let warnings = diagnose(dump, &facts, &functions, per_pc.len());
     Report {
         format_version: JSON_VERSION,
-        samples: total,
+        mode: "sampled",
+        samples: Some(total),
+        instructions: None,
         unit: facts.unit.clone(),
-        facts,
+        facts: RunFacts::Sampled(facts),
         functions,
         inlined,
         lines,
         distinct_pcs: per_pc.len(),
         max_error_points,
         exact_instructions: exact.as_ref().map(|e| e[0].1),
+        warnings,
+    }
+}
+
+/// The profile of an exact run: every executed instruction, by function, frame and line.
+pub fn build_exact(sym: &mut Symbolizer, facts: ExactFacts, counts: &[(u32, u64)]) -> Report {
+    let mut per_pc: HashMap<u32, u64> = HashMap::new();
+    for &(pc, n) in counts {
+        *per_pc.entry(pc & !1).or_default() += n;
+    }
+    let total: u64 = per_pc.values().sum();
+    let [functions, inlined, lines] = tables(sym, &per_pc);
+    let functions = rows(functions, total, None, Kind::Exact);
+    let inlined = rows(inlined, total, None, Kind::Exact);
+    let lines = rows(lines, total, None, Kind::Exact);
+    let mut warnings = Vec::new();
+    if total == 0 {
+        warnings.push("no instructions were counted: did the firmware start?".into());
+    }
+    if let Some(out) = functions.iter().find(|r| r.name == OUTSIDE) {
+        warnings.push(format!(
+            "{:.2} % of the instructions ran outside every function of this ELF (code in RAM, a \
+             bootloader, or another image)",
+            out.percent
+        ));
+    }
+    Report {
+        format_version: JSON_VERSION,
+        mode: "exact",
+        samples: None,
+        instructions: Some(total),
+        unit: "instructions".into(),
+        facts: RunFacts::Exact(facts),
+        functions,
+        inlined,
+        lines,
+        distinct_pcs: per_pc.len(),
+        max_error_points: None,
+        exact_instructions: None,
         warnings,
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, Row};
+use super::{ExactFacts, Facts, Report, Row, RunFacts};
 use crate::term::paint;
 
 /// Which tables to show.
@@ -33,15 +33,45 @@ fn big(x: f64) -> String {
 
 /// Render a report as text.
 pub fn render(r: &Report, opts: Options) -> String {
-    let f = &r.facts;
     let mut s = String::new();
+    match &r.facts {
+        RunFacts::Sampled(f) => header_sampled(&mut s, r, f),
+        RunFacts::Exact(f) => header_exact(&mut s, r, f),
+    }
+    table(&mut s, "function", &r.functions, opts, false);
+    if r.functions
+        .iter()
+        .any(|row| row.error_sigma.is_some_and(|x| x.abs() > 3.0))
+    {
+        let _ = writeln!(
+            s,
+            "{}",
+            paint("1;31", "! rows beyond 3 sigma of the exact share")
+        );
+    }
+    if r.inlined
+        .iter()
+        .any(|row| Some(&row.name) != row.function.as_ref())
+    {
+        table(&mut s, "innermost inlined function", &r.inlined, opts, true);
+    }
+    if opts.lines {
+        table(&mut s, "source line", &r.lines, opts, true);
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "\n{}: {w}", paint("1;33", "warning"));
+    }
+    s
+}
+
+fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
     let _ = writeln!(
         s,
         "{} {} on {} · {} samples · unit: {}",
         paint("1", "Profile of"),
         paint("1", &f.firmware),
         f.machine,
-        r.samples,
+        r.samples.unwrap_or(0),
         f.unit
     );
     let jitter = if f.jitter_ticks == 0 {
@@ -84,56 +114,48 @@ pub fn render(r: &Report, opts: Options) -> String {
             "exact: {n} instructions counted (sampler-rt's own excluded) · largest error {max:.2} points ({worst})"
         );
     }
-    table(&mut s, "function", &r.functions, opts, false);
-    if r.functions
-        .iter()
-        .any(|row| row.error_sigma.is_some_and(|x| x.abs() > 3.0))
-    {
-        let _ = writeln!(
-            s,
-            "{}",
-            paint("1;31", "! rows beyond 3 sigma of the exact share")
-        );
-    }
-    if r.inlined
-        .iter()
-        .any(|row| Some(&row.name) != row.function.as_ref())
-    {
-        table(&mut s, "innermost inlined function", &r.inlined, opts, true);
-    }
-    if opts.lines {
-        table(&mut s, "source line", &r.lines, opts, true);
-    }
-    for w in &r.warnings {
-        let _ = writeln!(s, "\n{}: {w}", paint("1;33", "warning"));
-    }
-    s
+}
+
+fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
+    let n = r.instructions.unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "{} {} on {} · {} instructions ({n}) · unit: instructions",
+        paint("1", "Exact profile of"),
+        paint("1", &f.firmware),
+        f.machine,
+        big(n as f64),
+    );
+    let _ = writeln!(
+        s,
+        "every executed instruction counted by {} · {}",
+        f.counted_by, f.stop
+    );
 }
 
 fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool) {
     let truth = rows.iter().any(|r| r.exact_percent.is_some());
+    let exact_mode = rows.iter().any(|r| r.instructions.is_some());
     let extra = if truth {
         format!(" {:>8} {:>7} {:>6}", "exact", "diff", "sigma")
     } else {
         String::new()
     };
-    let _ = writeln!(
-        s,
-        "\n{}",
-        paint(
-            "1",
-            &format!(
-                "{:>8} {:>9} {:>17}{extra}   {title}",
-                "share", "samples", "95% interval"
-            )
+    let head = if exact_mode {
+        format!("{:>8} {:>14}   {title}", "share", "instructions")
+    } else {
+        format!(
+            "{:>8} {:>9} {:>17}{extra}   {title}",
+            "share", "samples", "95% interval"
         )
-    );
+    };
+    let _ = writeln!(s, "\n{}", paint("1", &head));
     let mut shown = 0;
     let mut hidden = (0usize, 0u64);
     for row in rows {
         if (opts.top != 0 && shown >= opts.top) || row.percent < opts.min_percent {
             hidden.0 += 1;
-            hidden.1 += row.samples;
+            hidden.1 += row.count;
             continue;
         }
         shown += 1;
@@ -153,19 +175,31 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 cols = paint("1;31", &cols);
             }
         }
-        let _ = writeln!(
-            s,
-            "{:>7.2}% {:>9} {:>7.2} – {:<7.2}{cols}   {name}",
-            row.percent, row.samples, row.ci95[0], row.ci95[1]
-        );
+        match row.ci95 {
+            Some([lo, hi]) => {
+                let _ = writeln!(
+                    s,
+                    "{:>7.2}% {:>9} {:>7.2} – {:<7.2}{cols}   {name}",
+                    row.percent, row.count, lo, hi
+                );
+            }
+            None => {
+                let _ = writeln!(s, "{:>7.2}% {:>14}   {name}", row.percent, row.count);
+            }
+        }
     }
     if hidden.0 > 0 {
+        let what = if exact_mode {
+            "instructions"
+        } else {
+            "samples"
+        };
         let _ = writeln!(
             s,
             "{}",
             paint(
                 "2",
-                &format!("   ... {} more rows, {} samples", hidden.0, hidden.1)
+                &format!("   ... {} more rows, {} {what}", hidden.0, hidden.1)
             )
         );
     }

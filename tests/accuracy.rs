@@ -230,14 +230,14 @@ fn a_small_function_gets_its_share_over_many_seeds() {
 
 #[test]
 fn ticked_loop_lies_in_lockstep_and_is_exact_with_jitter() {
-    // A constant period equal to the loop's tick (250 timer ticks) sees one phase only.
+    // A constant period equal to the loop's tick (16 000 timer ticks) sees one phase only.
     let (locked, _) = profile_in(
         "ticked-loop",
         &[
             "--samples",
             "2000",
             "--period",
-            "250",
+            "16000",
             "--no-jitter",
             "--truth",
         ],
@@ -251,15 +251,19 @@ fn ticked_loop_lies_in_lockstep_and_is_exact_with_jitter() {
         top.exact
     );
     assert!(
-        locked["warnings"]
-            .to_string()
-            .contains("constant sampling period")
+        locked["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "lockstep"),
+        "{}",
+        locked["diagnostics"]
     );
     assert!(locked["max_error_points"].as_f64().unwrap() > 50.0);
 
     let (free, _) = profile_in(
         "ticked-loop",
-        &["--samples", "5000", "--period", "250", "--truth"],
+        &["--samples", "5000", "--period", "16000", "--truth"],
     );
     let judged = judged_rows(&free, "functions");
     let bad = outliers(&free, "functions", judged);

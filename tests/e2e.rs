@@ -46,20 +46,37 @@ fn hot_loops_shares_match_the_loop_counts() {
 
 #[test]
 fn period_and_count_change_without_a_rebuild_and_m_samples_scale() {
-    let r = profile("hot-loops", &["--samples", "1000", "--period", "20us"]);
+    let r = profile("hot-loops", &["--samples", "1000", "--period", "1280us"]);
     assert_eq!(r["samples"], 1000);
+    // 1.28 ms of emulated time at 64 ns an instruction (the machine's -icount shift=6) is
+    // 20 000 instructions; the mean is kept within half a timer tick (0.3 instructions).
     let period = r["period_units"].as_f64().unwrap();
-    // The mean is kept within half a timer tick (20 instructions at 25 MHz).
+    assert!((period - 20_000.0).abs() <= 0.32, "period {period}");
+    assert!((r["period_ticks"].as_f64().unwrap() - 32_000.0).abs() <= 1.0);
+    assert_hot_a_share(&r, 1000.0);
+    // The same ticks at shift 0 are 40 instructions each.
+    let r = profile(
+        "hot-loops",
+        &[
+            "--samples",
+            "1000",
+            "--period",
+            "500",
+            "--icount-shift",
+            "0",
+        ],
+    );
+    let period = r["period_units"].as_f64().unwrap();
     assert!((period - 20_000.0).abs() <= 20.0, "period {period}");
     assert_hot_a_share(&r, 1000.0);
 }
 
 #[test]
 fn constant_period_in_step_with_a_ticked_loop_lies_and_jitter_fixes_it() {
-    // The loop's tick is 250 timer ticks; sampling every 250 ticks sees one phase only.
+    // The loop's tick is 16 000 timer ticks; sampling every 16 000 ticks sees one phase only.
     let locked = profile(
         "ticked-loop",
-        &["--samples", "2000", "--period", "250", "--no-jitter"],
+        &["--samples", "2000", "--period", "16000", "--no-jitter"],
     );
     let top = locked["functions"][0]["percent"].as_f64().unwrap();
     assert!(
@@ -67,9 +84,9 @@ fn constant_period_in_step_with_a_ticked_loop_lies_and_jitter_fixes_it() {
         "constant period should pile up on one function, got {top}"
     );
     let warnings = locked["warnings"].to_string();
-    assert!(warnings.contains("constant sampling period"), "{warnings}");
+    assert!(warnings.contains("in step with a loop"), "{warnings}");
 
-    let free = profile("ticked-loop", &["--samples", "4000", "--period", "250"]);
+    let free = profile("ticked-loop", &["--samples", "4000", "--period", "16000"]);
     let wait = share(&free, "functions", "wait_tick");
     let control = share(&free, "functions", "control");
     // control spins 1000 of the 10 000 instructions' worth of a tick at ~3 instructions a spin.

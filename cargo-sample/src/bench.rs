@@ -1,8 +1,8 @@
 //! `cargo sample bench`: the sampler's on-target cost, measured exactly in QEMU.
 //!
 //! The `cost` firmware of the seed scenarios runs one workload without sampling and the same
-//! workload while sampling, timing both with a CMSDK timer (40 instructions a tick under
-//! `-icount shift=0`; exception entry and return cost nothing in QEMU). The difference divided
+//! workload while sampling, timing both with a CMSDK timer (0.625 instructions a tick at the
+//! machine's default `-icount shift=6`; exception entry and return cost nothing in QEMU). The difference divided
 //! by the samples taken is the handler's instructions per sample, slow path included. Code
 //! bytes come from the ELF's symbol sizes.
 
@@ -41,8 +41,9 @@ fn sym_size(elf: &[u8], pred: impl Fn(&str) -> bool) -> u64 {
 }
 
 fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
-    // 400 ticks = 16 000 instructions: about 3 750 samples during the measured workload.
-    let period = "400";
+    // 25 600 ticks = 16 000 instructions at the machine's default shift: about 3 750 samples
+    // during the measured workload, fewer than the ring holds (no chunk is streamed meanwhile).
+    let period = "25600";
     let mut argv = vec![
         "cargo-sample",
         "--manifest-path",
@@ -78,7 +79,8 @@ fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
     if n == 0 {
         bail!("no samples were taken during the measured workload");
     }
-    let per = (sampled - base) as f64 * 40.0 / n as f64;
+    let meta = runs::load_meta(&dir)?;
+    let per = (sampled - base) as f64 * meta.units_per_tick / n as f64;
     Ok((per, n, std::fs::read(dir.join(runs::ELF))?))
 }
 
@@ -144,7 +146,9 @@ fn time_qemu(
         .args(["-machine", &meta.machine, "-cpu", &meta.cpu])
         .args(["-display", "none", "-serial", "null", "-monitor", "none"])
         .args(["-semihosting-config", "enable=on,target=native"])
-        .args(["-icount", "shift=0", "-kernel"])
+        .arg("-icount")
+        .arg(format!("shift={}", meta.icount_shift))
+        .arg("-kernel")
         .arg(kernel)
         .stdout(std::process::Stdio::null());
     let counts = work.path().join("counts.bin");

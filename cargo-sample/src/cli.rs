@@ -73,6 +73,14 @@ pub struct ViewArgs {
     /// Also show source lines (`file:line` of the innermost frame).
     #[arg(long)]
     pub lines: bool,
+    /// Also show the inline tree: each function with what was inlined into it, with total and
+    /// self shares.
+    #[arg(long)]
+    pub tree: bool,
+    /// Also show the disassembly of the N hottest functions (3 if no N is given), each
+    /// instruction with its samples and its source line.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
+    pub annotate: Option<usize>,
     /// Show at most N rows per table (0 = all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
@@ -111,8 +119,9 @@ pub struct RunArgs {
     /// Default: 10 µs in QEMU.
     #[arg(long, value_name = "PERIOD")]
     pub period: Option<String>,
-    /// Random span added to each period, in ticks, rounded down to a power of two
-    /// (default: about half the period). 0 = constant period.
+    /// Random span of each period, in ticks, rounded down to a power of two, at most twice the
+    /// period (default: the widest allowed, so periods range from about half to one and a half
+    /// times the mean). 0 = constant period.
     #[arg(long, value_name = "TICKS", conflicts_with = "no_jitter")]
     pub jitter: Option<u32>,
     /// Sample at a constant period (same as `--jitter 0`). Beware of lockstep with periodic code.
@@ -133,6 +142,12 @@ pub struct RunArgs {
     /// QEMU executable.
     #[arg(long, value_name = "PATH")]
     pub qemu: Option<PathBuf>,
+    /// QEMU's `-icount shift`: every instruction takes 2^N ns of emulated time. Default: the
+    /// machine's, which runs the core at about its timers' clock (6 on the 25 MHz mps2 boards);
+    /// 0 runs it at 1 GHz, so that one timer tick is 40 instructions and samples fall on that
+    /// grid.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub icount_shift: Option<u8>,
     /// Give up on the run after this many seconds of host time (what arrived is kept).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub timeout: u64,
@@ -145,10 +160,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub exact: bool,
     /// With `--exact`: stop after about this many instructions unless the firmware exits first:
-    /// a count (`300M`, `2G`, `1e9`) or a duration of the emulated time (`500ms`; QEMU runs one
-    /// instruction per nanosecond).
-    #[arg(long, value_name = "N", default_value = "300M", value_parser = parse_count)]
-    pub instructions: u64,
+    /// a count (`300M`, `2G`, `1e9`) or a duration of emulated time (`500ms`).
+    #[arg(long, value_name = "N", default_value = "300M", value_parser = parse_budget)]
+    pub instructions: Budget,
     /// How `--truth` and `--exact` count instructions: `auto` (the plugin, or the exec log when
     /// QEMU has no plugin support), `plugin`, or `exec-log` (exact too, about 500 times slower).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
@@ -210,15 +224,26 @@ fn parse_u32(s: &str) -> Result<u32, String> {
     v.map_err(|_| format!("`{s}` is not a 32-bit number (decimal or 0x hex)"))
 }
 
-/// A count with an optional `k`/`M`/`G` suffix or in `1e9` notation, or a duration of
-/// emulated time (`ns`, `us`, `ms`, `s`) at one instruction per nanosecond.
-pub fn parse_count(s: &str) -> Result<u64, String> {
+/// An instruction budget: a count, or a duration of emulated time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    Instructions(u64),
+    Nanoseconds(u64),
+}
+
+impl Budget {
+    /// The budget in instructions when each takes 2^`shift` ns.
+    pub fn instructions(self, shift: u8) -> u64 {
+        match self {
+            Budget::Instructions(n) => n,
+            Budget::Nanoseconds(ns) => (ns >> shift).max(1),
+        }
+    }
+}
+
+/// `300M`, `2G`, `1e9`, `500000000`, or a duration: `500ms`, `2s`, `10us`.
+pub fn parse_budget(s: &str) -> Result<Budget, String> {
     let t = s.trim();
-    let err = || {
-        format!(
-            "`{s}` is not a count: use e.g. `300M`, `2G`, `1e9`, `500000000` or a duration (`500ms`)"
-        )
-    };
     for (unit, ns) in [
         ("ns", 1.0),
         ("us", 1e3),
@@ -227,14 +252,26 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
         ("s", 1e9),
     ] {
         if let Some(num) = t.strip_suffix(unit) {
+            let err = || format!("`{s}` is not a duration: use e.g. `500ms`, `2s`, `10us`");
             let v: f64 = num.trim().parse().map_err(|_| err())?;
             let v = v * ns;
             if !(1.0..=1.8e19).contains(&v) {
                 return Err(err());
             }
-            return Ok(v.round() as u64);
+            return Ok(Budget::Nanoseconds(v.round() as u64));
         }
     }
+    parse_count(t).map(Budget::Instructions)
+}
+
+/// A count with an optional `k`/`M`/`G` suffix or in `1e9` notation.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let err = || {
+        format!(
+            "`{s}` is not a count: use e.g. `300M`, `2G`, `1e9`, `500000000` or a duration (`500ms`)"
+        )
+    };
     let (num, mul) = match t.char_indices().last() {
         Some((i, 'k' | 'K')) => (&t[..i], 1e3),
         Some((i, 'm' | 'M')) => (&t[..i], 1e6),
@@ -269,9 +306,11 @@ mod tests {
         assert_eq!(parse_count("1e9"), Ok(1_000_000_000));
         assert_eq!(parse_count("1.5k"), Ok(1500));
         assert_eq!(parse_count("42"), Ok(42));
-        assert_eq!(parse_count("500ms"), Ok(500_000_000));
-        assert_eq!(parse_count("2s"), Ok(2_000_000_000));
-        assert_eq!(parse_count("10us"), Ok(10_000));
+        assert_eq!(parse_budget("500ms"), Ok(Budget::Nanoseconds(500_000_000)));
+        assert_eq!(parse_budget("2s"), Ok(Budget::Nanoseconds(2_000_000_000)));
+        assert_eq!(parse_budget("20M"), Ok(Budget::Instructions(20_000_000)));
+        assert_eq!(Budget::Nanoseconds(5_000_000).instructions(6), 78_125);
+        assert!(parse_budget("soon").is_err());
         assert!(parse_count("0").is_err() && parse_count("lots").is_err());
         assert_eq!(parse_u32("0x2545F491"), Ok(0x2545_F491));
         assert!(parse_u32("-1").is_err());

@@ -122,3 +122,24 @@ pub fn patch_config(data: &mut [u8], config: &wire::Config) -> Result<()> {
     data[offset..offset + bytes.len()].copy_from_slice(&bytes);
     Ok(())
 }
+
+/// The vector table's entries from the reset vector on: `(exception number, handler address)`
+/// with the Thumb bit cleared. Exception numbers 16 and up are the device's interrupts.
+pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {
+    let Ok(file) = object::File::parse(data) else {
+        return Vec::new();
+    };
+    let Some(words) = file
+        .section_by_name(".vector_table")
+        .and_then(|s| s.data().ok().map(<[u8]>::to_vec))
+    else {
+        return Vec::new();
+    };
+    words
+        .chunks_exact(4)
+        .enumerate()
+        .skip(1)
+        .map(|(i, w)| (i as u32, u32::from_le_bytes([w[0], w[1], w[2], w[3]]) & !1))
+        .filter(|&(_, a)| a != 0)
+        .collect()
+}

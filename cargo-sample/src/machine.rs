@@ -89,6 +89,32 @@ pub const MACHINES: &[Machine] = &[
     },
 ];
 
+impl Machine {
+    /// The `-icount shift` that runs the core at about the clock of its timers: the smallest N
+    /// with 2^N ns per instruction at least one tick of the SysTick clock (6 on the 25 MHz
+    /// mps2 boards: 15.6 million instructions a second against 25 MHz timers).
+    ///
+    /// Two things depend on it. Timer-paced firmware only behaves as on the board when the
+    /// core is about as fast as on the board (at shift 0 QEMU runs it at 1 GHz, 40 times
+    /// faster than its 25 MHz timers). And a sampling timer can only interrupt on its ticks:
+    /// with 40 instructions a tick, code that a timer interrupt starts at a fixed point is seen
+    /// at one instruction in 40, whatever the random period; with at least one tick per
+    /// instruction every instruction can be sampled.
+    pub fn default_icount_shift(&self) -> u8 {
+        let ns_per_tick = 1e9 / self.systick_hz as f64;
+        let mut shift = 0u8;
+        while f64::from(1u32 << shift) < ns_per_tick && shift < 10 {
+            shift += 1;
+        }
+        shift
+    }
+
+    /// Instructions per SysTick tick under `-icount shift`.
+    pub fn instructions_per_tick(&self, shift: u8) -> f64 {
+        1e9 / self.systick_hz as f64 / f64::from(1u32 << shift)
+    }
+}
+
 /// Look a machine up by name.
 pub fn find(name: &str) -> Option<&'static Machine> {
     MACHINES.iter().find(|m| m.name == name)
@@ -131,5 +157,20 @@ mod tests {
             assert!(m.targets.contains(&t), "{} does not run {t}", m.name);
         }
         assert!(default_for("x86_64-unknown-linux-gnu").is_none());
+    }
+
+    #[test]
+    fn default_shifts_give_at_least_one_tick_per_instruction() {
+        let shift = |n: &str| find(n).unwrap().default_icount_shift();
+        assert_eq!(shift("mps2-an385"), 6);
+        assert_eq!(shift("lm3s6965evb"), 7);
+        assert_eq!(shift("microbit"), 6);
+        assert_eq!(shift("netduinoplus2"), 3);
+        assert_eq!(shift("mps3-an547"), 5);
+        for m in MACHINES {
+            let k = m.instructions_per_tick(m.default_icount_shift());
+            assert!(k <= 1.0 && k > 0.5, "{}: {k} instructions a tick", m.name);
+        }
+        assert_eq!(find("mps2-an385").unwrap().instructions_per_tick(0), 40.0);
     }
 }

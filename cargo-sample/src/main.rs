@@ -7,6 +7,7 @@
 
 mod bench;
 mod cli;
+mod disasm;
 mod dump;
 mod elf;
 mod exact;

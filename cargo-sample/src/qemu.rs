@@ -50,6 +50,8 @@ pub struct Options {
     pub machine: String,
     pub cpu: String,
     pub kernel: PathBuf,
+    /// `-icount shift=N`: 2^N ns of emulated time per instruction.
+    pub icount_shift: u8,
     pub timeout: Duration,
     /// Shown on the progress line.
     pub label: String,
@@ -126,7 +128,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .arg("-monitor")
         .arg(format!("unix:{},server=on,wait=off", monitor.display()))
         .args(["-semihosting-config", "enable=on,target=native"])
-        .args(["-icount", "shift=0"])
+        .arg("-icount")
+        .arg(format!("shift={}", opts.icount_shift))
         .arg("-kernel")
         .arg(&opts.kernel);
     match &opts.counting {

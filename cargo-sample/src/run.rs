@@ -7,6 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use sampler_rt::wire;
 
 use crate::cli::{Format, RunArgs, TruthMethod, ViewArgs};
+use crate::disasm;
 use crate::dump::{self, Dump};
 use crate::elf;
 use crate::exact;
@@ -23,8 +24,8 @@ use crate::term;
 
 /// Default number of samples.
 pub const DEFAULT_SAMPLES: u32 = 10_000;
-/// Default mean period in QEMU: 10 µs of virtual time, 10 000 instructions.
-pub const DEFAULT_PERIOD_NS: u64 = 10_000;
+/// Default mean period in QEMU, in instructions.
+pub const DEFAULT_PERIOD_INSTRUCTIONS: f64 = 10_000.0;
 /// Default random-generator seed (fixed, so that runs repeat exactly).
 pub const DEFAULT_SEED: u32 = 0x2545_F491;
 
@@ -96,15 +97,24 @@ pub fn parse_period(s: &str, timer_hz: u64) -> Result<u64> {
 
 /// The timer settings for a mean period of `period` ticks with a random span of `span` ticks
 /// (rounded down to a power of two): `(reload, jitter_mask)`, with the mean kept at `period`.
+///
+/// The default span is the widest power of two the period allows (below twice the period):
+/// successive periods then range from about half to one and a half times the mean, so that a
+/// program loop longer than the period is still entered at a fresh point by every sample.
 pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
+    // reload = period - 1 - mask / 2 must stay at least 1.
+    let widest = (2 * period).saturating_sub(3).max(1);
     let span = match span {
         Some(0) => 0,
         Some(s) => 1u64 << (63 - (s as u64).leading_zeros()),
-        // Default: the largest power of two not above the period.
-        None => 1u64 << (63 - period.leading_zeros()),
+        None => 1u64 << (63 - widest.leading_zeros()),
     };
-    if span > period {
-        bail!("a jitter span of {span} ticks is larger than the period of {period} ticks");
+    if span > widest {
+        bail!(
+            "a jitter span of {span} ticks is too wide for a period of {period} ticks: at most {} \
+             (the span must stay below twice the period)",
+            1u64 << (63 - widest.leading_zeros())
+        );
     }
     let mask = span.saturating_sub(1);
     // reload + 1 + mask / 2 = period on average.
@@ -206,7 +216,16 @@ pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
         Ok(bytes) => Some(exact::parse(&bytes)?),
         Err(_) => None,
     };
-    let report = report::build(&dump, &mut sym, facts_of(&meta, &dump), exact.as_deref());
+    let mut code = disasm::Code::new(&elf_bytes).ok();
+    let report = report::build(
+        &dump,
+        &mut sym,
+        code.as_mut(),
+        facts_of(&meta, &dump),
+        exact.as_deref(),
+        build_options(view),
+        &elf::vectors(&elf_bytes),
+    );
     print_report(&report, view)
 }
 
@@ -251,8 +270,16 @@ fn render_exact_run(dir: &Path, meta: &RunMeta, view: &ViewArgs) -> Result<()> {
         },
         instruction_budget: meta.instruction_budget,
     };
-    let report = report::build_exact(&mut sym, facts, &counts);
+    let mut code = disasm::Code::new(&elf_bytes).ok();
+    let report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, build_options(view));
     print_report(&report, view)
+}
+
+/// What the views ask the report to compute.
+fn build_options(view: &ViewArgs) -> report::Options {
+    report::Options {
+        annotate: view.annotate.unwrap_or(0),
+    }
 }
 
 fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
@@ -264,6 +291,7 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
                 report,
                 text::Options {
                     lines: view.lines,
+                    tree: view.tree,
                     top: view.top,
                     min_percent: view.min_percent,
                 }
@@ -381,9 +409,15 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // The semihosting sink streams every full ring chunk, so any number of samples fits.
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
     let timer_hz = m.systick_hz;
+    let shift = args
+        .icount_shift
+        .unwrap_or_else(|| m.default_icount_shift());
+    let units_per_tick = m.instructions_per_tick(shift);
     let period = match &args.period {
         Some(s) => parse_period(s, timer_hz)?,
-        None => (DEFAULT_PERIOD_NS * timer_hz).div_ceil(1_000_000_000),
+        None => (DEFAULT_PERIOD_INSTRUCTIONS / units_per_tick)
+            .round()
+            .max(2.0) as u64,
     };
     let span = if args.no_jitter { Some(0) } else { args.jitter };
     let (reload, jitter_mask) = timer_settings(period, span)?;
@@ -411,7 +445,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let mut loaded = elf_bytes.clone();
     elf::patch_config(&mut loaded, &config)?;
     std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
-    let units_per_tick = 1e9 / timer_hz as f64;
+
     let mut meta = RunMeta {
         format_version: 1,
         package: p.package.clone(),
@@ -423,6 +457,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         timer_hz,
         unit: "instructions".into(),
         units_per_tick,
+        icount_shift: shift,
         workspace_root: Some(p.workspace_root.clone()),
         started_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -456,6 +491,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         machine: m.name.to_owned(),
         cpu,
         kernel: dir.join(runs::LOADED_ELF),
+        icount_shift: shift,
         timeout: Duration::from_secs(args.timeout),
         label: format!("sampling {} in QEMU {}", p.target_name, m.name),
         snapshot: Some(qemu::Region {
@@ -640,6 +676,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
     let own = firmware::own_dir(&p);
     let counting = choose_counting(args.truth_method, &qemu_path, &own)?;
+    let shift = args
+        .icount_shift
+        .unwrap_or_else(|| m.default_icount_shift());
     // The program as it is: the sampler would only add its own instructions.
     let built = firmware::build(&p, &args.cargo, false, &[])?;
     let elf_bytes = std::fs::read(&built.elf)
@@ -648,7 +687,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
     std::fs::write(dir.join(runs::ELF), &elf_bytes)
         .with_context(|| format!("saving the ELF in {}", dir.display()))?;
-    let budget = args.instructions;
+    let budget = args.instructions.instructions(shift);
     let mut meta = RunMeta {
         format_version: 1,
         package: p.package.clone(),
@@ -659,7 +698,8 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         cpu: cpu.clone(),
         timer_hz: m.systick_hz,
         unit: "instructions".into(),
-        units_per_tick: 1e9 / m.systick_hz as f64,
+        units_per_tick: m.instructions_per_tick(shift),
+        icount_shift: shift,
         workspace_root: Some(p.workspace_root.clone()),
         started_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -687,6 +727,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         machine: m.name.to_owned(),
         cpu,
         kernel: dir.join(runs::ELF),
+        icount_shift: shift,
         timeout: Duration::from_secs(args.timeout),
         label: format!("counting {} in QEMU {}", p.target_name, m.name),
         snapshot: None,
@@ -782,11 +823,21 @@ mod tests {
     #[test]
     fn jitter_keeps_the_mean_period() {
         let (reload, mask) = timer_settings(250, None).unwrap();
-        assert_eq!(mask, 127);
+        assert_eq!(mask, 255);
         assert!((reload as f64 + 1.0 + mask as f64 / 2.0 - 250.0).abs() <= 0.5);
         assert_eq!(timer_settings(250, Some(0)).unwrap(), (249, 0));
         assert_eq!(timer_settings(250, Some(100)).unwrap().1, 63);
-        assert!(timer_settings(100, Some(200)).is_err());
+        assert_eq!(timer_settings(100, Some(128)).unwrap().1, 127);
+        assert!(timer_settings(100, Some(256)).is_err());
+        // Every default keeps reload >= 1.
+        for p in 2..2000 {
+            let (r, m) = timer_settings(p, None).unwrap();
+            assert!(r >= 1, "period {p}");
+            assert!(
+                (r as f64 + 1.0 + m as f64 / 2.0 - p as f64).abs() <= 0.5,
+                "period {p}"
+            );
+        }
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct RunMeta {
     /// `--exact`: the instruction budget of the run.
     #[serde(default)]
     pub instruction_budget: Option<u64>,
+    /// QEMU's `-icount shift`.
+    #[serde(default)]
+    pub icount_shift: u8,
     /// `--truth`, `--exact`: how instructions were counted.
     #[serde(default)]
     pub counted_by: Option<String>,

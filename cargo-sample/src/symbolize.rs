@@ -99,6 +99,27 @@ impl Symbolizer {
         (pc < f.1).then_some(f.2.as_str())
     }
 
+    /// The `(start, end)` range of the function containing `pc`.
+    pub fn range_of(&self, pc: u64) -> Option<(u64, u64)> {
+        let i = self.functions.partition_point(|f| f.0 <= pc);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        (pc < f.1).then_some((f.0, f.1))
+    }
+
+    /// Every function: `(start, end, name)`.
+    pub fn all_functions(&self) -> Vec<(u64, u64, String)> {
+        self.functions.clone()
+    }
+
+    /// The `(start, end)` ranges of the functions called `name`.
+    pub fn ranges_of(&self, name: &str) -> Vec<(u64, u64)> {
+        self.functions
+            .iter()
+            .filter(|f| f.2 == name)
+            .map(|f| (f.0, f.1))
+            .collect()
+    }
+
     /// Whether `pc` is in sampler-rt's own code.
     pub fn is_sampler(&self, pc: u64) -> bool {
         self.sampler.iter().any(|r| r.0 <= pc && pc < r.1)

@@ -93,6 +93,9 @@ pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
     let plugin = target.join("debug/libcargo_sample_exact.so");
     let work = tempfile::tempdir().unwrap();
     let counts = work.path().join("counts.bin");
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    let shift = format!("shift={}", meta["icount_shift"].as_u64().unwrap());
     let status = Command::new("qemu-system-arm")
         .args([
             "-machine",
@@ -107,7 +110,7 @@ pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
             "-semihosting-config",
             "enable=on,target=native",
             "-icount",
-            "shift=0",
+            &shift,
         ])
         .arg("-kernel")
         .arg(run.join("loaded.elf"))

@@ -1,13 +1,17 @@
 //! The profile: samples aggregated by function, inline frame and source line, each share with
 //! its 95 % interval, plus the facts of the run and warnings where the profile could mislead.
 
+pub mod annotate;
+pub mod diagnose;
 pub mod text;
+pub mod tree;
 
 use std::collections::HashMap;
 
 use sampler_rt::wire;
 use serde::Serialize;
 
+use crate::disasm::Code;
 use crate::dump::Dump;
 use crate::stats::{Z95, wilson};
 use crate::symbolize::Symbolizer;
@@ -120,6 +124,11 @@ pub struct Report {
     pub inlined: Vec<Row>,
     /// By `file:line` of the innermost frame.
     pub lines: Vec<Row>,
+    /// Functions with what was inlined into them, recursively (from DWARF).
+    pub tree: Vec<tree::Node>,
+    /// The hottest functions' instructions with their counts (`--annotate`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotate: Vec<annotate::Function>,
     pub distinct_pcs: usize,
     /// With `--truth`: the largest |sampled - exact| over the function rows, in points.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,6 +136,9 @@ pub struct Report {
     /// With `--truth`: exact instructions counted outside sampler-rt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_instructions: Option<u64>,
+    /// Where the profile would mislead, and what is worth knowing (kind, severity, message).
+    pub diagnostics: Vec<diagnose::Diagnostic>,
+    /// The messages of the diagnostics of severity `warning`.
     pub warnings: Vec<String>,
 }
 
@@ -224,19 +236,16 @@ fn keys(sym: &mut Symbolizer, pc: u32) -> [Key; 3] {
     [(f.clone(), None), (inner, Some(f.clone())), (line, Some(f))]
 }
 
-/// Aggregate exact counts the way samples are aggregated, without sampler-rt's own code.
-fn exact_tables(sym: &mut Symbolizer, exact: &[(u32, u64)]) -> [(HashMap<Key, u64>, u64); 3] {
-    let mut t: [(HashMap<Key, u64>, u64); 3] = Default::default();
+/// Exact counts per address, without sampler-rt's own code (a sampler never sees itself).
+fn exact_per_pc(sym: &Symbolizer, exact: &[(u32, u64)]) -> (HashMap<u32, u64>, u64) {
+    let mut m: HashMap<u32, u64> = HashMap::new();
     for &(pc, n) in exact {
-        if sym.is_sampler(pc as u64) {
-            continue;
-        }
-        for (i, k) in keys(sym, pc).into_iter().enumerate() {
-            *t[i].0.entry(k).or_default() += n;
-            t[i].1 += n;
+        if !sym.is_sampler(pc as u64) {
+            *m.entry(pc & !1).or_default() += n;
         }
     }
-    t
+    let total = m.values().sum();
+    (m, total)
 }
 
 /// Per-address counts aggregated into the three tables.
@@ -250,35 +259,136 @@ fn tables(sym: &mut Symbolizer, per_pc: &HashMap<u32, u64>) -> [HashMap<Key, u64
     t
 }
 
+/// What to compute beyond the tables every report has.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Annotate the disassembly of this many of the hottest functions.
+    pub annotate: usize,
+}
+
+/// Everything a report is built from.
+struct Input<'a> {
+    per_pc: HashMap<u32, u64>,
+    total: u64,
+    kind: Kind,
+    exact: Option<(HashMap<u32, u64>, u64)>,
+    code: Option<&'a mut Code>,
+}
+
+/// The tables, tree and annotations of one profile.
+struct Views {
+    functions: Vec<Row>,
+    inlined: Vec<Row>,
+    lines: Vec<Row>,
+    tree: Vec<tree::Node>,
+    annotate: Vec<annotate::Function>,
+}
+
+fn views(sym: &mut Symbolizer, input: Input<'_>, opts: Options) -> Views {
+    let [functions, inlined, lines] = tables(sym, &input.per_pc);
+    let exact_tables = input.exact.as_ref().map(|(e, t)| {
+        let [f, i, l] = tables(sym, e);
+        [(f, *t), (i, *t), (l, *t)]
+    });
+    let kind = input.kind;
+    let functions = rows(
+        functions,
+        input.total,
+        exact_tables.as_ref().map(|e| &e[0]),
+        kind,
+    );
+    let inlined = rows(
+        inlined,
+        input.total,
+        exact_tables.as_ref().map(|e| &e[1]),
+        kind,
+    );
+    let lines = rows(
+        lines,
+        input.total,
+        exact_tables.as_ref().map(|e| &e[2]),
+        kind,
+    );
+    let exact = input.exact.as_ref().map(|(e, t)| (e, *t));
+    let tree = tree::build(sym, &input.per_pc, input.total, exact, OUTSIDE);
+    let annotate = match input.code {
+        Some(code) if opts.annotate > 0 => {
+            let names: Vec<String> = functions
+                .iter()
+                .filter(|r| r.name != OUTSIDE && r.count > 0)
+                .take(opts.annotate)
+                .map(|r| r.name.clone())
+                .collect();
+            annotate::build(sym, code, &names, &input.per_pc, input.total, exact)
+        }
+        _ => Vec::new(),
+    };
+    Views {
+        functions,
+        inlined,
+        lines,
+        tree,
+        annotate,
+    }
+}
+
 /// Aggregate a dump, with the exact counts of the same run when there are some.
 pub fn build(
     dump: &Dump,
     sym: &mut Symbolizer,
+    code: Option<&mut Code>,
     facts: Facts,
     exact: Option<&[(u32, u64)]>,
+    opts: Options,
+    vectors: &[(u32, u32)],
 ) -> Report {
     let mut per_pc: HashMap<u32, u64> = HashMap::new();
     for &pc in &dump.pcs {
         *per_pc.entry(pc & !1).or_default() += 1;
     }
     let total = dump.pcs.len() as u64;
-    let [functions, inlined, lines] = tables(sym, &per_pc);
-    let exact = exact.map(|e| exact_tables(sym, e));
-    let functions = rows(
-        functions,
-        total,
-        exact.as_ref().map(|e| &e[0]),
-        Kind::Sampled,
+    let distinct = per_pc.len();
+    let exact = exact.map(|e| exact_per_pc(sym, e));
+    let exact_instructions = exact.as_ref().map(|e| e.1);
+    let mut code = code;
+    let v = views(
+        sym,
+        Input {
+            per_pc: per_pc.clone(),
+            total,
+            kind: Kind::Sampled,
+            exact,
+            code: code.as_deref_mut(),
+        },
+        opts,
     );
-    let inlined = rows(inlined, total, exact.as_ref().map(|e| &e[1]), Kind::Sampled);
-    let lines = rows(lines, total, exact.as_ref().map(|e| &e[2]), Kind::Sampled);
-    let max_error_points = exact.as_ref().map(|_| {
-        functions
+    let max_error_points = exact_instructions.map(|_| {
+        v.functions
             .iter()
             .filter_map(|r| r.error_points)
             .fold(0.0f64, |m, e| m.max(e.abs()))
     });
-    let warnings = diagnose(dump, &facts, &functions, per_pc.len());
+    let pcs: Vec<u32> = dump.pcs.iter().map(|pc| pc & !1).collect();
+    let diagnostics = diagnose::sampled(
+        &diagnose::Input {
+            pcs: &pcs,
+            per_pc: &per_pc,
+            facts: &facts,
+            functions: &v.functions,
+            vectors,
+        },
+        sym,
+        code,
+    );
+    let mut diagnostics = diagnostics;
+    if exact_instructions.is_some() {
+        diagnostics.extend(diagnose::against_exact(&v.functions));
+    }
+    let warnings = diagnostics
+        .iter()
+        .filter(|d| d.severity == "warning")
+        .map(|d| d.message.clone())
+        .collect();
     Report {
         format_version: JSON_VERSION,
         mode: "sampled",
@@ -286,38 +396,68 @@ pub fn build(
         instructions: None,
         unit: facts.unit.clone(),
         facts: RunFacts::Sampled(facts),
-        functions,
-        inlined,
-        lines,
-        distinct_pcs: per_pc.len(),
+        functions: v.functions,
+        inlined: v.inlined,
+        lines: v.lines,
+        tree: v.tree,
+        annotate: v.annotate,
+        distinct_pcs: distinct,
         max_error_points,
-        exact_instructions: exact.as_ref().map(|e| e[0].1),
+        exact_instructions,
+        diagnostics,
         warnings,
     }
 }
 
 /// The profile of an exact run: every executed instruction, by function, frame and line.
-pub fn build_exact(sym: &mut Symbolizer, facts: ExactFacts, counts: &[(u32, u64)]) -> Report {
+pub fn build_exact(
+    sym: &mut Symbolizer,
+    code: Option<&mut Code>,
+    facts: ExactFacts,
+    counts: &[(u32, u64)],
+    opts: Options,
+) -> Report {
     let mut per_pc: HashMap<u32, u64> = HashMap::new();
     for &(pc, n) in counts {
         *per_pc.entry(pc & !1).or_default() += n;
     }
     let total: u64 = per_pc.values().sum();
-    let [functions, inlined, lines] = tables(sym, &per_pc);
-    let functions = rows(functions, total, None, Kind::Exact);
-    let inlined = rows(inlined, total, None, Kind::Exact);
-    let lines = rows(lines, total, None, Kind::Exact);
-    let mut warnings = Vec::new();
+    let distinct = per_pc.len();
+    let v = views(
+        sym,
+        Input {
+            per_pc,
+            total,
+            kind: Kind::Exact,
+            exact: None,
+            code,
+        },
+        opts,
+    );
+    let mut diagnostics = Vec::new();
     if total == 0 {
-        warnings.push("no instructions were counted: did the firmware start?".into());
+        diagnostics.push(diagnose::Diagnostic {
+            kind: "no-samples",
+            severity: "warning",
+            message: "no instructions were counted: did the firmware start?".into(),
+            percent: None,
+            addresses: Vec::new(),
+        });
     }
-    if let Some(out) = functions.iter().find(|r| r.name == OUTSIDE) {
-        warnings.push(format!(
-            "{:.2} % of the instructions ran outside every function of this ELF (code in RAM, a \
-             bootloader, or another image)",
-            out.percent
-        ));
+    if let Some(out) = v.functions.iter().find(|r| r.name == OUTSIDE) {
+        diagnostics.push(diagnose::Diagnostic {
+            kind: "outside-image",
+            severity: "warning",
+            message: format!(
+                "{:.2} % of the instructions ran outside every function of this ELF (code copied to \
+                 RAM, a bootloader, or another image)",
+                out.percent
+            ),
+            percent: Some(out.percent),
+            addresses: Vec::new(),
+        });
     }
+    let warnings = diagnostics.iter().map(|d| d.message.clone()).collect();
     Report {
         format_version: JSON_VERSION,
         mode: "exact",
@@ -325,61 +465,15 @@ pub fn build_exact(sym: &mut Symbolizer, facts: ExactFacts, counts: &[(u32, u64)
         instructions: Some(total),
         unit: "instructions".into(),
         facts: RunFacts::Exact(facts),
-        functions,
-        inlined,
-        lines,
-        distinct_pcs: per_pc.len(),
+        functions: v.functions,
+        inlined: v.inlined,
+        lines: v.lines,
+        tree: v.tree,
+        annotate: v.annotate,
+        distinct_pcs: distinct,
         max_error_points: None,
         exact_instructions: None,
+        diagnostics,
         warnings,
     }
-}
-
-fn diagnose(dump: &Dump, facts: &Facts, functions: &[Row], distinct: usize) -> Vec<String> {
-    let mut w = Vec::new();
-    let n = dump.pcs.len();
-    if n == 0 {
-        w.push("no samples: nothing to report. Did sampling start before the run ended?".into());
-        return w;
-    }
-    if facts.jitter_ticks == 0 {
-        w.push(
-            "constant sampling period: a program that repeats in step with it is seen at the same few \
-             points every time. Keep jitter on (the default) unless you know the program is aperiodic."
-                .into(),
-        );
-    }
-    if n >= 1000 && distinct * 100 < n && distinct <= 8 {
-        w.push(format!(
-            "only {distinct} distinct addresses in {n} samples: the sampling is probably in lockstep with \
-             the program. Enable or widen the jitter (`--jitter`)."
-        ));
-    }
-    if let Some(out) = functions.iter().find(|r| r.name == OUTSIDE) {
-        w.push(format!(
-            "{:.2} % of the samples are outside every function of this ELF (code in RAM, a bootloader, \
-             or another image)",
-            out.percent
-        ));
-    }
-    if facts.overwritten > 0 {
-        w.push(format!(
-            "the ring holds {} samples: the newest {n} of {} were kept; rebuild with a larger \
-             SAMPLER_RT_RING_SLOTS to keep all",
-            n, facts.taken
-        ));
-    }
-    if facts.lost > 0 {
-        w.push(format!(
-            "{} samples were lost and are not in the profile",
-            facts.lost
-        ));
-    }
-    if n < 100 {
-        w.push(format!(
-            "only {n} samples: a share of 50 % is uncertain by ±{:.0} points (95 %)",
-            100.0 * Z95 * (0.25 / n as f64).sqrt()
-        ));
-    }
-    w
 }

@@ -2,13 +2,14 @@
 
 use std::fmt::Write;
 
-use super::{ExactFacts, Facts, Report, Row, RunFacts};
+use super::{ExactFacts, Facts, Report, Row, RunFacts, annotate, tree::Node};
 use crate::term::paint;
 
 /// Which tables to show.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
     pub lines: bool,
+    pub tree: bool,
     pub top: usize,
     pub min_percent: f64,
 }
@@ -58,8 +59,19 @@ pub fn render(r: &Report, opts: Options) -> String {
     if opts.lines {
         table(&mut s, "source line", &r.lines, opts, true);
     }
-    for w in &r.warnings {
-        let _ = writeln!(s, "\n{}: {w}", paint("1;33", "warning"));
+    if opts.tree {
+        tree(&mut s, r, opts);
+    }
+    for f in &r.annotate {
+        annotated(&mut s, r, f);
+    }
+    for d in &r.diagnostics {
+        let label = if d.severity == "warning" {
+            paint("1;33", "warning")
+        } else {
+            paint("1;36", "note")
+        };
+        let _ = writeln!(s, "\n{label}: {}", d.message);
     }
     s
 }
@@ -153,7 +165,9 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     let mut shown = 0;
     let mut hidden = (0usize, 0u64);
     for row in rows {
-        if (opts.top != 0 && shown >= opts.top) || row.percent < opts.min_percent {
+        // Code that ran a negligible share and was never sampled says nothing.
+        let negligible = row.count == 0 && row.exact_percent.is_none_or(|x| x < 0.005);
+        if (opts.top != 0 && shown >= opts.top) || row.percent < opts.min_percent || negligible {
             hidden.0 += 1;
             hidden.1 += row.count;
             continue;
@@ -201,6 +215,113 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 "2",
                 &format!("   ... {} more rows, {} {what}", hidden.0, hidden.1)
             )
+        );
+    }
+}
+
+fn tree(s: &mut String, r: &Report, opts: Options) {
+    let truth = r.max_error_points.is_some();
+    let head = format!(
+        "{:>8} {:>8}{}   inline tree (a function, then what was inlined into it)",
+        "total",
+        "self",
+        if truth {
+            format!(" {:>8}", "exact")
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(s, "\n{}", paint("1", &head));
+    let mut shown = 0;
+    for node in &r.tree {
+        if (opts.top != 0 && shown >= opts.top) || !worth_showing(node, opts) {
+            continue;
+        }
+        shown += 1;
+        tree_node(s, node, 0, opts, truth);
+    }
+    if shown < r.tree.len() {
+        let _ = writeln!(
+            s,
+            "{}",
+            paint(
+                "2",
+                &format!("   ... {} more functions", r.tree.len() - shown)
+            )
+        );
+    }
+}
+
+fn tree_node(s: &mut String, n: &Node, depth: usize, opts: Options, truth: bool) {
+    let exact = match (truth, n.exact_total_percent) {
+        (true, Some(x)) => format!(" {x:>7.2}%"),
+        (true, None) => format!(" {:>8}", ""),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "{:>7.2}% {:>7.2}%{exact}   {}{}",
+        n.total_percent,
+        n.self_percent,
+        "  ".repeat(depth),
+        n.name
+    );
+    for c in &n.children {
+        if worth_showing(c, opts) {
+            tree_node(s, c, depth + 1, opts, truth);
+        }
+    }
+}
+
+/// Above `--min-percent`, and sampled or at least 0.005 % of the exact count.
+fn worth_showing(n: &Node, opts: Options) -> bool {
+    n.total_percent >= opts.min_percent
+        && (n.total_count > 0 || n.exact_total_percent.is_some_and(|x| x >= 0.005))
+}
+
+fn annotated(s: &mut String, r: &Report, f: &annotate::Function) {
+    let unit = if r.mode == "exact" {
+        "instructions"
+    } else {
+        "samples"
+    };
+    let _ = writeln!(
+        s,
+        "\n{} {:.2}% ({} {unit}) · {:#010x}..{:#010x}",
+        paint("1", &f.name),
+        f.percent,
+        f.count,
+        f.start,
+        f.end
+    );
+    let truth = f.instructions.iter().any(|i| i.exact_percent.is_some());
+    for i in &f.instructions {
+        if let Some(line) = &i.line {
+            let _ = writeln!(s, "{:>30}{}", "", paint("2", line));
+        }
+        let exact = match i.exact_percent {
+            Some(x) if truth => format!(" {x:>7.2}%"),
+            _ => String::new(),
+        };
+        let counts = if i.count > 0 {
+            format!("{:>7.2}% {:>9}", i.percent, i.count)
+        } else {
+            format!("{:>8} {:>9}", "", "")
+        };
+        let text = if i.data {
+            paint("2", &i.text)
+        } else {
+            i.text.clone()
+        };
+        let row = format!("{counts}{exact}   {:>8x}:  {text}", i.addr);
+        let _ = writeln!(
+            s,
+            "{}",
+            if i.percent >= 5.0 {
+                paint("1", &row)
+            } else {
+                row
+            }
         );
     }
 }

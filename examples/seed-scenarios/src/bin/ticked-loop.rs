@@ -7,8 +7,9 @@
 use cortex_m_rt::entry;
 use seed_scenarios::{clock_start, finish, now, sampling_start, spin};
 
-/// Ticks of the 25 MHz clock per loop iteration: 10 000 instructions in QEMU.
-const TICK: u32 = 250;
+/// Ticks of the 25 MHz clock per loop iteration: 10 000 instructions in QEMU at the machine's
+/// default `-icount shift=6` (64 ns an instruction).
+const TICK: u32 = 16_000;
 
 static mut NEXT_AT: u32 = 0;
 

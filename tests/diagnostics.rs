@@ -1,0 +1,191 @@
+//! The diagnostics on real runs: each one provoked by the scenario built to provoke it, and
+//! silent on runs that give it no cause.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn diagnostics(r: &Value) -> Vec<Value> {
+    r["diagnostics"].as_array().unwrap().clone()
+}
+
+fn of_kind(r: &Value, kind: &str) -> Vec<Value> {
+    diagnostics(r)
+        .into_iter()
+        .filter(|d| d["kind"] == kind)
+        .collect()
+}
+
+fn exact_of(r: &Value, name: &str) -> f64 {
+    r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["name"] == name)
+        .and_then(|row| row["exact_percent"].as_f64())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn clean_runs_raise_no_diagnostic() {
+    for (bin, args) in [
+        ("hot-loops", vec!["--samples", "10000"]),
+        ("foreign-isr", vec!["--samples", "5000"]),
+        ("ticked-loop", vec!["--samples", "5000"]),
+    ] {
+        let r = profile(bin, &args);
+        assert_eq!(diagnostics(&r), Vec::<Value>::new(), "{bin}");
+        assert_eq!(r["warnings"], serde_json::json!([]), "{bin}");
+    }
+}
+
+#[test]
+fn lockstep_is_named_when_samples_repeat_or_depend_on_each_other() {
+    // A constant period equal to the loop's tick: the same few points over and over.
+    let r = profile(
+        "ticked-loop",
+        &["--samples", "3000", "--period", "16000", "--no-jitter"],
+    );
+    let d = of_kind(&r, "lockstep");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0]["message"].as_str().unwrap().contains("repeat every"));
+    assert!(d[0]["message"].as_str().unwrap().contains("--no-jitter"));
+    // A random span of 256 ticks is far too narrow for a 10 000-instruction loop: the samples
+    // do not repeat exactly, but each one nearly fixes the next.
+    let r = profile(
+        "ticked-loop",
+        &["--samples", "3000", "--period", "16000", "--jitter", "256"],
+    );
+    let d = of_kind(&r, "lockstep");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    assert!(d[0]["message"].as_str().unwrap().contains("correlated"));
+    // No pile-up is claimed on samples that are not independent.
+    assert!(of_kind(&r, "held-off").is_empty());
+}
+
+#[test]
+fn masked_interrupts_are_flagged_and_the_masked_region_named() {
+    let r = profile("irq-masked", &["--samples", "5000", "--truth"]);
+    let d = of_kind(&r, "masked-skid");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    let msg = d[0]["message"].as_str().unwrap();
+    assert!(msg.contains("cpsie i") && msg.contains("irq_on"), "{msg}");
+    assert!(msg.contains("caller locked"), "{msg}");
+    // The share it names is the masked time, exactly as much as the region takes.
+    let masked = exact_of(&r, "locked") + exact_of(&r, "irq_off") + exact_of(&r, "irq_on");
+    let p = d[0]["percent"].as_f64().unwrap();
+    let s = sigma_points(masked, 5000.0);
+    assert!(
+        (p - masked).abs() < 3.0 * s,
+        "flagged {p} %, masked {masked} %"
+    );
+    // With the exact count beside it, the disagreement is stated too; nothing else is.
+    let kinds: Vec<Value> = diagnostics(&r).iter().map(|d| d["kind"].clone()).collect();
+    assert_eq!(kinds, ["masked-skid", "disagrees-with-exact"], "{kinds:?}");
+}
+
+#[test]
+fn a_handler_the_sampler_cannot_preempt_is_flagged_after_the_store_that_pends_it() {
+    let r = profile(
+        "foreign-isr",
+        &["--samples", "5000", "--priority", "0x40", "--truth"],
+    );
+    let d = of_kind(&r, "held-off");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    let msg = d[0]["message"].as_str().unwrap();
+    assert!(msg.contains("after a store"), "{msg}");
+    assert!(msg.contains("IRQ31"), "{msg}");
+    assert!(msg.contains("--priority"), "{msg}");
+    // The pile holds the handler's time: isr_work and IRQ31 of the exact count.
+    let hidden = exact_of(&r, "isr_work") + exact_of(&r, "IRQ31");
+    let p = d[0]["percent"].as_f64().unwrap();
+    assert!(
+        (p - hidden).abs() < 3.0 * sigma_points(hidden, 5000.0) + 0.5,
+        "flagged {p} %, handler {hidden} %"
+    );
+}
+
+#[test]
+fn samples_that_find_the_core_asleep_are_called_idle_time() {
+    let r = profile("sleepy", &["--samples", "5000", "--annotate", "3"]);
+    let d = of_kind(&r, "asleep");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    assert_eq!(d[0]["severity"], "note");
+    assert!(d[0]["message"].as_str().unwrap().contains("wfi"));
+    // Most of this firmware's time is sleep, and every such sample is on one address.
+    let p = d[0]["percent"].as_f64().unwrap();
+    assert!(p > 40.0, "{p}");
+    let addr = d[0]["addresses"][0].as_u64().unwrap();
+    let insns: Vec<&Value> = r["annotate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["instructions"].as_array().unwrap())
+        .collect();
+    let at = insns
+        .iter()
+        .position(|i| i["addr"] == addr)
+        .expect("annotated");
+    assert_eq!(insns[at]["percent"].as_f64().unwrap(), p);
+    assert!(insns[at - 1]["text"].as_str().unwrap().starts_with("wfi"));
+}
+
+#[test]
+fn code_outside_the_image_is_flagged_with_its_exact_share() {
+    let r = profile("foreign-code", &["--samples", "5000", "--truth"]);
+    let d = of_kind(&r, "outside-image");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    let p = d[0]["percent"].as_f64().unwrap();
+    let exact = exact_of(&r, "[outside the image's functions]");
+    assert!(
+        exact > 20.0,
+        "the copy in RAM runs {exact} % of the instructions"
+    );
+    assert!(
+        (p - exact).abs() < 3.0 * sigma_points(exact, 5000.0),
+        "{p} vs {exact}"
+    );
+}
+
+#[test]
+fn too_few_samples_say_how_many_would_do() {
+    let r = profile("hot-loops", &["--samples", "30"]);
+    assert_eq!(of_kind(&r, "few-samples").len(), 1);
+    let d = of_kind(&r, "indistinct");
+    assert!(!d.is_empty(), "{:?}", diagnostics(&r));
+    let msg = d[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("cannot be told apart with 30 samples"),
+        "{msg}"
+    );
+    assert!(msg.contains("samples would"), "{msg}");
+}
+
+#[test]
+fn a_profile_that_disagrees_with_its_exact_count_says_so() {
+    // 64 ticks of span keep every sample inside `control`: one function, no repetition, and
+    // nothing in the samples alone to tell; the exact count of the same run does.
+    let r = profile(
+        "ticked-loop",
+        &[
+            "--samples",
+            "3000",
+            "--period",
+            "16000",
+            "--jitter",
+            "64",
+            "--truth",
+        ],
+    );
+    let d = of_kind(&r, "disagrees-with-exact");
+    assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
+    let msg = d[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("control") && msg.contains("wait_tick"),
+        "{msg}"
+    );
+    // A sound run with the truth column stays silent.
+    let r = profile("hot-loops", &["--samples", "10000", "--truth"]);
+    assert_eq!(diagnostics(&r), Vec::<Value>::new());
+}

@@ -98,10 +98,17 @@ fn a_program_that_never_ends_stops_at_the_instruction_budget() {
     assert_eq!(sum, total);
     let a = share(&r, "functions", "hot_a");
     assert!((69.0..70.5).contains(&a), "hot_a {a}");
-    // A duration is a budget too: 5 ms of emulated time is 5 million instructions.
-    let (short, _) = profile_in("hot-loops", &["--exact", "--instructions", "5ms"]);
+    // A duration is a budget too: 64 ms of emulated time at 64 ns an instruction (the
+    // machine's -icount shift=6) is a million instructions; at shift 0, 64 million.
+    let (short, _) = profile_in("hot-loops", &["--exact", "--instructions", "64ms"]);
     let n = short["instructions"].as_u64().unwrap();
-    assert!((4_999_000..=5_000_000).contains(&n), "{n}");
+    assert!((999_000..=1_000_000).contains(&n), "{n}");
+    let (fast, _) = profile_in(
+        "hot-loops",
+        &["--exact", "--instructions", "64ms", "--icount-shift", "0"],
+    );
+    let n = fast["instructions"].as_u64().unwrap();
+    assert!((63_999_000..=64_000_000).contains(&n), "{n}");
     // The text report of the saved run says how it ended.
     let out = cargo_sample(&scenarios(), &["report", dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);

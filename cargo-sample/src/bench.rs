@@ -13,7 +13,7 @@ use clap::Parser;
 use object::{Object, ObjectSymbol};
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, Cli, Format, TruthMethod};
+use crate::cli::{BenchArgs, Cli, TableFormat, TruthMethod};
 use crate::exact::{self, Counting};
 use crate::run;
 use crate::runs;
@@ -316,8 +316,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         exact_counting: counting,
     };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&all)?),
-        Format::Text => {
+        TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+        TableFormat::Text => {
             println!(
                 "sampler cost per sample, exact in QEMU mps2-an385 (instructions; exception entry/exit free)"
             );

@@ -67,9 +67,13 @@ pub struct CargoArgs {
 /// How to present a profile.
 #[derive(Args, Debug, Clone)]
 pub struct ViewArgs {
-    /// Output format.
+    /// Output format: a text report, JSON, folded stacks (inferno, flamegraph.pl, speedscope),
+    /// an SVG flamegraph, or pprof's gzipped protobuf (`pprof -http`, Grafana Pyroscope).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Write the report to FILE instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Also show source lines (`file:line` of the innermost frame).
     #[arg(long)]
     pub lines: bool,
@@ -92,6 +96,13 @@ pub struct ViewArgs {
     pub color: Option<String>,
 }
 
+/// Formats of commands that print tables of figures.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    Text,
+    Json,
+}
+
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TruthMethod {
     Auto,
@@ -103,6 +114,9 @@ pub enum TruthMethod {
 pub enum Format {
     Text,
     Json,
+    Folded,
+    Svg,
+    Pprof,
 }
 
 /// Build, run and report (the default command).
@@ -212,8 +226,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub format: TableFormat,
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {

@@ -283,20 +283,41 @@ fn build_options(view: &ViewArgs) -> report::Options {
 }
 
 fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
-    match view.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(report)?),
-        Format::Text => print!(
-            "{}",
-            text::render(
-                report,
-                text::Options {
-                    lines: view.lines,
-                    tree: view.tree,
-                    top: view.top,
-                    min_percent: view.min_percent,
-                }
-            )
-        ),
+    let bytes: Vec<u8> = match view.format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(report)?;
+            s.push('\n');
+            s.into_bytes()
+        }
+        Format::Text => text::render(
+            report,
+            text::Options {
+                lines: view.lines,
+                tree: view.tree,
+                top: view.top,
+                min_percent: view.min_percent,
+            },
+        )
+        .into_bytes(),
+        Format::Folded => report::formats::folded(report).into_bytes(),
+        Format::Svg => report::formats::svg(report)?,
+        Format::Pprof => report::formats::pprof(report)?,
+    };
+    match &view.output {
+        Some(path) => {
+            std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+            term::status("Wrote", path.display());
+        }
+        None => {
+            use std::io::{IsTerminal, Write};
+            let mut out = std::io::stdout().lock();
+            if view.format == Format::Pprof && out.is_terminal() {
+                bail!(
+                    "pprof output is binary: write it to a file with `-o profile.pb.gz` (then `pprof -http=: profile.pb.gz`)"
+                );
+            }
+            out.write_all(&bytes)?;
+        }
     }
     Ok(())
 }

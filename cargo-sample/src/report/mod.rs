@@ -3,6 +3,7 @@
 
 pub mod annotate;
 pub mod diagnose;
+pub mod formats;
 pub mod text;
 pub mod tree;
 
@@ -136,10 +137,55 @@ pub struct Report {
     /// With `--truth`: exact instructions counted outside sampler-rt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_instructions: Option<u64>,
+    /// Inline chains with their counts (for folded stacks and flamegraphs).
+    #[serde(skip)]
+    pub stacks: Vec<Stack>,
+    /// Every sampled (or executed) address with its count and frames (for pprof).
+    #[serde(skip)]
+    pub per_pc: Vec<PcCount>,
     /// Where the profile would mislead, and what is worth knowing (kind, severity, message).
     pub diagnostics: Vec<diagnose::Diagnostic>,
     /// The messages of the diagnostics of severity `warning`.
     pub warnings: Vec<String>,
+}
+
+/// One inline chain (outermost first) and its count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stack {
+    pub chain: Vec<String>,
+    pub count: u64,
+}
+
+/// One address, its count and its frames, innermost first: `(function, file, line)`.
+#[derive(Debug, Clone)]
+pub struct PcCount {
+    pub pc: u32,
+    pub count: u64,
+    pub frames: Vec<(String, Option<String>, Option<u32>)>,
+}
+
+impl Report {
+    pub fn facts_firmware(&self) -> String {
+        match &self.facts {
+            RunFacts::Sampled(f) => f.firmware.clone(),
+            RunFacts::Exact(f) => f.firmware.clone(),
+        }
+    }
+
+    pub fn facts_machine(&self) -> String {
+        match &self.facts {
+            RunFacts::Sampled(f) => f.machine.clone(),
+            RunFacts::Exact(f) => f.machine.clone(),
+        }
+    }
+
+    /// Mean sampling period in the report's unit (1 for an exact profile: every instruction).
+    pub fn period_units(&self) -> f64 {
+        match &self.facts {
+            RunFacts::Sampled(f) => f.period_units,
+            RunFacts::Exact(_) => 1.0,
+        }
+    }
 }
 
 /// Stop reason in words.
@@ -277,6 +323,8 @@ struct Input<'a> {
 
 /// The tables, tree and annotations of one profile.
 struct Views {
+    stacks: Vec<Stack>,
+    per_pc: Vec<PcCount>,
     functions: Vec<Row>,
     inlined: Vec<Row>,
     lines: Vec<Row>,
@@ -323,7 +371,35 @@ fn views(sym: &mut Symbolizer, input: Input<'_>, opts: Options) -> Views {
         }
         _ => Vec::new(),
     };
+    let mut per_pc: Vec<PcCount> = input
+        .per_pc
+        .iter()
+        .map(|(&pc, &count)| {
+            let r = sym.resolve(pc);
+            let mut frames: Vec<(String, Option<String>, Option<u32>)> = r
+                .frames
+                .iter()
+                .map(|f| (f.function.clone(), f.file.clone(), f.line))
+                .collect();
+            if frames.is_empty() {
+                frames.push((
+                    r.function.clone().unwrap_or_else(|| OUTSIDE.to_owned()),
+                    None,
+                    None,
+                ));
+            }
+            PcCount { pc, count, frames }
+        })
+        .collect();
+    per_pc.sort_by_key(|p| p.pc);
+    let chains: Vec<(Vec<String>, u64)> = input
+        .per_pc
+        .iter()
+        .map(|(&pc, &n)| (tree::chain(sym, pc, OUTSIDE), n))
+        .collect();
     Views {
+        stacks: formats::stacks(chains),
+        per_pc,
         functions,
         inlined,
         lines,
@@ -401,6 +477,8 @@ pub fn build(
         lines: v.lines,
         tree: v.tree,
         annotate: v.annotate,
+        stacks: v.stacks,
+        per_pc: v.per_pc,
         distinct_pcs: distinct,
         max_error_points,
         exact_instructions,
@@ -470,6 +548,8 @@ pub fn build_exact(
         lines: v.lines,
         tree: v.tree,
         annotate: v.annotate,
+        stacks: v.stacks,
+        per_pc: v.per_pc,
         distinct_pcs: distinct,
         max_error_points: None,
         exact_instructions: None,

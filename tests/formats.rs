@@ -1,0 +1,227 @@
+//! The report's other formats, read back by independent readers: folded stacks by their sums,
+//! the SVG flamegraph by its titles, pprof by `prost` decoding `profile.proto`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::Value;
+use support::*;
+
+fn report(dir: &Path, format: &str) -> Vec<u8> {
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", format],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Counts per function of the JSON report's function table.
+fn by_function(r: &Value, count: &str) -> BTreeMap<String, u64> {
+    r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row[count].as_u64().unwrap() > 0)
+        .map(|row| {
+            (
+                row["name"].as_str().unwrap().to_owned(),
+                row[count].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn folded_stacks_add_up_to_the_function_table() {
+    let (r, dir) = profile_in("hot-loops", &["--samples", "10000"]);
+    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
+    let mut roots: BTreeMap<String, u64> = BTreeMap::new();
+    let mut total = 0;
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        assert!(!stack.contains(";;") && !stack.is_empty(), "{line}");
+        *roots
+            .entry(stack.split(';').next().unwrap().to_owned())
+            .or_default() += n;
+        total += n;
+    }
+    assert_eq!(total, 10_000);
+    assert_eq!(roots, by_function(&r, "samples"));
+    // Inlined frames are there: core's range iterator inside hot_a.
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("hot_a;") && l.contains("core::"))
+    );
+}
+
+#[test]
+fn the_flamegraph_shows_each_function_with_its_samples() {
+    let (r, dir) = profile_in("hot-loops", &["--samples", "10000"]);
+    let svg = String::from_utf8(report(&dir, "svg")).unwrap();
+    assert!(
+        svg.starts_with("<?xml") && svg.contains("<svg"),
+        "{}",
+        &svg[..200]
+    );
+    for (name, n) in by_function(&r, "samples")
+        .into_iter()
+        .filter(|(_, n)| *n >= 100)
+    {
+        // inferno writes `name (6,966 samples, 69.66%)`.
+        let with_commas = n
+            .to_string()
+            .as_bytes()
+            .rchunks(3)
+            .rev()
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect::<Vec<_>>()
+            .join(",");
+        let title = format!("<title>{name} ({with_commas} samples,");
+        assert!(svg.contains(&title), "no `{title}` in the SVG");
+    }
+}
+
+// The subset of pprof's profile.proto that the test reads.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    string_table: Vec<String>,
+    #[prost(message, optional, tag = "11")]
+    period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    period: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ValueType {
+    #[prost(int64, tag = "1")]
+    r#type: i64,
+    #[prost(int64, tag = "2")]
+    unit: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Mapping {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(bool, tag = "10")]
+    has_inline_frames: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Location {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(uint64, tag = "3")]
+    address: u64,
+    #[prost(message, repeated, tag = "4")]
+    line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Line {
+    #[prost(uint64, tag = "1")]
+    function_id: u64,
+    #[prost(int64, tag = "2")]
+    line: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Function {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "2")]
+    name: i64,
+    #[prost(int64, tag = "4")]
+    filename: i64,
+}
+
+fn decode_pprof(bytes: &[u8]) -> Profile {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut raw)
+        .expect("gzip");
+    <Profile as prost::Message>::decode(raw.as_slice()).expect("profile.proto")
+}
+
+/// Counts per outermost function (the last line of each location) of a pprof profile.
+fn pprof_by_function(p: &Profile) -> BTreeMap<String, u64> {
+    let functions: BTreeMap<u64, &Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    let locations: BTreeMap<u64, &Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let mut out = BTreeMap::new();
+    for s in &p.sample {
+        let loc = locations[&s.location_id[0]];
+        let outer = loc.line.last().expect("a line per location");
+        let name = &p.string_table[functions[&outer.function_id].name as usize];
+        *out.entry(name.clone()).or_default() += s.value[0] as u64;
+    }
+    out
+}
+
+#[test]
+fn pprof_decodes_with_the_same_counts_and_inline_frames() {
+    let (r, dir) = profile_in("hot-loops", &["--samples", "10000"]);
+    let p = decode_pprof(&report(&dir, "pprof"));
+    assert_eq!(p.string_table[0], "");
+    let st = &p.sample_type[0];
+    assert_eq!(p.string_table[st.r#type as usize], "samples");
+    assert_eq!(p.mapping.len(), 1);
+    assert!(p.mapping[0].has_inline_frames);
+    let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(total, 10_000);
+    assert_eq!(pprof_by_function(&p), by_function(&r, "samples"));
+    assert_eq!(p.period, r["period_units"].as_f64().unwrap().round() as i64);
+    // Locations of the loop carry core's inlined frames before hot_a, with file and line.
+    let inlined = p.location.iter().filter(|l| l.line.len() > 1).count();
+    assert!(inlined > 0);
+    assert!(
+        p.function
+            .iter()
+            .any(|f| p.string_table[f.filename as usize].starts_with("core/src/"))
+    );
+}
+
+#[test]
+fn an_exact_profile_counts_instructions_in_every_format() {
+    let (r, dir) = profile_in("early-exit", &["--exact"]);
+    let p = decode_pprof(&report(&dir, "pprof"));
+    assert_eq!(
+        p.string_table[p.sample_type[0].r#type as usize],
+        "instructions"
+    );
+    assert_eq!(pprof_by_function(&p), by_function(&r, "instructions"));
+    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
+    let total: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, r["instructions"].as_u64().unwrap());
+}

@@ -27,6 +27,30 @@ pub enum Command {
     Init(InitArgs),
     /// Measure the sampler's cost per sample exactly in QEMU, and print every figure.
     Bench(BenchArgs),
+    /// Compare two saved runs: per function, the change in share and whether it is more than
+    /// sampling noise.
+    Diff(DiffArgs),
+}
+
+/// `cargo sample diff`.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The run before (directory, name, or `latest`).
+    pub before: String,
+    /// The run after.
+    pub after: String,
+    /// Where runs are kept (default: `target/cargo-sample/runs` of the current workspace).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub format: TableFormat,
+    /// Show at most N functions (0 = all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Colour: auto, always, never.
+    #[arg(long, value_name = "WHEN")]
+    pub color: Option<String>,
 }
 
 /// Which package and target to build, as for `cargo build`.

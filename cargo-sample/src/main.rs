@@ -39,6 +39,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(argv);
     let color = match &cli.command {
         Some(Command::Report(r)) => r.view.color.clone(),
+        Some(Command::Diff(d)) => d.color.clone(),
         _ => cli.run.view.color.clone(),
     };
     term::init_color(color.as_deref());
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Some(Command::Report(r)) => run::report(r),
         Some(Command::Init(i)) => init::init(i),
         Some(Command::Bench(b)) => bench::bench(b),
+        Some(Command::Diff(d)) => run::diff(d),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -196,9 +196,15 @@ pub fn verify_fingerprint(elf_bytes: &[u8], dump: &Dump) -> Result<()> {
 
 /// Render a saved run.
 pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
+    let report = load_report(dir, build_options(view))?;
+    print_report(&report, view)
+}
+
+/// The report of a saved run.
+pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> {
     let meta = runs::load_meta(dir)?;
     if meta.mode == "exact" {
-        return render_exact_run(dir, &meta, view);
+        return load_exact_report(dir, &meta, opts);
     }
     let elf_path = dir.join(runs::ELF);
     let elf_bytes =
@@ -223,14 +229,14 @@ pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
         code.as_mut(),
         facts_of(&meta, &dump),
         exact.as_deref(),
-        build_options(view),
+        opts,
         &elf::vectors(&elf_bytes),
     );
-    print_report(&report, view)
+    Ok(report)
 }
 
-/// Render a saved `--exact` run.
-fn render_exact_run(dir: &Path, meta: &RunMeta, view: &ViewArgs) -> Result<()> {
+/// The report of a saved `--exact` run.
+fn load_exact_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<report::Report> {
     let elf_path = dir.join(runs::ELF);
     let elf_bytes =
         std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
@@ -271,8 +277,8 @@ fn render_exact_run(dir: &Path, meta: &RunMeta, view: &ViewArgs) -> Result<()> {
         instruction_budget: meta.instruction_budget,
     };
     let mut code = disasm::Code::new(&elf_bytes).ok();
-    let report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, build_options(view));
-    print_report(&report, view)
+    let report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
+    Ok(report)
 }
 
 /// What the views ask the report to compute.
@@ -811,6 +817,31 @@ pub fn report(args: &crate::cli::ReportArgs) -> Result<()> {
     };
     let dir = runs::find(&runs_dir, &args.run)?;
     render_run(&dir, &args.view)
+}
+
+/// `cargo sample diff`.
+pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
+    let runs_dir = match &args.runs_dir {
+        Some(d) => d.clone(),
+        None => default_runs_dir()?,
+    };
+    let a = runs::find(&runs_dir, &args.before)?;
+    let b = runs::find(&runs_dir, &args.after)?;
+    let ra = load_report(&a, report::Options::default())?;
+    let rb = load_report(&b, report::Options::default())?;
+    let code_a = std::fs::read(a.join(runs::ELF))?;
+    let code_b = std::fs::read(b.join(runs::ELF))?;
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let d = report::diff::compare(&ra, &rb, (&name(&a), &name(&b)), code_a != code_b);
+    match args.format {
+        crate::cli::TableFormat::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        crate::cli::TableFormat::Text => print!("{}", report::diff::text(&d, args.top)),
+    }
+    Ok(())
 }
 
 fn default_runs_dir() -> Result<PathBuf> {

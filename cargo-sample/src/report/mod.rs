@@ -3,6 +3,7 @@
 
 pub mod annotate;
 pub mod diagnose;
+pub mod diff;
 pub mod formats;
 pub mod text;
 pub mod tree;

@@ -221,6 +221,13 @@ pub struct ReportArgs {
     /// Where runs are kept (default: `target/cargo-sample/runs` of the current workspace).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
+    /// Read a text dump of the seed's C profiler (`prof raw`/`p`, `prof hist`/`h`, `g` lines)
+    /// instead of a saved run; needs `--elf`.
+    #[arg(long, value_name = "FILE", requires = "elf")]
+    pub text_dump: Option<PathBuf>,
+    /// The ELF the text dump came from.
+    #[arg(long, value_name = "FILE")]
+    pub elf: Option<PathBuf>,
     #[command(flatten)]
     pub view: ViewArgs,
 }

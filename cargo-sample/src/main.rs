@@ -6,6 +6,7 @@
 //! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
 
 mod bench;
+mod bins;
 mod cli;
 mod disasm;
 mod dump;
@@ -23,6 +24,7 @@ mod snapshot;
 mod stats;
 mod symbolize;
 mod term;
+mod textdump;
 
 use std::process::ExitCode;
 

@@ -39,6 +39,9 @@ pub struct Symbolizer {
     /// `(start, end, name)`, sorted by start.
     functions: Vec<(u64, u64, String)>,
     loader: Option<addr2line::Loader>,
+    /// Data objects `(start, end, name)`, sorted by start: for naming tags (a task's control
+    /// block, a handler's state).
+    objects: Vec<(u64, u64, String)>,
     /// Code of sampler-rt itself, which a sampler never sees.
     sampler: Vec<(u64, u64)>,
     root: Option<String>,
@@ -79,6 +82,15 @@ impl Symbolizer {
         // Global names first at one address (aliases such as SysTick = sampler_rt_entry).
         functions.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
         functions.dedup_by(|b, a| a.0 == b.0);
+        let mut objects: Vec<(u64, u64, String)> = file
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                Some((s.address(), s.address() + s.size(), demangle(name)))
+            })
+            .collect();
+        objects.sort();
         let loader = addr2line::Loader::new(path).ok();
         Ok(Symbolizer {
             functions: functions
@@ -86,6 +98,7 @@ impl Symbolizer {
                 .map(|(a, b, n, _)| (a, b, n))
                 .collect(),
             loader,
+            objects,
             sampler,
             root: root.map(|r| r.to_string_lossy().into_owned()),
             cache: HashMap::new(),
@@ -97,6 +110,26 @@ impl Symbolizer {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = self.functions.get(i.checked_sub(1)?)?;
         (pc < f.1).then_some(f.2.as_str())
+    }
+
+    /// A name for an address: the data object or function it points into (`TASK_A`,
+    /// `TASK_A+0x10`), else the address in hex.
+    pub fn name_address(&self, addr: u32) -> String {
+        let a = addr as u64;
+        let i = self.objects.partition_point(|o| o.0 <= a);
+        if let Some(o) = i.checked_sub(1).map(|j| &self.objects[j])
+            && a < o.1
+        {
+            return if a == o.0 {
+                o.2.clone()
+            } else {
+                format!("{}+{:#x}", o.2, a - o.0)
+            };
+        }
+        if let Some(f) = self.function_of(a) {
+            return f.to_owned();
+        }
+        format!("{addr:#010x}")
     }
 
     /// The `(start, end)` range of the function containing `pc`.

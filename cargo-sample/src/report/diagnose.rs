@@ -64,8 +64,12 @@ impl Diagnostic {
 
 /// What the diagnostics look at.
 pub struct Input<'a> {
-    /// The samples in the order they were taken.
+    /// The samples in the order they were taken (empty when the order is not known).
     pub pcs: &'a [u32],
+    /// Samples in all.
+    pub total: u64,
+    /// The samples are address ranges (histogram bins), not single addresses.
+    pub binned: bool,
     pub per_pc: &'a HashMap<u32, u64>,
     pub facts: &'a Facts,
     pub functions: &'a [Row],
@@ -80,7 +84,7 @@ pub fn sampled(
     code: Option<&mut Code>,
 ) -> Vec<Diagnostic> {
     let mut d = Vec::new();
-    let n = input.pcs.len();
+    let n = input.total as usize;
     if n == 0 {
         d.push(Diagnostic::warning(
             "no-samples",
@@ -88,9 +92,11 @@ pub fn sampled(
         ));
         return d;
     }
-    let locked = lockstep(input, sym, &mut d);
+    // Lockstep needs the order of the samples; pile-ups need single addresses.
+    let locked = !input.pcs.is_empty() && lockstep(input, sym, &mut d);
     if let Some(code) = code
         && !locked
+        && !input.binned
     {
         // Pile-ups are judged against independent samples; in lockstep nothing is.
         pile_ups(input, sym, code, &mut d);
@@ -207,7 +213,7 @@ fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diagnostic>) ->
             ));
         }
     }
-    if input.facts.jitter_ticks == 0 {
+    if input.facts.jitter_ticks == 0 && input.facts.timer_hz != 0 {
         d.push(Diagnostic::note(
             "constant-period",
             "constant sampling period: none of this run's samples repeat, but a program that runs \
@@ -504,7 +510,7 @@ pub fn against_exact(functions: &[Row]) -> Option<Diagnostic> {
 
 /// Too few samples for the shares shown.
 fn resolution(input: &Input<'_>, d: &mut Vec<Diagnostic>) {
-    let n = input.pcs.len() as f64;
+    let n = input.total as f64;
     if n < 100.0 {
         d.push(Diagnostic::warning(
             "few-samples",

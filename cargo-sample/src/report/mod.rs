@@ -126,6 +126,12 @@ pub struct Report {
     pub inlined: Vec<Row>,
     /// By `file:line` of the innermost frame.
     pub lines: Vec<Row>,
+    /// By tag (the task, handler or object each sample was tagged with), when samples carry tags.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Row>,
+    /// By tag and function (`tag / function`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tag_functions: Vec<Row>,
     /// Functions with what was inlined into them, recursively (from DWARF).
     pub tree: Vec<tree::Node>,
     /// The hottest functions' instructions with their counts (`--annotate`).
@@ -410,6 +416,73 @@ fn views(sym: &mut Symbolizer, input: Input<'_>, opts: Options) -> Views {
 }
 
 /// Aggregate a dump, with the exact counts of the same run when there are some.
+/// The samples a report is built from.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    /// Every sample's address in the order taken, when known (a dump, a raw text dump).
+    pub ordered: Vec<u32>,
+    /// Samples per address.
+    pub per_pc: HashMap<u32, u64>,
+    /// A tag per sample, parallel to `ordered` (the running task, handler or RTOS object).
+    pub tags: Vec<u32>,
+    /// Whether the addresses stand for address ranges (histogram bins): no analysis of single
+    /// instructions then.
+    pub binned: bool,
+    /// Findings made while reading the samples (e.g. bins shared by several functions).
+    pub findings: Vec<diagnose::Diagnostic>,
+}
+
+impl Samples {
+    /// The samples of a dump, in order.
+    pub fn of_dump(dump: &Dump) -> Samples {
+        let ordered: Vec<u32> = dump.pcs.iter().map(|pc| pc & !1).collect();
+        let mut per_pc: HashMap<u32, u64> = HashMap::new();
+        for &pc in &ordered {
+            *per_pc.entry(pc).or_default() += 1;
+        }
+        Samples {
+            ordered,
+            per_pc,
+            ..Samples::default()
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.per_pc.values().sum()
+    }
+}
+
+/// The tables by tag and by tag and function, when the samples carry tags.
+fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
+    if samples.tags.is_empty() || samples.tags.len() != samples.ordered.len() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut by_tag: HashMap<Key, u64> = HashMap::new();
+    let mut by_pair: HashMap<Key, u64> = HashMap::new();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
+        let label = names
+            .entry(tag)
+            .or_insert_with(|| sym.name_address(tag))
+            .clone();
+        let f = sym
+            .resolve(pc)
+            .function
+            .clone()
+            .unwrap_or_else(|| OUTSIDE.to_owned());
+        *by_tag.entry((label.clone(), None)).or_default() += 1;
+        *by_pair
+            .entry((format!("{label} / {f}"), Some(f)))
+            .or_default() += 1;
+    }
+    let n = samples.ordered.len() as u64;
+    (
+        rows(by_tag, n, None, Kind::Sampled),
+        rows(by_pair, n, None, Kind::Sampled),
+    )
+}
+
+/// Aggregate a dump, with the exact counts of the same run when there are some.
 pub fn build(
     dump: &Dump,
     sym: &mut Symbolizer,
@@ -419,11 +492,29 @@ pub fn build(
     opts: Options,
     vectors: &[(u32, u32)],
 ) -> Report {
-    let mut per_pc: HashMap<u32, u64> = HashMap::new();
-    for &pc in &dump.pcs {
-        *per_pc.entry(pc & !1).or_default() += 1;
-    }
-    let total = dump.pcs.len() as u64;
+    build_samples(
+        &Samples::of_dump(dump),
+        sym,
+        code,
+        facts,
+        exact,
+        opts,
+        vectors,
+    )
+}
+
+/// Aggregate samples, with the exact counts of the same run when there are some.
+pub fn build_samples(
+    samples: &Samples,
+    sym: &mut Symbolizer,
+    code: Option<&mut Code>,
+    facts: Facts,
+    exact: Option<&[(u32, u64)]>,
+    opts: Options,
+    vectors: &[(u32, u32)],
+) -> Report {
+    let per_pc = samples.per_pc.clone();
+    let total = samples.total();
     let distinct = per_pc.len();
     let exact = exact.map(|e| exact_per_pc(sym, e));
     let exact_instructions = exact.as_ref().map(|e| e.1);
@@ -445,10 +536,12 @@ pub fn build(
             .filter_map(|r| r.error_points)
             .fold(0.0f64, |m, e| m.max(e.abs()))
     });
-    let pcs: Vec<u32> = dump.pcs.iter().map(|pc| pc & !1).collect();
-    let diagnostics = diagnose::sampled(
+    let tags = tag_tables(sym, samples);
+    let mut diagnostics = diagnose::sampled(
         &diagnose::Input {
-            pcs: &pcs,
+            pcs: &samples.ordered,
+            total,
+            binned: samples.binned,
             per_pc: &per_pc,
             facts: &facts,
             functions: &v.functions,
@@ -457,7 +550,7 @@ pub fn build(
         sym,
         code,
     );
-    let mut diagnostics = diagnostics;
+    diagnostics.extend(samples.findings.iter().cloned());
     if exact_instructions.is_some() {
         diagnostics.extend(diagnose::against_exact(&v.functions));
     }
@@ -476,6 +569,8 @@ pub fn build(
         functions: v.functions,
         inlined: v.inlined,
         lines: v.lines,
+        tags: tags.0,
+        tag_functions: tags.1,
         tree: v.tree,
         annotate: v.annotate,
         stacks: v.stacks,
@@ -547,6 +642,8 @@ pub fn build_exact(
         functions: v.functions,
         inlined: v.inlined,
         lines: v.lines,
+        tags: Vec::new(),
+        tag_functions: Vec::new(),
         tree: v.tree,
         annotate: v.annotate,
         stacks: v.stacks,

@@ -59,6 +59,10 @@ pub fn render(r: &Report, opts: Options) -> String {
     if opts.lines {
         table(&mut s, "source line", &r.lines, opts, true);
     }
+    if !r.tags.is_empty() {
+        table(&mut s, "tag", &r.tags, opts, false);
+        table(&mut s, "tag / function", &r.tag_functions, opts, false);
+    }
     if opts.tree {
         tree(&mut s, r, opts);
     }
@@ -86,30 +90,39 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
         r.samples.unwrap_or(0),
         f.unit
     );
-    let jitter = if f.jitter_ticks == 0 {
-        "constant period".to_owned()
+    if f.timer_hz == 0 {
+        // A text dump says nothing of the timer.
+        let _ = writeln!(
+            s,
+            "taken {} · period and timer not recorded in the dump",
+            f.taken
+        );
     } else {
-        format!("random span {} ticks", f.jitter_ticks)
-    };
-    let _ = writeln!(
-        s,
-        "period {:.0} {} mean ({:.1} ticks of {} {}, {jitter}), priority {:#04x}",
-        f.period_units,
-        f.unit,
-        f.period_ticks,
-        f.timer,
-        si(f.timer_hz),
-        f.priority
-    );
-    let _ = writeln!(
-        s,
-        "taken {} · lost {} · run ≈ {} {} · {}",
-        f.taken,
-        f.lost,
-        big(f.duration_units),
-        f.unit,
-        f.stop
-    );
+        let jitter = if f.jitter_ticks == 0 {
+            "constant period".to_owned()
+        } else {
+            format!("random span {} ticks", f.jitter_ticks)
+        };
+        let _ = writeln!(
+            s,
+            "period {:.0} {} mean ({:.1} ticks of {} {}, {jitter}), priority {:#04x}",
+            f.period_units,
+            f.unit,
+            f.period_ticks,
+            f.timer,
+            si(f.timer_hz),
+            f.priority
+        );
+        let _ = writeln!(
+            s,
+            "taken {} · lost {} · run ≈ {} {} · {}",
+            f.taken,
+            f.lost,
+            big(f.duration_units),
+            f.unit,
+            f.stop
+        );
+    }
     if let (Some(max), Some(n)) = (r.max_error_points, r.exact_instructions) {
         let worst = r
             .functions

@@ -122,11 +122,156 @@ pub struct CountingCost {
     pub plain_mips: f64,
 }
 
+/// Host time of one report, by stage, for a number of samples of one image.
+#[derive(Debug, Serialize)]
+pub struct PipelineTiming {
+    pub firmware: String,
+    /// Code and read-only data of the image, bytes.
+    pub image_bytes: u64,
+    pub samples: u64,
+    /// Load the ELF and DWARF, decode the dump, check it, symbolize, aggregate, diagnose.
+    pub load: Timing,
+    /// Rendering each format, from the loaded report.
+    pub formats: Vec<(String, Timing)>,
+    /// Samples per second of load plus the text report.
+    pub samples_per_second: f64,
+}
+
 /// Everything `cargo sample bench` measures.
 #[derive(Debug, Serialize)]
 pub struct Bench {
     pub sampler: Vec<Variant>,
     pub exact_counting: CountingCost,
+    pub host_pipeline: Vec<PipelineTiming>,
+}
+
+/// Make `n` samples drawn from the exact per-address counts of a run (xorshift, fixed seed),
+/// as a run directory beside it whose dump the report reads as any other.
+fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
+    let counts = exact::parse(&std::fs::read(real.join(exact::FILE))?)?;
+    let elf = std::fs::read(real.join(runs::ELF))?;
+    let sym = crate::symbolize::Symbolizer::new(&real.join(runs::ELF), &elf, None)?;
+    let counts: Vec<(u32, u64)> = counts
+        .into_iter()
+        .filter(|&(pc, _)| !sym.is_sampler(pc as u64))
+        .collect();
+    let mut cumulative = Vec::with_capacity(counts.len());
+    let mut total = 0u64;
+    for &(_, c) in &counts {
+        total += c;
+        cumulative.push(total);
+    }
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let pcs: Vec<u32> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = x % total;
+            counts[cumulative.partition_point(|&c| c <= r)].0
+        })
+        .collect();
+    let dump = crate::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut info = dump.info;
+    info.taken = n as u32;
+    info.limit = n as u32;
+    let dir = real.with_file_name(format!(
+        "{}-synthetic-{n}",
+        real.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    for f in [runs::ELF, runs::META] {
+        std::fs::copy(real.join(f), dir.join(f))?;
+    }
+    let mut meta = runs::load_meta(&dir)?;
+    meta.requested_samples = n as u32;
+    runs::save_meta(&dir, &meta)?;
+    runs::write_atomic(&dir.join(runs::DUMP), &crate::dump::encode(&info, 0, &pcs))?;
+    Ok(dir)
+}
+
+/// Bytes the image puts in flash for code and constants: allocated, read-only sections.
+fn image_bytes(elf: &[u8]) -> u64 {
+    use object::ObjectSection;
+    let Ok(f) = object::File::parse(elf) else {
+        return 0;
+    };
+    f.sections()
+        .filter(|s| {
+            matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. }
+                if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0
+                    && sh_flags.0 & object::elf::SHF_WRITE.0 == 0)
+                && s.kind() != object::SectionKind::UninitializedData
+        })
+        .map(|s| s.size())
+        .sum()
+}
+
+/// Time the report of `n` synthetic samples of `bin`, stage by stage.
+fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTiming>> {
+    let cli = Cli::try_parse_from([
+        "cargo-sample",
+        "--manifest-path",
+        manifest.to_str().context("path is not UTF-8")?,
+        "--release",
+        "--bin",
+        bin,
+        "--samples",
+        "2000",
+        "--truth",
+    ])?;
+    let real = run::capture(&cli.run)?;
+    let elf = std::fs::read(real.join(runs::ELF))?;
+    let mut out = Vec::new();
+    for &n in sizes {
+        let dir = synthetic_run(&real, n)?;
+        let reps = if n >= 10_000_000 { 1 } else { 3 };
+        let mut load = Vec::new();
+        let mut report = None;
+        for _ in 0..reps {
+            let t0 = std::time::Instant::now();
+            let r = run::load_report(&dir, crate::report::Options::default())?;
+            load.push(t0.elapsed().as_secs_f64());
+            report = Some(r);
+        }
+        let report = report.context("no report")?;
+        let mut formats = Vec::new();
+        let text_opts = crate::report::text::Options {
+            lines: true,
+            tree: true,
+            top: 20,
+            min_percent: 0.0,
+        };
+        for name in ["text", "json", "folded", "svg", "pprof"] {
+            let mut times = Vec::new();
+            for _ in 0..reps {
+                let t0 = std::time::Instant::now();
+                let bytes = match name {
+                    "text" => crate::report::text::render(&report, text_opts).len(),
+                    "json" => serde_json::to_vec(&report)?.len(),
+                    "folded" => crate::report::formats::folded(&report).len(),
+                    "svg" => crate::report::formats::svg(&report)?.len(),
+                    _ => crate::report::formats::pprof(&report)?.len(),
+                };
+                std::hint::black_box(bytes);
+                times.push(t0.elapsed().as_secs_f64());
+            }
+            formats.push((name.to_owned(), Timing::of(times)));
+        }
+        let load = Timing::of(load);
+        let text = formats[0].1.median_s;
+        out.push(PipelineTiming {
+            firmware: bin.to_owned(),
+            image_bytes: image_bytes(&elf),
+            samples: n,
+            samples_per_second: n as f64 / (load.median_s + text),
+            load,
+            formats,
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(out)
 }
 
 /// Exact counts per PC.
@@ -311,9 +456,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         });
     }
     let counting = counting_cost(&manifest)?;
+    let mut host = pipeline(
+        &manifest,
+        "workload",
+        &[10_000, 100_000, 1_000_000, 10_000_000],
+    )?;
+    host.extend(pipeline(&manifest, "hot-loops", &[1_000_000])?);
     let all = Bench {
         sampler: variants,
         exact_counting: counting,
+        host_pipeline: host,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -365,6 +517,48 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 t(&c.exec_log),
                 c.exec_log_mips,
                 c.exec_log_instructions
+            );
+            println!();
+            println!(
+                "host pipeline: report of N samples (load = ELF + DWARF + dump + symbolize + aggregate + diagnose)"
+            );
+            println!(
+                "{:<10} {:>9} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                "firmware",
+                "image",
+                "samples",
+                "load s",
+                "samples/s",
+                "text",
+                "json",
+                "folded",
+                "svg",
+                "pprof"
+            );
+            for p in &all.host_pipeline {
+                let ms = |name: &str| {
+                    p.formats
+                        .iter()
+                        .find(|f| f.0 == name)
+                        .map(|f| format!("{:.1}ms", f.1.median_s * 1e3))
+                        .unwrap_or_default()
+                };
+                println!(
+                    "{:<10} {:>8}B {:>10} {:>10.3} {:>12.0} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                    p.firmware,
+                    p.image_bytes,
+                    p.samples,
+                    p.load.median_s,
+                    p.samples_per_second,
+                    ms("text"),
+                    ms("json"),
+                    ms("folded"),
+                    ms("svg"),
+                    ms("pprof")
+                );
+            }
+            println!(
+                "goal: 1 000 000 samples of a 50 KB image, load + text report, in at most 0.3 s"
             );
         }
     }

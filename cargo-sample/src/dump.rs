@@ -70,7 +70,6 @@ fn u32_at(b: &[u8], off: usize) -> u32 {
 }
 
 /// Decode a whole dump, strictly: any damage is an error.
-#[cfg(test)]
 pub fn decode(bytes: &[u8]) -> Result<Dump, DumpError> {
     let (dump, err) = decode_partial(bytes);
     match err {

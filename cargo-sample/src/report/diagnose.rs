@@ -594,6 +594,75 @@ mod tests {
         assert!(tau > 10.0, "slow phases: tau {tau}");
     }
 
+    fn facts(taken: u32, lost: u32, overwritten: u32) -> Facts {
+        Facts {
+            firmware: "fw".into(),
+            machine: "m".into(),
+            unit: "instructions".into(),
+            timer: "SysTick".into(),
+            timer_hz: 25_000_000,
+            period_ticks: 16_000.5,
+            period_units: 10_000.0,
+            jitter_ticks: 16_384,
+            priority: 0,
+            taken,
+            lost,
+            overwritten,
+            requested: taken,
+            stop: "sample limit reached".into(),
+            source: "dump".into(),
+            duration_units: 0.0,
+        }
+    }
+
+    /// The diagnostics of samples spread evenly over 50 addresses of a fixture function.
+    fn run_with(f: &Facts) -> Vec<Diagnostic> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(&path).unwrap();
+        let mut sym = Symbolizer::new(&path, &data, None).unwrap();
+        let mut x = 0x2545_F491u32;
+        let pcs: Vec<u32> = (0..2000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                0xff0 + 2 * (x % 5)
+            })
+            .collect();
+        let mut per_pc = HashMap::new();
+        for &pc in &pcs {
+            *per_pc.entry(pc).or_default() += 1;
+        }
+        let input = Input {
+            pcs: &pcs,
+            total: pcs.len() as u64,
+            binned: false,
+            per_pc: &per_pc,
+            facts: f,
+            functions: &[],
+            vectors: &[],
+        };
+        sampled(&input, &mut sym, None)
+    }
+
+    #[test]
+    fn lost_and_overwritten_samples_are_reported_and_only_then() {
+        assert_eq!(run_with(&facts(2000, 0, 0)), Vec::new());
+        let d = run_with(&facts(2600, 100, 600));
+        let kinds: Vec<&str> = d.iter().map(|d| d.kind).collect();
+        assert_eq!(kinds, ["overwritten", "lost"]);
+        assert!(
+            d[0].message
+                .contains("the older 600 are not in the profile")
+        );
+        assert!(
+            d[1].message.contains("100 samples (4.76 %) were lost"),
+            "{}",
+            d[1].message
+        );
+    }
+
     #[test]
     fn rounding_for_messages() {
         assert_eq!(round_up(2347.0), 2400);

@@ -118,6 +118,17 @@ pub struct ViewArgs {
     /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
     #[arg(long, value_name = "WHEN")]
     pub color: Option<String>,
+    /// How a histogram bin shared by several functions is split: by each one's bytes (as the
+    /// seed's C profiler does), or by bytes times its estimated samples per byte (`density`).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::bins::Split::Density)]
+    pub bin_split: crate::bins::Split,
+}
+
+/// What the sampler keeps.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Ring,
+    Hist,
 }
 
 /// Formats of commands that print tables of figures.
@@ -165,6 +176,19 @@ pub struct RunArgs {
     /// Sample at a constant period (same as `--jitter 0`). Beware of lockstep with periodic code.
     #[arg(long)]
     pub no_jitter: bool,
+    /// What the sampler keeps: `ring` (every sample's address: exact to the instruction, 4 bytes
+    /// of RAM a sample) or `hist` (a counter per address range: RAM independent of the run's
+    /// length, for long runs).
+    #[arg(long, value_enum, default_value_t = Mode::Ring)]
+    pub mode: Mode,
+    /// With `--mode hist`: bytes of code per counter, a power of two (default: the smallest
+    /// that covers the code with the counters the firmware was built with).
+    #[arg(long, value_name = "BYTES")]
+    pub bin_size: Option<u32>,
+    /// Build with every function aligned to BYTES (a power of two), so that bins of that size
+    /// never hold two functions; the alignment is checked in the ELF and the code growth shown.
+    #[arg(long, value_name = "BYTES")]
+    pub align: Option<u32>,
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
     pub priority: Option<u8>,

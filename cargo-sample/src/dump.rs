@@ -13,10 +13,36 @@ pub struct Dump {
     pub first_seq: u32,
     /// Stored program counters, oldest first.
     pub pcs: Vec<u32>,
+    /// The histogram, in `MODE_HIST`.
+    pub hist: Option<Hist>,
     /// Kinds of records this version does not know (skipped).
     pub unknown_records: Vec<u16>,
     /// Whether the END record and its checksum were present and right.
     pub complete: bool,
+}
+
+/// Address-range bins as the firmware counted them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hist {
+    /// Address of the first bin.
+    pub base: u32,
+    /// log2 of the bin size in bytes.
+    pub shift: u32,
+    /// Samples outside every bin (saturating at 65535 like the bins).
+    pub outside: u32,
+    pub bins: Vec<u16>,
+}
+
+impl Hist {
+    /// Samples in the bins and outside them.
+    pub fn total(&self) -> u64 {
+        self.bins.iter().map(|&b| b as u64).sum::<u64>() + self.outside as u64
+    }
+
+    /// Whether any counter reached its ceiling (the histogram undercounts there).
+    pub fn saturated(&self) -> usize {
+        self.bins.iter().filter(|&&b| b == u16::MAX).count() + usize::from(self.outside >= 0xFFFF)
+    }
 }
 
 /// Why a dump could not be decoded.
@@ -186,6 +212,39 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
                 );
             }
+            wire::REC_HIST => {
+                if payload.len() < wire::HIST_HEADER_LEN {
+                    return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+                }
+                let count = u32_at(payload, 12);
+                if !cut && wire::hist_len(count) as usize != len {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed(format!(
+                            "HIST record of {len} bytes says it holds {count} bins"
+                        ))),
+                    );
+                }
+                let shift = u32_at(payload, 4);
+                if !(1..=16).contains(&shift) {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed(format!(
+                            "HIST record with a shift of {shift}"
+                        ))),
+                    );
+                }
+                dump.hist = Some(Hist {
+                    base: u32_at(payload, 0),
+                    shift,
+                    outside: u32_at(payload, 8),
+                    bins: payload[wire::HIST_HEADER_LEN..]
+                        .chunks_exact(2)
+                        .take(count as usize)
+                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                        .collect(),
+                });
+            }
             other => dump.unknown_records.push(other),
         }
         if cut {
@@ -193,6 +252,27 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
         }
         off = body + len.div_ceil(4) * 4;
     }
+}
+
+/// Encode a histogram dump the way the firmware does.
+pub fn encode_hist(info: &Info, h: &Hist) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&wire::file_header());
+    out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+    out.extend_from_slice(&info.encode());
+    let count = h.bins.len() as u32;
+    out.extend_from_slice(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
+    out.extend_from_slice(&wire::hist_header(h.base, h.shift, h.outside, count));
+    for b in &h.bins {
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    if count % 2 == 1 {
+        out.extend_from_slice(&[0, 0]);
+    }
+    let crc = wire::crc32(&out);
+    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
 }
 
 /// Encode a dump the way the firmware does (used for host-made dumps and tests).
@@ -219,6 +299,30 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histograms_round_trip_and_damage_is_named() {
+        let info = Info {
+            mode: wire::MODE_HIST,
+            taken: 7,
+            ..Info::default()
+        };
+        let h = Hist {
+            base: 0x400,
+            shift: 4,
+            outside: 2,
+            bins: vec![1, 0, 3, 0xFFFF, 1],
+        };
+        let bytes = encode_hist(&info, &h);
+        let d = decode(&bytes).unwrap();
+        assert_eq!(d.hist.as_ref(), Some(&h));
+        assert_eq!(h.total(), 2 + 1 + 3 + 0xFFFF + 1);
+        assert_eq!(h.saturated(), 1);
+        // Every truncation is reported, none panics.
+        for cut in 0..bytes.len() {
+            assert!(decode_partial(&bytes[..cut]).1.is_some(), "cut at {cut}");
+        }
+    }
 
     /// A dump the way a streaming firmware writes it: a first INFO, one PCS record per chunk
     /// of `chunk` samples, the final INFO, END.

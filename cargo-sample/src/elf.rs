@@ -14,6 +14,9 @@ pub struct Firmware {
     pub state: Option<(u64, u64)>,
     /// `.text` range (`__stext`, `__etext`).
     pub text: Option<(u64, u64)>,
+    /// Histogram counters built into sampler-rt (`SAMPLER_RT_HIST_BINS`), the outside one
+    /// included; 0 when the firmware has none.
+    pub hist_counters: u32,
     pub has_dwarf: bool,
     pub has_symbols: bool,
 }
@@ -53,7 +56,13 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
         (Some((a, _)), Some((b, _))) if b > a => Some((a, b)),
         _ => None,
     };
+    // sampler-rt states its number of counters in a constant.
+    let hist_counters = sym("SAMPLER_RT_HIST_COUNTERS")
+        .and_then(|(addr, _)| bytes_at(data, addr, addr + 4).ok())
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
     Ok(Firmware {
+        hist_counters,
         config: sym(wire::CONFIG_SYMBOL),
         state: sym(wire::STATE_SYMBOL),
         text,
@@ -142,4 +151,32 @@ pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {
         .map(|(i, w)| (i as u32, u32::from_le_bytes([w[0], w[1], w[2], w[3]]) & !1))
         .filter(|&(_, a)| a != 0)
         .collect()
+}
+
+/// Bytes of executable code in the image.
+pub fn code_bytes(data: &[u8]) -> u64 {
+    let Ok(file) = object::File::parse(data) else {
+        return 0;
+    };
+    file.sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .map(|s| s.size())
+        .sum()
+}
+
+/// Functions whose start is not a multiple of `align` (sorted, demangled).
+pub fn unaligned_functions(data: &[u8], align: u64) -> Vec<String> {
+    let Ok(file) = object::File::parse(data) else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .filter(|s| s.name().is_ok_and(|n| !n.starts_with('$')))
+        .filter(|s| (s.address() & !1) % align != 0)
+        .filter_map(|s| s.name().ok().map(crate::symbolize::demangle))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }

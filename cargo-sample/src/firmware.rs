@@ -39,6 +39,49 @@ pub fn build(
     with_feature: bool,
     extra_config: &[String],
 ) -> Result<Built> {
+    build_in(project, args, with_feature, extra_config, "build")
+}
+
+/// Build with every function aligned to `align` bytes (LLVM's `-align-all-functions`), added to
+/// the rustflags source the crate itself uses, in a target directory of its own.
+pub fn build_aligned(
+    project: &Project,
+    args: &CargoArgs,
+    with_feature: bool,
+    align: u32,
+) -> Result<Built> {
+    if !align.is_power_of_two() || !(2..=4096).contains(&align) {
+        bail!("`--align {align}`: a power of two from 2 to 4096 bytes");
+    }
+    if std::env::var_os("RUSTFLAGS").is_some()
+        || std::env::var_os("CARGO_ENCODED_RUSTFLAGS").is_some()
+    {
+        bail!(
+            "RUSTFLAGS is set in the environment: it replaces every other source of flags, so \
+             `--align` cannot add its own. Unset it (put the flags in .cargo/config.toml)"
+        );
+    }
+    let flags = format!(
+        "{}=[\"-C\", \"llvm-args=-align-all-functions={}\"]",
+        project.rustflags_key,
+        align.trailing_zeros()
+    );
+    build_in(
+        project,
+        args,
+        with_feature,
+        &[flags],
+        &format!("build-align{align}"),
+    )
+}
+
+fn build_in(
+    project: &Project,
+    args: &CargoArgs,
+    with_feature: bool,
+    extra_config: &[String],
+    subdir: &str,
+) -> Result<Built> {
     let profile = profile_name(args);
     let mut cmd = cargo_command();
     cmd.current_dir(&project.dir)
@@ -49,7 +92,7 @@ pub fn build(
         .arg("--target")
         .arg(&project.triple)
         .arg("--target-dir")
-        .arg(own_dir(project).join("build"))
+        .arg(own_dir(project).join(subdir))
         .arg("--profile")
         .arg(&profile)
         // Lines and inline frames need DWARF; it does not change the generated code.

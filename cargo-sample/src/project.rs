@@ -29,6 +29,8 @@ pub struct Project {
     pub has_feature: bool,
     /// Whether the package depends on sampler-rt.
     pub has_dependency: bool,
+    /// The config key extra rustflags go to (see [`CargoConfig::rustflags_key`]).
+    pub rustflags_key: String,
 }
 
 /// Resolve the package, target and triple for a run.
@@ -68,6 +70,7 @@ pub fn discover(args: &CargoArgs) -> Result<Project> {
         })?,
     };
     let runner = config.runner(&triple);
+    let rustflags_key = config.rustflags_key(&triple);
     let has_feature = package.features.contains_key(&args.feature_name);
     let has_dependency = package.dependencies.iter().any(|d| d.name == "sampler-rt");
     Ok(Project {
@@ -76,6 +79,7 @@ pub fn discover(args: &CargoArgs) -> Result<Project> {
         package: package.name.to_string(),
         target_name,
         is_example,
+        rustflags_key,
         triple,
         runner,
         target_dir: meta.target_directory.clone().into_std_path_buf(),
@@ -190,6 +194,10 @@ pub struct CargoConfig {
     pub build_target: Option<String>,
     /// `(table key, runner words)`: `target.<triple>` or `target.'cfg(...)'` entries.
     pub runners: Vec<(String, Vec<String>)>,
+    /// Keys of `target.<triple>` / `target.'cfg(...)'` tables that set `rustflags`.
+    pub target_rustflags: Vec<String>,
+    /// Whether `build.rustflags` is set.
+    pub build_rustflags: bool,
 }
 
 impl CargoConfig {
@@ -236,8 +244,18 @@ impl CargoConfig {
                     _ => None,
                 });
         }
+        if value
+            .get("build")
+            .and_then(|b| b.get("rustflags"))
+            .is_some()
+        {
+            self.build_rustflags = true;
+        }
         if let Some(targets) = value.get("target").and_then(|t| t.as_table()) {
             for (key, table) in targets {
+                if table.get("rustflags").is_some() && !self.target_rustflags.contains(key) {
+                    self.target_rustflags.push(key.clone());
+                }
                 let Some(runner) = table.get("runner") else {
                     continue;
                 };
@@ -272,6 +290,26 @@ impl CargoConfig {
                     && (k.contains("target_arch = \"arm\"") || k.contains("target_os = \"none\""))
             })
             .map(|(_, w)| w.clone())
+    }
+}
+
+impl CargoConfig {
+    /// The config key to add rustflags to without losing the crate's own. Cargo takes its
+    /// flags from one source only: every matching `target.*.rustflags` joined, else
+    /// `build.rustflags`; a `--config` value is joined to the same key of the files.
+    pub fn rustflags_key(&self, triple: &str) -> String {
+        let arm = triple.starts_with("thumb") || triple.starts_with("arm");
+        let target_has = self.target_rustflags.iter().any(|k| {
+            k == triple
+                || (k.starts_with("cfg(")
+                    && arm
+                    && (k.contains("target_arch = \"arm\"") || k.contains("target_os = \"none\"")))
+        });
+        if !target_has && self.build_rustflags {
+            "build.rustflags".into()
+        } else {
+            format!("target.{triple}.rustflags")
+        }
     }
 }
 
@@ -328,6 +366,29 @@ pub fn cargo_command() -> Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_rustflags_join_the_crates_own_source() {
+        let mut c = CargoConfig::default();
+        c.merge("[target.thumbv7m-none-eabi]\nrustflags = [\"-C\", \"link-arg=-Tlink.x\"]\n");
+        assert_eq!(
+            c.rustflags_key("thumbv7m-none-eabi"),
+            "target.thumbv7m-none-eabi.rustflags"
+        );
+        let mut c = CargoConfig::default();
+        c.merge("[build]\nrustflags = [\"-C\", \"link-arg=-Tlink.x\"]\n");
+        assert_eq!(c.rustflags_key("thumbv7m-none-eabi"), "build.rustflags");
+        let mut c = CargoConfig::default();
+        c.merge("[build]\nrustflags = []\n[target.'cfg(all(target_arch = \"arm\", target_os = \"none\"))']\nrustflags = []\n");
+        assert_eq!(
+            c.rustflags_key("thumbv6m-none-eabi"),
+            "target.thumbv6m-none-eabi.rustflags"
+        );
+        assert_eq!(
+            CargoConfig::default().rustflags_key("x"),
+            "target.x.rustflags"
+        );
+    }
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()

@@ -123,11 +123,61 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
     Ok((reload, mask as u32))
 }
 
+/// Where the bins start and how big they are: `(base, shift)`. The bins cover the code
+/// `[start, end)` with `counters - 1` of them (the last counter counts samples outside);
+/// without `--bin-size` the smallest size that covers the code is chosen.
+pub fn hist_layout(text: (u64, u64), counters: u32, bin_size: Option<u32>) -> Result<(u32, u8)> {
+    if counters < 2 {
+        bail!(
+            "the firmware's sampler-rt has no histogram counters: build it with SAMPLER_RT_HIST_BINS (a power of two, e.g. 2048) in the environment"
+        );
+    }
+    let bins = u64::from(counters - 1);
+    let fits = |shift: u32| {
+        let size = 1u64 << shift;
+        let base = text.0 & !(size - 1);
+        (base, text.1 - base <= bins * size)
+    };
+    let shift = match bin_size {
+        Some(b) => {
+            if !b.is_power_of_two() || !(2..=65536).contains(&b) {
+                bail!("`--bin-size {b}`: a bin is a power of two from 2 to 65536 bytes");
+            }
+            let shift = b.trailing_zeros();
+            if !fits(shift).1 {
+                let need = (1..=16).find(|&s| fits(s).1).map(|s| 1u32 << s);
+                bail!(
+                    "{bins} bins of {b} bytes cover {} bytes, but the code is {} bytes: use `--bin-size {}`, or rebuild with more bins (SAMPLER_RT_HIST_BINS)",
+                    bins * u64::from(b),
+                    text.1 - text.0,
+                    need.map(|n| n.to_string()).unwrap_or_else(|| "65536".into())
+                );
+            }
+            shift
+        }
+        None => (1..=16).find(|&s| fits(s).1).with_context(|| {
+            format!(
+                "{bins} bins cannot cover {} bytes of code: rebuild with more (SAMPLER_RT_HIST_BINS)",
+                text.1 - text.0
+            )
+        })?,
+    };
+    Ok((fits(shift).0 as u32, shift as u8))
+}
+
 /// Everything the report needs besides the dump and the ELF.
 fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
     let i = &dump.info;
     let period_ticks = i.reload as f64 + 1.0 + i.jitter_mask as f64 / 2.0;
-    let overwritten = i.taken.saturating_sub(dump.pcs.len() as u32);
+    let kept = match &dump.hist {
+        Some(h) => h.total() as u32,
+        None => dump.pcs.len() as u32,
+    };
+    let overwritten = if dump.hist.is_some() {
+        0
+    } else {
+        i.taken.saturating_sub(kept)
+    };
     Facts {
         firmware: meta.target_name.clone(),
         machine: format!("{} (QEMU)", meta.machine),
@@ -223,8 +273,12 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         Err(_) => None,
     };
     let mut code = disasm::Code::new(&elf_bytes).ok();
-    let report = report::build(
-        &dump,
+    let samples = match &dump.hist {
+        Some(h) => hist_samples(h, &sym, opts.bin_split),
+        None => report::Samples::of_dump(&dump),
+    };
+    let report = report::build_samples(
+        &samples,
         &mut sym,
         code.as_mut(),
         facts_of(&meta, &dump),
@@ -233,6 +287,37 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         &elf::vectors(&elf_bytes),
     );
     Ok(report)
+}
+
+/// The samples of a histogram: each bin split among the functions whose bytes it holds.
+fn hist_samples(
+    h: &crate::dump::Hist,
+    sym: &Symbolizer,
+    split: crate::bins::Split,
+) -> report::Samples {
+    let bins: Vec<u32> = h.bins.iter().map(|&b| b as u32).collect();
+    let (per_pc, finding) =
+        crate::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
+    let mut findings: Vec<report::diagnose::Diagnostic> = finding.into_iter().collect();
+    let full = h.saturated();
+    if full > 0 {
+        findings.push(report::diagnose::Diagnostic {
+            kind: "saturated-bins",
+            severity: "warning",
+            message: format!(
+                "{full} bins reached 65535 samples and stopped counting: their functions are \
+                 undercounted. Take fewer samples, or use smaller bins"
+            ),
+            percent: None,
+            addresses: Vec::new(),
+        });
+    }
+    report::Samples {
+        per_pc,
+        binned: true,
+        findings,
+        ..report::Samples::default()
+    }
 }
 
 /// The report of a saved `--exact` run.
@@ -285,6 +370,7 @@ fn load_exact_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Resul
 fn build_options(view: &ViewArgs) -> report::Options {
     report::Options {
         annotate: view.annotate.unwrap_or(0),
+        bin_split: view.bin_split,
     }
 }
 
@@ -421,7 +507,37 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         None
     };
 
-    let built = firmware::build(&p, &args.cargo, true, &[])?;
+    let (built, alignment) = match args.align {
+        None => (firmware::build(&p, &args.cargo, true, &[])?, None),
+        Some(n) => {
+            let plain = firmware::build(&p, &args.cargo, true, &[])?;
+            let plain_bytes = elf::code_bytes(&std::fs::read(&plain.elf)?);
+            let aligned = firmware::build_aligned(&p, &args.cargo, true, n)?;
+            let bytes = std::fs::read(&aligned.elf)?;
+            let odd = elf::unaligned_functions(&bytes, n as u64);
+            let grown = elf::code_bytes(&bytes);
+            term::status(
+                "Aligned",
+                format!(
+                    "every function to {n} bytes: code {plain_bytes} -> {grown} bytes ({:+}, {:+.1} %){}",
+                    grown as i64 - plain_bytes as i64,
+                    100.0 * (grown as f64 / plain_bytes.max(1) as f64 - 1.0),
+                    if odd.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; {} precompiled function{} kept {}: {}",
+                            odd.len(),
+                            if odd.len() == 1 { "" } else { "s" },
+                            if odd.len() == 1 { "its own" } else { "theirs" },
+                            odd.join(", ")
+                        )
+                    }
+                ),
+            );
+            (aligned, Some((n, plain_bytes, grown, odd)))
+        }
+    };
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     let fw = elf::inspect(&elf_bytes)?;
@@ -452,8 +568,20 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         Timer::SysTick => (wire::TIMER_SYSTICK, 0, 0),
         Timer::Cmsdk { base, irq } => (wire::TIMER_CMSDK, base, irq),
     };
+    let (mode, hist_base, hist_shift) = match args.mode {
+        crate::cli::Mode::Ring => (wire::MODE_RING, 0, 0),
+        crate::cli::Mode::Hist => {
+            let text = fw.text.context(
+                "the firmware has no `__stext`/`__etext`: the code range for bins is unknown",
+            )?;
+            let (base, shift) = hist_layout(text, fw.hist_counters, args.bin_size)?;
+            (wire::MODE_HIST, base, shift)
+        }
+    };
     let config = wire::Config {
-        mode: wire::MODE_RING,
+        mode,
+        hist_base,
+        hist_shift,
         sink: wire::SINK_SEMIHOSTING,
         priority: args.priority.unwrap_or(0),
         timer: timer_kind,
@@ -493,6 +621,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         state: "running".into(),
         requested_samples: requested,
         mode: "sampled".into(),
+        align: alignment.as_ref().map(|a| a.0),
+        code_growth: alignment.as_ref().map(|a| (a.1, a.2)),
+        unaligned_functions: alignment.map(|a| a.3).unwrap_or_default(),
         ..RunMeta::default()
     };
     runs::save_meta(&dir, &meta)?;
@@ -561,10 +692,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
         let sent = streamed.as_ref().map(|(d, _)| d);
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
-            runs::write_atomic(
-                &dir.join(runs::DUMP),
-                &dump::encode(&d.info, d.first_seq, &d.pcs),
-            )?;
+            let bytes = match &d.hist {
+                Some(h) => dump::encode_hist(&d.info, h),
+                None => dump::encode(&d.info, d.first_seq, &d.pcs),
+            };
+            runs::write_atomic(&dir.join(runs::DUMP), &bytes)?;
             source = "snapshot";
         }
     } else if let Some(bytes) = &outcome.dump {
@@ -841,7 +973,8 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
         (s, "raw PCs".to_owned())
     } else if let Some(h) = &dump.hist {
         let size = 1u32 << h.shift;
-        let (per_pc, finding) = crate::bins::split(&h.bins, h.base, size, h.outside, &sym);
+        let (per_pc, finding) =
+            crate::bins::split(&h.bins, h.base, size, h.outside, &sym, view.bin_split);
         let s = report::Samples {
             per_pc,
             binned: true,
@@ -979,6 +1112,24 @@ mod tests {
                 "period {p}"
             );
         }
+    }
+
+    #[test]
+    fn bins_cover_the_code() {
+        // 2047 bins: 2-byte bins cover 4094 bytes, not 5000; 4-byte bins do.
+        assert_eq!(
+            hist_layout((0x400, 0x400 + 5000), 2048, None).unwrap(),
+            (0x400, 2)
+        );
+        // The base is aligned down to the bin size.
+        assert_eq!(
+            hist_layout((0x408, 0x1000), 2048, Some(16)).unwrap(),
+            (0x400, 4)
+        );
+        let e = hist_layout((0x400, 0x400 + 5000), 2048, Some(2)).unwrap_err();
+        assert!(e.to_string().contains("--bin-size 4"), "{e}");
+        assert!(hist_layout((0, 100), 2048, Some(3)).is_err());
+        assert!(hist_layout((0, 100), 0, None).is_err());
     }
 
     #[test]

@@ -55,6 +55,15 @@ pub struct RunMeta {
     /// `--exact`: the instruction budget of the run.
     #[serde(default)]
     pub instruction_budget: Option<u64>,
+    /// `--align`: every function aligned to this many bytes.
+    #[serde(default)]
+    pub align: Option<u32>,
+    /// `--align`: code bytes without and with the alignment.
+    #[serde(default)]
+    pub code_growth: Option<(u64, u64)>,
+    /// `--align`: functions that kept another alignment (precompiled code).
+    #[serde(default)]
+    pub unaligned_functions: Vec<String>,
     /// QEMU's `-icount shift`.
     #[serde(default)]
     pub icount_shift: u8,

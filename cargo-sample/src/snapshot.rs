@@ -9,6 +9,10 @@ use crate::dump::Dump;
 /// Address and length of the ring that a state block describes.
 pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
     let s = StateView::decode(state)?;
+    if s.mode == wire::MODE_HIST {
+        // The counters, the outside one included.
+        return Some((s.counters() as u64, (s.last_bin as u64 + 1) * 2));
+    }
     Some((s.ring as u64, s.capacity as u64 * 4))
 }
 
@@ -23,6 +27,9 @@ pub fn to_dump(
     streamed: Option<&Dump>,
 ) -> Option<Dump> {
     let s = StateView::decode(state)?;
+    if s.mode == wire::MODE_HIST {
+        return hist_dump(&s, ring, code);
+    }
     let cap = s.capacity.min((ring.len() / 4) as u32);
     if cap == 0 {
         return None;
@@ -70,6 +77,49 @@ pub fn to_dump(
         info,
         first_seq,
         pcs,
+        hist: None,
+        unknown_records: Vec::new(),
+        complete: true,
+    })
+}
+
+/// A histogram dump from a state block and the counters' bytes.
+fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Dump> {
+    let n = s.last_bin as usize;
+    if counters.len() < 2 * (n + 1) || n == 0 {
+        return None;
+    }
+    let word = |i: usize| u16::from_le_bytes([counters[2 * i], counters[2 * i + 1]]);
+    let info = Info {
+        mode: s.mode,
+        timer: s.timer,
+        stop: wire::STOP_SNAPSHOT,
+        arch: s.arch,
+        reload: s.reload,
+        jitter_mask: s.mask,
+        limit: s.limit,
+        capacity: s.last_bin,
+        taken: s.taken(),
+        lost: 0,
+        code_start: code.0,
+        code_end: code.1,
+        code_crc: code.2,
+        config_addr: 0,
+        config_found: s.config_found,
+        priority: s.priority,
+        rt_version: 0,
+    };
+    Some(Dump {
+        version: wire::DUMP_VERSION,
+        info,
+        first_seq: 0,
+        pcs: Vec::new(),
+        hist: Some(crate::dump::Hist {
+            base: s.hist_base,
+            shift: s.hist_shift(),
+            outside: word(n) as u32,
+            bins: (0..n).map(word).collect(),
+        }),
         unknown_records: Vec::new(),
         complete: true,
     })

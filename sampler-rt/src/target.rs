@@ -7,6 +7,15 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 use crate::wire::{self, Config, Info};
 
 const RING_SLOTS: usize = parse_usize(env!("SAMPLER_RT_RING_SLOTS"));
+/// Histogram counters, a power of two (or 0): the last one counts samples outside the bins.
+const HIST_BINS: usize = parse_usize(env!("SAMPLER_RT_HIST_BINS"));
+/// log2 of [`HIST_BINS`]: the handler clamps a bin index to it with one `usat`.
+#[cfg(not(armv6m))]
+const HIST_BITS: u32 = if HIST_BINS == 0 {
+    0
+} else {
+    HIST_BINS.trailing_zeros()
+};
 
 const fn parse_usize(s: &str) -> usize {
     let b = s.as_bytes();
@@ -41,7 +50,14 @@ const fn parse_usize(s: &str) -> usize {
 /// 52 mode, stop, timer, priority (bytes)
 /// 56 sink, config_found, phase, arch (bytes)
 /// 60 magic       "SSTA" once `start` ran
+/// 64 hist_word   MODE_HIST: bins address + shift (see `wire::StateView`)
+/// 68 hist_base   MODE_HIST: address of the first bin
+/// 72 bins        MODE_HIST: the bins array
+/// 76 last_bin    MODE_HIST: index of the outside counter
 /// ```
+///
+/// In `MODE_HIST`, `wptr` holds `hist_base` and, at a constant period, `rng` holds `hist_word`,
+/// so that the entry's `ldm` loads what the histogram handler needs.
 #[repr(C)]
 pub struct State {
     wptr: u32,
@@ -66,6 +82,10 @@ pub struct State {
     phase: u8,
     arch: u8,
     magic: u32,
+    hist_word: u32,
+    hist_base: u32,
+    bins: u32,
+    last_bin: u32,
 }
 
 const STATE_MAGIC: u32 = wire::STATE_MAGIC;
@@ -87,6 +107,10 @@ const _: () = {
     assert!(offset_of!(State, mode) == off::MODE);
     assert!(offset_of!(State, sink) == off::SINK);
     assert!(offset_of!(State, magic) == off::MAGIC);
+    assert!(offset_of!(State, hist_word) == off::HIST_WORD);
+    assert!(offset_of!(State, hist_base) == off::HIST_BASE);
+    assert!(offset_of!(State, bins) == off::BINS);
+    assert!(offset_of!(State, last_bin) == off::LAST_BIN);
     assert!(size_of::<State>() == wire::STATE_LEN);
 };
 const PHASE_IDLE: u8 = 0;
@@ -119,12 +143,31 @@ pub static mut SAMPLER_RT_STATE: State = State {
     phase: PHASE_IDLE,
     arch: ARCH,
     magic: 0,
+    hist_word: 0,
+    hist_base: 0,
+    bins: 0,
+    last_bin: 0,
 };
 
 /// The ring of raw program counters. Not zeroed at boot: only the slots written are read.
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".uninit.SAMPLER_RT_RING")]
 static mut SAMPLER_RT_RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
+
+/// The histogram counters, 256-aligned so that the bins address and the shift share a word.
+/// The ARMv7-M handler addresses counter `i` at `shift` bytes into the array (hence the 16
+/// spare counters). Zeroed by `start` in histogram mode.
+#[repr(C, align(256))]
+struct Bins([u16; HIST_BINS + 16]);
+
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".uninit.SAMPLER_RT_BINS")]
+static mut SAMPLER_RT_BINS: MaybeUninit<Bins> = MaybeUninit::uninit();
+
+/// The number of histogram counters this build has, for the host (which reads it from the ELF
+/// to choose the bin size of a run).
+#[unsafe(no_mangle)]
+static SAMPLER_RT_HIST_COUNTERS: u32 = HIST_BINS as u32;
 
 /// The host's configuration for this run. It is initialised data, so its initial bytes are in
 /// the image: the host writes the run's settings there in the copy of the ELF it loads, and the
@@ -177,6 +220,8 @@ fn defaults() -> Config {
         seed: 0x9E37_79B9,
         timer_base: 0,
         timer_irq: 0,
+        hist_base: 0,
+        hist_shift: 0,
     }
 }
 
@@ -217,15 +262,28 @@ pub fn start() {
         (*s).magic = STATE_MAGIC;
         (*s).before = 0;
         (*s).stop = wire::STOP_RUNNING;
-        let handler: unsafe extern "C" fn() = if cfg.jitter_mask == 0 {
-            sample_ring
-        } else {
-            sample_ring_jitter
+        // The fastest histogram handler keeps its counters `shift` bytes into the array, which
+        // needs unaligned halfword accesses for odd shifts.
+        let fast_hist = cfg.jitter_mask == 0 && unaligned_halfwords(cfg.hist_shift);
+        let handler: unsafe extern "C" fn() = match (cfg.mode, cfg.jitter_mask == 0) {
+            (wire::MODE_HIST, true) if fast_hist => sample_hist,
+            (wire::MODE_HIST, true) => sample_hist_aligned,
+            (wire::MODE_HIST, false) => sample_hist_jitter,
+            (_, true) => sample_ring,
+            (_, false) => sample_ring_jitter,
         };
         (*s).handler = handler as usize as u32;
-        if cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+        let usable = match cfg.mode {
+            wire::MODE_RING => RING_SLOTS > 0,
+            wire::MODE_HIST => HIST_BINS > 0 && (1..=16).contains(&cfg.hist_shift),
+            _ => false,
+        };
+        if !usable {
             (*s).phase = PHASE_STOPPED;
             return;
+        }
+        if cfg.mode == wire::MODE_HIST {
+            setup_hist(s, &cfg, fast_hist);
         }
         next_chunk(s);
         (*s).phase = PHASE_RUNNING;
@@ -241,6 +299,17 @@ pub fn start() {
 unsafe fn next_chunk(s: *mut State) {
     // SAFETY: called with the sampling interrupt unable to run (before it starts, or from it).
     unsafe {
+        if (*s).mode == wire::MODE_HIST {
+            // Bins need no chunks: count down to the limit, or as far as a word goes.
+            let chunk = if (*s).limit == 0 {
+                u32::MAX
+            } else {
+                (*s).limit - (*s).before
+            };
+            (*s).chunk = chunk;
+            (*s).remaining = chunk;
+            return;
+        }
         let cap = (*s).capacity;
         let pos = (*s).before % cap;
         let mut chunk = cap - pos;
@@ -250,6 +319,46 @@ unsafe fn next_chunk(s: *mut State) {
         (*s).chunk = chunk;
         (*s).remaining = chunk;
         (*s).wptr = (*s).ring + 4 * pos;
+    }
+}
+
+/// Whether the core may make unaligned halfword accesses: ARMv7-M and later can, unless
+/// `CCR.UNALIGN_TRP` is set; an even shift needs none.
+fn unaligned_halfwords(shift: u8) -> bool {
+    if cfg!(armv6m) {
+        return false;
+    }
+    const SCB_CCR: *const u32 = 0xE000_ED14 as *const u32;
+    // SAFETY: reading the configuration and control register of the system control block.
+    let trap = unsafe { read_volatile(SCB_CCR) } & (1 << 3) != 0;
+    shift.is_multiple_of(2) || !trap
+}
+
+/// Zero the bins and point the state at them. `bins` becomes the address of counter 0 as the
+/// chosen handler addresses it: `shift` bytes into the array for the fast ARMv7-M handler, the
+/// array's start for the others.
+///
+/// # Safety
+/// Not sampling yet.
+unsafe fn setup_hist(s: *mut State, cfg: &Config, fast: bool) {
+    // SAFETY: the bins array is this module's; the sampling interrupt is not enabled.
+    unsafe {
+        let bins = addr_of_mut!(SAMPLER_RT_BINS) as *mut u16;
+        for i in 0..HIST_BINS + 16 {
+            write_volatile(bins.add(i), 0);
+        }
+        // Read through the symbol, which keeps it in the image for the host.
+        let counters = read_volatile(addr_of!(SAMPLER_RT_HIST_COUNTERS));
+        let word = bins as u32 + cfg.hist_shift as u32;
+        (*s).bins = if fast { word } else { bins as u32 };
+        (*s).hist_word = word;
+        (*s).hist_base = cfg.hist_base;
+        (*s).last_bin = counters - 1;
+        (*s).capacity = counters - 1;
+        (*s).wptr = cfg.hist_base;
+        if cfg.jitter_mask == 0 {
+            (*s).rng = word;
+        }
     }
 }
 
@@ -388,7 +497,7 @@ extern "C" fn sampler_rt_slow() {
                 semihosting_exit(0);
             }
         } else {
-            if (*s).sink == wire::SINK_SEMIHOSTING {
+            if (*s).sink == wire::SINK_SEMIHOSTING && (*s).mode == wire::MODE_RING {
                 stream_chunk(s);
             }
             next_chunk(s);
@@ -503,6 +612,94 @@ unsafe extern "C" fn sample_ring_jitter() {
     )
 }
 
+/// Histogram, constant period (ARMv7-M): 11 instructions after the entry's 7. The entry loaded
+/// r0 = the first bin's address, r2 = samples left, r3 = `hist_word` (the counters' address,
+/// whose low byte is the shift). The index is clamped with `usat`: an address below the bins
+/// wraps to a huge offset, so every address outside them lands in the last counter. Counters
+/// saturate at 65535 (`usat` again) instead of wrapping to zero.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_hist() {
+    naked_asm!(
+        "sub r12, r12, r0",
+        "lsr r12, r12, r3",
+        "usat r12, #{bits}, r12",
+        "ldrh r0, [r3, r12, lsl #1]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r3, r12, lsl #1]",
+        "subs r2, #1",
+        "str r2, [r1, #4]",
+        "beq {slow}",
+        "bx lr",
+        bits = const HIST_BITS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, constant period, counters at the array's start (ARMv7-M with unaligned accesses
+/// trapped and an odd shift): one load more than [`sample_hist`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_hist_aligned() {
+    naked_asm!(
+        "sub r12, r12, r0",
+        "lsr r12, r12, r3",
+        "usat r12, #{bits}, r12",
+        "ldr r3, [r1, #{bins}]",
+        "ldrh r0, [r3, r12, lsl #1]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r3, r12, lsl #1]",
+        "subs r2, #1",
+        "str r2, [r1, #4]",
+        "beq {slow}",
+        "bx lr",
+        bits = const HIST_BITS,
+        bins = const wire::state_offsets::BINS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, random period (ARMv7-M): the bin as in [`sample_hist_aligned`], then the random
+/// period and phase dither of [`sample_ring_jitter`]. The entry loaded r0 = the first bin's
+/// address, r2 = samples left, r3 = the random state.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_hist_jitter() {
+    naked_asm!(
+        "sub r12, r12, r0",
+        "ldr r0, [r1, #{word}]",
+        "lsr r12, r12, r0",
+        "usat r12, #{bits}, r12",
+        "ldr r0, [r1, #{bins}]",
+        "add r12, r0, r12, lsl #1",
+        "ldrh r0, [r12]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r12]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "strd r2, r3, [r1, #4]",
+        "beq {slow}",
+        "add r1, #12",
+        // r0 = handler, r1 = span, r2 = reload, r12 = reload register.
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        bits = const HIST_BITS,
+        word = const wire::state_offsets::HIST_WORD,
+        bins = const wire::state_offsets::BINS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
 /// Ring, constant period (ARMv6-M).
 #[cfg(armv6m)]
 #[unsafe(naked)]
@@ -558,6 +755,107 @@ unsafe extern "C" fn sample_ring_jitter() {
         "ldr r0, ={slow}",
         "bx r0",
         ".ltorg",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, constant period (ARMv6-M: no `usat`, no unaligned halfwords). r0 = the PC.
+#[cfg(armv6m)]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_hist() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "subs r0, r0, r2",
+        "ldr r2, [r1, #{word}]",
+        "lsrs r0, r2",
+        "ldr r3, [r1, #{last}]",
+        "cmp r0, r3",
+        "bls 1f",
+        "mov r0, r3",
+        "1:",
+        "lsls r0, r0, #1",
+        "ldr r2, [r1, #{bins}]",
+        "ldrh r3, [r2, r0]",
+        "adds r3, #1",
+        "lsrs r1, r3, #16",
+        "bne 2f",
+        "strh r3, [r2, r0]",
+        "2:",
+        "ldr r1, ={state}",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        word = const wire::state_offsets::HIST_WORD,
+        last = const wire::state_offsets::LAST_BIN,
+        bins = const wire::state_offsets::BINS,
+        state = sym SAMPLER_RT_STATE,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// The ARMv6-M histogram handler also serves both ARMv7-M fallbacks' roles there.
+#[cfg(armv6m)]
+use sample_hist as sample_hist_aligned;
+
+/// Histogram, random period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_hist_jitter() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "subs r0, r0, r2",
+        "ldr r2, [r1, #{word}]",
+        "lsrs r0, r2",
+        "ldr r3, [r1, #{last}]",
+        "cmp r0, r3",
+        "bls 1f",
+        "mov r0, r3",
+        "1:",
+        "lsls r0, r0, #1",
+        "ldr r2, [r1, #{bins}]",
+        "ldrh r3, [r2, r0]",
+        "adds r3, #1",
+        "lsrs r1, r3, #16",
+        "bne 2f",
+        "strh r3, [r2, r0]",
+        "2:",
+        "ldr r1, ={state}",
+        "ldr r3, [r1, #8]",
+        "lsls r0, r3, #13",
+        "eors r3, r0",
+        "lsrs r0, r3, #17",
+        "eors r3, r0",
+        "lsls r0, r3, #5",
+        "eors r3, r0",
+        "bpl 4f",
+        "mov r8, r8",
+        "4:",
+        "str r3, [r1, #8]",
+        "ldr r0, [r1, #16]",
+        "ands r0, r3",
+        "ldr r2, [r1, #20]",
+        "adds r0, r2",
+        "ldr r2, [r1, #24]",
+        "str r0, [r2]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        word = const wire::state_offsets::HIST_WORD,
+        last = const wire::state_offsets::LAST_BIN,
+        bins = const wire::state_offsets::BINS,
+        state = sym SAMPLER_RT_STATE,
         slow = sym sampler_rt_slow,
     )
 }
@@ -732,6 +1030,35 @@ unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
     }
 }
 
+/// Append the histogram as a HIST record: the counters as the handler left them (their bytes are
+/// the little-endian `u16`s of the record), the last one as `outside`.
+///
+/// # Safety
+/// As [`stream`]; histogram mode.
+unsafe fn send_hist(s: *mut State, st: &mut Stream) {
+    // SAFETY: `bins` is counter 0 of the array this module owns, `last_bin + 1` counters long.
+    unsafe {
+        let count = (*s).last_bin;
+        let counters = (*s).bins as *const u8;
+        let bytes = core::slice::from_raw_parts(counters, 2 * count as usize);
+        let outside = u16::from_le_bytes([
+            read_volatile(counters.add(2 * count as usize)),
+            read_volatile(counters.add(2 * count as usize + 1)),
+        ]);
+        st.put(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
+        st.put(&wire::hist_header(
+            (*s).hist_base,
+            (*s).hist_word & 0xFF,
+            outside as u32,
+            count,
+        ));
+        st.put(bytes);
+        if count % 2 == 1 {
+            st.put(&[0, 0]);
+        }
+    }
+}
+
 /// Send the chunk that just filled up, and restart the timer's period, so that the time spent
 /// writing (it is inside the interrupt) does not leave a sample pending for the instruction
 /// that happens to follow.
@@ -786,8 +1113,12 @@ unsafe fn send_dump(s: *mut State) {
         (*s).phase = PHASE_DUMPED;
         let taken = (*s).before + (*s).chunk - (*s).remaining;
         let Some(st) = stream(s) else { return };
-        let from = st.sent.max(taken.saturating_sub((*s).capacity));
-        send_samples(s, st, from, taken);
+        if (*s).mode == wire::MODE_HIST {
+            send_hist(s, st);
+        } else {
+            let from = st.sent.max(taken.saturating_sub((*s).capacity));
+            send_samples(s, st, from, taken);
+        }
         // The final INFO supersedes the first one: readers keep the last.
         let info = info_now(s, taken);
         st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));

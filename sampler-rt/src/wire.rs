@@ -180,9 +180,9 @@ impl Info {
 /// `"SCFG"` read as a little-endian `u32`: the first word of a valid configuration block.
 pub const CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SCFG");
 /// Version of the configuration block layout.
-pub const CONFIG_VERSION: u16 = 1;
+pub const CONFIG_VERSION: u16 = 2;
 /// Size of the configuration block in bytes.
-pub const CONFIG_LEN: usize = 40;
+pub const CONFIG_LEN: usize = 48;
 /// Name of the symbol of the configuration block in the firmware ELF.
 pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 /// Name of the symbol of the sampler's state in the firmware ELF (read by host snapshots).
@@ -211,7 +211,10 @@ pub const RING_SYMBOL: &str = "SAMPLER_RT_RING";
 ///  24     4  seed         xorshift32 seed (non-zero)
 ///  28     4  timer_base   base address of a CMSDK timer
 ///  32     4  timer_irq    interrupt number of a CMSDK timer
-///  36     4  check        CONFIG_MAGIC ^ xor of the words at 4..36, rotated (see `check_word`)
+///  36     4  hist_base    MODE_HIST: address of the first bin (a multiple of the bin size)
+///  40     1  hist_shift   MODE_HIST: log2 of the bin size in bytes, 1 ..= 16
+///  41     3  reserved     zero
+///  44     4  check        CONFIG_MAGIC mixed with the words at 4..44 (see `check_word`)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -235,6 +238,10 @@ pub struct Config {
     pub timer_base: u32,
     /// CMSDK timer interrupt number.
     pub timer_irq: u32,
+    /// `MODE_HIST`: address of the first bin.
+    pub hist_base: u32,
+    /// `MODE_HIST`: log2 of the bin size in bytes.
+    pub hist_shift: u8,
 }
 
 impl Config {
@@ -254,8 +261,10 @@ impl Config {
         put32(&mut b, 24, self.seed);
         put32(&mut b, 28, self.timer_base);
         put32(&mut b, 32, self.timer_irq);
+        put32(&mut b, 36, self.hist_base);
+        b[40] = self.hist_shift;
         let words = words_of(&b);
-        put32(&mut b, 36, check_word(&words));
+        put32(&mut b, 44, check_word(&words));
         b
     }
 
@@ -269,7 +278,7 @@ impl Config {
         {
             return None;
         }
-        if check_word(&words_of(b)) != get32(b, 36) {
+        if check_word(&words_of(b)) != get32(b, 44) {
             return None;
         }
         Some(Config {
@@ -283,12 +292,14 @@ impl Config {
             seed: get32(b, 24),
             timer_base: get32(b, 28),
             timer_irq: get32(b, 32),
+            hist_base: get32(b, 36),
+            hist_shift: b[40],
         })
     }
 }
 
-fn words_of(b: &[u8]) -> [u32; 10] {
-    let mut w = [0u32; 10];
+fn words_of(b: &[u8]) -> [u32; CONFIG_LEN / 4] {
+    let mut w = [0u32; CONFIG_LEN / 4];
     for (i, word) in w.iter_mut().enumerate() {
         *word = get32(b, i * 4);
     }
@@ -297,9 +308,9 @@ fn words_of(b: &[u8]) -> [u32; 10] {
 
 /// The check word of a configuration block, from its first nine words. Random RAM contents
 /// after power-up pass this with a probability of 2^-64 (magic and check word both match).
-pub fn check_word(words: &[u32; 10]) -> u32 {
+pub fn check_word(words: &[u32; CONFIG_LEN / 4]) -> u32 {
     let mut c = CONFIG_MAGIC;
-    for w in &words[1..9] {
+    for w in &words[1..CONFIG_LEN / 4 - 1] {
         c = (c ^ w).rotate_left(5).wrapping_mul(0x9E37_79B1);
     }
     c
@@ -314,7 +325,7 @@ fn get32(b: &[u8], off: usize) -> u32 {
 }
 
 /// Size of the sampler's state block at [`STATE_SYMBOL`].
-pub const STATE_LEN: usize = 64;
+pub const STATE_LEN: usize = 80;
 /// `"SSTA"`: the last word of the state block once `start` ran.
 pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 
@@ -330,7 +341,17 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 /// 20 reload      base reload value     52 mode, stop, timer, priority   (bytes)
 /// 24 reload_reg  timer register        56 sink, config_found, phase, arch (bytes)
 /// 28 ack_reg     CMSDK acknowledge     60 magic      STATE_MAGIC
+/// 64 hist_word   bins address + shift  72 bins       address of counter 0
+/// 68 hist_base   first bin's address   76 last_bin   index of the outside counter
 /// ```
+///
+/// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
+/// holds `hist_word` when the period is constant (the handler loads both with one `ldm`).
+/// `hist_word` is the bins array's address plus the shift: a register shift takes its amount
+/// from the low byte, and the array is 256-aligned, so one word serves as both; the ARMv7-M
+/// handler then finds counter `i` at `hist_word + 2 i`, i.e. `shift` bytes into the array; the
+/// other handlers (ARMv6-M, which cannot access unaligned halfwords, and the random period) at
+/// the array's start. `bins` says which: it is counter 0's address.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateView {
     /// Samples left in the current chunk.
@@ -363,6 +384,26 @@ pub struct StateView {
     pub phase: u8,
     /// 6 or 7.
     pub arch: u8,
+    /// `MODE_HIST`: bins address + shift.
+    pub hist_word: u32,
+    /// `MODE_HIST`: address of the first bin.
+    pub hist_base: u32,
+    /// `MODE_HIST`: the address of counter 0.
+    pub bins: u32,
+    /// `MODE_HIST`: index of the outside counter (the number of bins).
+    pub last_bin: u32,
+}
+
+impl StateView {
+    /// `MODE_HIST`: log2 of the bin size.
+    pub fn hist_shift(&self) -> u32 {
+        self.hist_word & 0xFF
+    }
+
+    /// `MODE_HIST`: where counter 0 is, as the firmware's handler addresses it.
+    pub fn counters(&self) -> u32 {
+        self.bins
+    }
 }
 
 /// Byte offsets of the state block, checked against the target's struct at compile time.
@@ -393,6 +434,14 @@ pub mod state_offsets {
     pub const SINK: usize = 56;
     /// `magic`.
     pub const MAGIC: usize = 60;
+    /// `hist_word`.
+    pub const HIST_WORD: usize = 64;
+    /// `hist_base`.
+    pub const HIST_BASE: usize = 68;
+    /// `bins`.
+    pub const BINS: usize = 72;
+    /// `last_bin`.
+    pub const LAST_BIN: usize = 76;
 }
 
 /// The jitter mask a state's `jitter` word stands for: ARMv7-M and later keep the span
@@ -427,6 +476,10 @@ impl StateView {
             config_found: b[57],
             phase: b[58],
             arch: b[59],
+            hist_word: get32(b, 64),
+            hist_base: get32(b, 68),
+            bins: get32(b, 72),
+            last_bin: get32(b, 76),
         })
     }
 
@@ -436,6 +489,25 @@ impl StateView {
             .wrapping_add(self.chunk)
             .wrapping_sub(self.remaining)
     }
+}
+
+/// Length of the fixed part of a [`REC_HIST`] payload: `base`, `shift`, `outside`, `count`;
+/// `count` little-endian `u16` counters follow, padded with zeros to a multiple of 4 bytes.
+pub const HIST_HEADER_LEN: usize = 16;
+
+/// The fixed part of a [`REC_HIST`] payload.
+pub fn hist_header(base: u32, shift: u32, outside: u32, count: u32) -> [u8; HIST_HEADER_LEN] {
+    let mut b = [0u8; HIST_HEADER_LEN];
+    put32(&mut b, 0, base);
+    put32(&mut b, 4, shift);
+    put32(&mut b, 8, outside);
+    put32(&mut b, 12, count);
+    b
+}
+
+/// Payload length of a [`REC_HIST`] record of `count` counters (padding excluded).
+pub const fn hist_len(count: u32) -> u32 {
+    HIST_HEADER_LEN as u32 + 2 * count
 }
 
 /// Encode a record header.
@@ -544,6 +616,8 @@ mod tests {
             seed: 0x1234_5678,
             timer_base: 0,
             timer_irq: 0,
+            hist_base: 0x0000_1000,
+            hist_shift: 4,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

@@ -313,10 +313,21 @@ fn tables(sym: &mut Symbolizer, per_pc: &HashMap<u32, u64>) -> [HashMap<Key, u64
 }
 
 /// What to compute beyond the tables every report has.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options {
     /// Annotate the disassembly of this many of the hottest functions.
     pub annotate: usize,
+    /// How histogram bins shared by several functions are split.
+    pub bin_split: crate::bins::Split,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            annotate: 0,
+            bin_split: crate::bins::Split::Density,
+        }
+    }
 }
 
 /// Everything a report is built from.
@@ -479,27 +490,6 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
     (
         rows(by_tag, n, None, Kind::Sampled),
         rows(by_pair, n, None, Kind::Sampled),
-    )
-}
-
-/// Aggregate a dump, with the exact counts of the same run when there are some.
-pub fn build(
-    dump: &Dump,
-    sym: &mut Symbolizer,
-    code: Option<&mut Code>,
-    facts: Facts,
-    exact: Option<&[(u32, u64)]>,
-    opts: Options,
-    vectors: &[(u32, u32)],
-) -> Report {
-    build_samples(
-        &Samples::of_dump(dump),
-        sym,
-        code,
-        facts,
-        exact,
-        opts,
-        vectors,
     )
 }
 

@@ -203,7 +203,7 @@ fn bins_are_split_by_bytes_and_the_guess_is_flagged() {
         );
         let path = tmp.path().join(format!("hist{shift}.txt"));
         std::fs::write(&path, text).unwrap();
-        let (ok, t, err) = report(&path, &elf, &[]);
+        let (ok, t, err) = report(&path, &elf, &["--bin-split", "bytes"]);
         assert!(ok, "{err}");
         let got = by_function(&t);
         assert_eq!(got.values().sum::<u64>(), 5000);

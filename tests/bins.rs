@@ -231,3 +231,80 @@ fn the_m0_histogram_handler_counts_on_the_microbit() {
         within_sigma(&r, 4.0)
     );
 }
+
+#[test]
+fn the_advisor_predicts_the_error_a_bin_run_makes() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "advise",
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--sizes",
+            "4,16",
+            "--align-sizes",
+            "16",
+            "--advice-format",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let advice: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let choice = |size: u64, aligned: bool| {
+        advice["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["bin_size"] == size && c["aligned"] == aligned)
+            .unwrap()
+            .clone()
+    };
+    let unaligned = choice(16, false);
+    assert!(unaligned["max_error_points"].as_f64().unwrap() > 1.0);
+    assert!(choice(16, true)["max_error_points"].as_f64().unwrap() < 0.05);
+    let recommended = advice["recommended"].as_u64().unwrap() as usize;
+    let rec = &advice["choices"][recommended];
+    assert!(rec["max_error_points"].as_f64().unwrap() <= 0.5);
+    let command = advice["command"].as_str().unwrap();
+    assert!(
+        command.contains("--mode hist") && command.contains("--bin-size"),
+        "{command}"
+    );
+    // A real bin run of the same ELF makes the predicted errors, up to sampling noise.
+    let n = 10_000.0;
+    let r = profile(
+        "hot-loops",
+        &[
+            "--mode",
+            "hist",
+            "--bin-size",
+            "16",
+            "--samples",
+            "10000",
+            "--truth",
+        ],
+    );
+    for e in unaligned["errors"].as_array().unwrap() {
+        let (name, predicted) = (e[0].as_str().unwrap(), e[1].as_f64().unwrap());
+        if predicted.abs() < 0.5 {
+            continue;
+        }
+        let row = r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the bin run"));
+        let observed = row["error_points"].as_f64().unwrap();
+        let s = sigma_points(row["percent"].as_f64().unwrap().max(1.0), n);
+        assert!(
+            (observed - predicted).abs() < 4.0 * s + 0.3,
+            "{name}: predicted {predicted:+.2} points, observed {observed:+.2} (sigma {s:.2})"
+        );
+    }
+}

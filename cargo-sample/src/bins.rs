@@ -30,7 +30,7 @@ pub enum Split {
 }
 
 /// The owners of a bin: `(first address in the bin, name, two-byte slots)`, in address order.
-fn owners(sym: &Symbolizer, start: u32, bin_size: u32) -> Vec<(u32, String, u32)> {
+pub fn owners(sym: &Symbolizer, start: u32, bin_size: u32) -> Vec<(u32, String, u32)> {
     let mut owners: Vec<(u32, String, u32)> = Vec::new();
     for slot in (0..bin_size).step_by(2) {
         let a = start.wrapping_add(slot);
@@ -76,7 +76,7 @@ fn apportion(count: u64, weights: &[f64]) -> Vec<u64> {
 /// Per-address counts (each function's share of a bin at its first address in the bin), and a
 /// finding when bins shared by several functions hold a noticeable share of the samples.
 pub fn split(
-    bins: &[u32],
+    bins: &[u64],
     base: u32,
     bin_size: u32,
     outside: u64,
@@ -133,11 +133,11 @@ pub fn split(
         if count == 0 {
             continue;
         }
-        total += count as u64;
+        total += count;
         if o.is_empty() {
             // Padding or data only: keep the samples at the bin's start (outside functions).
             let start = base.wrapping_add(i as u32 * bin_size);
-            *per_pc.entry(start).or_default() += count as u64;
+            *per_pc.entry(start).or_default() += count;
             continue;
         }
         let bytes: Vec<f64> = o.iter().map(|x| x.2 as f64).collect();
@@ -155,7 +155,7 @@ pub fn split(
                 }
             }
         };
-        let parts = apportion(count as u64, &weights);
+        let parts = apportion(count, &weights);
         for (x, &p) in o.iter().zip(&parts) {
             if p == 0 {
                 continue;
@@ -220,7 +220,7 @@ mod tests {
         let sym = Symbolizer::new(&path, &data, None).unwrap();
         // hot_a is 0xfee..0xffc and hot_b follows: 16-byte bins from 0xfe0 share 0xff0..0x1000.
         // All samples in hot_a's loop; hot_b's own bins (from 0x1000) are empty.
-        let mut bins = vec![0u32; 4];
+        let mut bins = vec![0u64; 4];
         bins[1] = 1000; // 0xff0..0x1000: hot_a's loop and hot_b's first four bytes
         let (bytes, _) = split(&bins, 0xfe0, 16, 0, &sym, Split::Bytes);
         let (density, d) = split(&bins, 0xfe0, 16, 0, &sym, Split::Density);

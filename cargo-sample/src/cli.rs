@@ -30,6 +30,31 @@ pub enum Command {
     /// Compare two saved runs: per function, the change in share and whether it is more than
     /// sampling noise.
     Diff(DiffArgs),
+    /// Choose histogram bins: for each bin size, the RAM it costs, how much code shares bins,
+    /// and the misattribution those bins would make on this firmware's own samples, with and
+    /// without aligned functions; then a recommendation and the command to run it.
+    Advise(Box<AdviseArgs>),
+}
+
+/// `cargo sample advise`.
+#[derive(Args, Debug)]
+pub struct AdviseArgs {
+    /// Bin sizes to consider, in bytes.
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_values_t = [2u32, 4, 8, 16, 32, 64, 128])]
+    pub sizes: Vec<u32>,
+    /// Bin sizes to also try with every function aligned to the bin size (each is a build).
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_values_t = [16u32, 64])]
+    pub align_sizes: Vec<u32>,
+    /// The largest misattribution, in percentage points of any function, to accept.
+    #[arg(long, value_name = "POINTS", default_value_t = 0.5)]
+    pub tolerance: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub advice_format: TableFormat,
+    /// The build and the ring-mode runs the advice is computed from (`--samples`, `--machine`,
+    /// cargo's selection flags...).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `cargo sample diff`.

@@ -5,6 +5,7 @@
 //! copy; [`qemu`] runs it; [`dump`] (or [`snapshot`]) decodes what the sampler sent; [`runs`]
 //! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
 
+mod advise;
 mod bench;
 mod bins;
 mod cli;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
     let color = match &cli.command {
         Some(Command::Report(r)) => r.view.color.clone(),
         Some(Command::Diff(d)) => d.color.clone(),
+        Some(Command::Advise(a)) => a.run.view.color.clone(),
         _ => cli.run.view.color.clone(),
     };
     term::init_color(color.as_deref());
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Some(Command::Init(i)) => init::init(i),
         Some(Command::Bench(b)) => bench::bench(b),
         Some(Command::Diff(d)) => run::diff(d),
+        Some(Command::Advise(a)) => advise::advise(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

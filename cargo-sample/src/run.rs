@@ -295,7 +295,7 @@ fn hist_samples(
     sym: &Symbolizer,
     split: crate::bins::Split,
 ) -> report::Samples {
-    let bins: Vec<u32> = h.bins.iter().map(|&b| b as u32).collect();
+    let bins: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
     let (per_pc, finding) =
         crate::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
     let mut findings: Vec<report::diagnose::Diagnostic> = finding.into_iter().collect();
@@ -973,8 +973,9 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
         (s, "raw PCs".to_owned())
     } else if let Some(h) = &dump.hist {
         let size = 1u32 << h.shift;
+        let counts: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
         let (per_pc, finding) =
-            crate::bins::split(&h.bins, h.base, size, h.outside, &sym, view.bin_split);
+            crate::bins::split(&counts, h.base, size, h.outside, &sym, view.bin_split);
         let s = report::Samples {
             per_pc,
             binned: true,

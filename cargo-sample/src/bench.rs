@@ -439,6 +439,27 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             true,
         ),
         (
+            "ring + exception tag",
+            vec!["--no-jitter", "--tag", "exception"],
+            21,
+            "sample_ring_xpsr",
+            false,
+        ),
+        (
+            "ring + jitter + exception tag",
+            vec!["--tag", "exception"],
+            32,
+            "sample_ring_jitter_xpsr",
+            false,
+        ),
+        (
+            "ring + jitter + firmware tag",
+            vec!["--tag", "api"],
+            32,
+            "sample_ring_jitter_word",
+            false,
+        ),
+        (
             "bins, constant period",
             vec!["--mode", "hist", "--bin-size", "4", "--no-jitter"],
             30,
@@ -502,10 +523,10 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 );
             }
             println!(
-                "goals: ring <= 13, jitter <= 20, bins <= 18 instructions; seed C handler 114 bytes in all"
+                "goals: ring <= 13, jitter <= 20, bins <= 18, a tag <= 3 more; seed C handler 114 bytes in all"
             );
             println!(
-                "RAM: 4 bytes per ring slot, 2 bytes per bin (+32), 80 bytes of state, 48 bytes of configuration"
+                "RAM: 4 bytes per ring slot (8 with tags), 2 bytes per bin (+32), 88 bytes of state, 56 bytes of configuration"
             );
             let c = &all.exact_counting;
             let t = |t: &Timing| {

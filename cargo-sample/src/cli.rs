@@ -126,6 +126,10 @@ pub struct ViewArgs {
     /// Also show source lines (`file:line` of the innermost frame).
     #[arg(long)]
     pub lines: bool,
+    /// Put the tag first: folded stacks, the flamegraph and pprof get the tag (task, handler)
+    /// as their root frame.
+    #[arg(long, value_name = "WHAT", value_parser = ["tag"])]
+    pub by: Option<String>,
     /// Also show the inline tree: each function with what was inlined into it, with total and
     /// self shares.
     #[arg(long)]
@@ -214,6 +218,12 @@ pub struct RunArgs {
     /// never hold two functions; the alignment is checked in the ELF and the code growth shown.
     #[arg(long, value_name = "BYTES")]
     pub align: Option<u32>,
+    /// Record a tag with each sample (ring mode, ARMv7-M and later): `exception` (which handler
+    /// was running, from the stacked xPSR: free), `api` (the firmware's `sampler_rt::set_tag`,
+    /// or the Embassy task with sampler-rt's `embassy` feature), `symbol:NAME` (the word at
+    /// an ELF symbol, e.g. `symbol:pxCurrentTCB`), or an address (`0x20000100`).
+    #[arg(long, value_name = "WHAT")]
+    pub tag: Option<String>,
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
     pub priority: Option<u8>,

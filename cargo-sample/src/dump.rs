@@ -15,6 +15,10 @@ pub struct Dump {
     pub pcs: Vec<u32>,
     /// The histogram, in `MODE_HIST`.
     pub hist: Option<Hist>,
+    /// A tag per stored sample, parallel to `pcs`, when the run recorded tags.
+    pub tags: Vec<u32>,
+    /// Names the firmware gave tags.
+    pub names: Vec<(u32, String)>,
     /// Kinds of records this version does not know (skipped).
     pub unknown_records: Vec<u16>,
     /// Whether the END record and its checksum were present and right.
@@ -176,18 +180,30 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                 }
                 None => return (dump, Some(DumpError::Truncated { at: bytes.len() })),
             },
-            wire::REC_PCS => {
+            wire::REC_PCS | wire::REC_PCS_TAGS => {
+                let tagged = kind == wire::REC_PCS_TAGS;
+                let entry = if tagged { 8 } else { 4 };
                 if payload.len() < 8 {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
                 }
                 let first = u32_at(payload, 0);
                 let count = u32_at(payload, 4) as usize;
-                if !cut && count * 4 + 8 != len {
+                if !cut && count * entry + 8 != len {
                     return (
                         dump,
                         Some(DumpError::Malformed(format!(
                             "PCS record of {len} bytes says it holds {count} samples"
                         ))),
+                    );
+                }
+                if tagged != (dump.tags.len() == dump.pcs.len() && !dump.pcs.is_empty())
+                    && !dump.pcs.is_empty()
+                {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed(
+                            "tagged and untagged PCS records in one dump".into(),
+                        )),
                     );
                 }
                 if dump.pcs.is_empty() {
@@ -204,13 +220,33 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                         );
                     }
                 }
-                let words = &payload[8..];
-                dump.pcs.extend(
-                    words
-                        .chunks_exact(4)
-                        .take(count)
-                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                );
+                for c in payload[8..].chunks_exact(entry).take(count) {
+                    dump.pcs.push(u32_at(c, 0));
+                    if tagged {
+                        dump.tags.push(u32_at(c, 4));
+                    }
+                }
+            }
+            wire::REC_NAMES => {
+                let mut at = 4usize;
+                let count = if payload.len() >= 4 {
+                    u32_at(payload, 0)
+                } else {
+                    0
+                };
+                for _ in 0..count {
+                    if at + 8 > payload.len() {
+                        break;
+                    }
+                    let tag = u32_at(payload, at);
+                    let n = u32_at(payload, at + 4) as usize;
+                    let Some(name) = payload.get(at + 8..at + 8 + n) else {
+                        break;
+                    };
+                    dump.names
+                        .push((tag, String::from_utf8_lossy(name).into_owned()));
+                    at += 8 + n.div_ceil(4) * 4;
+                }
             }
             wire::REC_HIST => {
                 if payload.len() < wire::HIST_HEADER_LEN {
@@ -277,18 +313,29 @@ pub fn encode_hist(info: &Info, h: &Hist) -> Vec<u8> {
 
 /// Encode a dump the way the firmware does (used for host-made dumps and tests).
 pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128 + pcs.len() * 4);
+    encode_tagged(info, first_seq, pcs, &[])
+}
+
+/// Encode a dump, with a tag per sample when `tags` is not empty.
+pub fn encode_tagged(info: &Info, first_seq: u32, pcs: &[u32], tags: &[u32]) -> Vec<u8> {
+    let tagged = !tags.is_empty();
+    let mut out = Vec::with_capacity(128 + pcs.len() * 8);
     out.extend_from_slice(&wire::file_header());
     out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
     out.extend_from_slice(&info.encode());
-    out.extend_from_slice(&wire::record_header(
-        wire::REC_PCS,
-        8 + 4 * pcs.len() as u32,
-    ));
+    let (kind, entry) = if tagged {
+        (wire::REC_PCS_TAGS, 8)
+    } else {
+        (wire::REC_PCS, 4)
+    };
+    out.extend_from_slice(&wire::record_header(kind, 8 + entry * pcs.len() as u32));
     out.extend_from_slice(&first_seq.to_le_bytes());
     out.extend_from_slice(&(pcs.len() as u32).to_le_bytes());
-    for pc in pcs {
+    for (i, pc) in pcs.iter().enumerate() {
         out.extend_from_slice(&pc.to_le_bytes());
+        if tagged {
+            out.extend_from_slice(&tags.get(i).copied().unwrap_or(0).to_le_bytes());
+        }
     }
     let crc = wire::crc32(&out);
     out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
@@ -299,6 +346,36 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tagged_samples_and_names_round_trip() {
+        let info = Info {
+            tag_kind: wire::TAG_XPSR,
+            taken: 3,
+            ..Info::default()
+        };
+        let mut bytes = encode_tagged(&info, 5, &[0x100, 0x102, 0x104], &[0, 47, 0]);
+        let d = decode(&bytes).unwrap();
+        assert_eq!(d.pcs, [0x100, 0x102, 0x104]);
+        assert_eq!(d.tags, [0, 47, 0]);
+        assert_eq!(d.first_seq, 5);
+        assert_eq!(d.info.tag_kind, wire::TAG_XPSR);
+        // A NAMES record before END.
+        let end = bytes.len() - 12;
+        bytes.truncate(end);
+        let mut names = Vec::new();
+        names.extend_from_slice(&1u32.to_le_bytes());
+        names.extend_from_slice(&47u32.to_le_bytes());
+        names.extend_from_slice(&5u32.to_le_bytes());
+        names.extend_from_slice(b"motor\0\0\0");
+        bytes.extend_from_slice(&wire::record_header(wire::REC_NAMES, names.len() as u32));
+        bytes.extend_from_slice(&names);
+        let crc = wire::crc32(&bytes);
+        bytes.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        let d = decode(&bytes).unwrap();
+        assert_eq!(d.names, [(47, "motor".to_owned())]);
+    }
 
     #[test]
     fn histograms_round_trip_and_damage_is_named() {

@@ -180,3 +180,14 @@ pub fn unaligned_functions(data: &[u8], align: u64) -> Vec<String> {
     v.dedup();
     v
 }
+
+/// The address of a symbol of the image, by its (mangled or plain) name.
+pub fn symbol_address(data: &[u8], name: &str) -> Option<u64> {
+    let file = object::File::parse(data).ok()?;
+    file.symbols()
+        .find(|s| {
+            s.name()
+                .is_ok_and(|n| n == name || crate::symbolize::demangle(n) == name)
+        })
+        .map(|s| s.address())
+}

@@ -123,6 +123,104 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
     Ok((reload, mask as u32))
 }
 
+/// `--tag`: `exception`, `api`, `symbol:NAME` or an address, as `(TAG_*, address)`.
+pub fn parse_tag(what: &str, elf_bytes: &[u8]) -> Result<(u8, u32)> {
+    let symbol = |name: &str| -> Result<u32> {
+        elf::symbol_address(elf_bytes, name)
+            .map(|a| a as u32)
+            .with_context(|| format!("the firmware has no symbol `{name}` to record"))
+    };
+    match what {
+        "exception" => Ok((wire::TAG_XPSR, 0)),
+        // Address 0: the firmware's own tag word, which sampler-rt finds itself.
+        "api" => Ok((wire::TAG_WORD, 0)),
+        w => {
+            if let Some(name) = w.strip_prefix("symbol:") {
+                return Ok((wire::TAG_WORD, symbol(name)?));
+            }
+            let addr = w
+                .strip_prefix("0x")
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .with_context(|| {
+                    format!(
+                        "`--tag {w}`: use `exception`, `api`, `symbol:NAME` (e.g. `symbol:pxCurrentTCB`) \
+                         or an address such as `0x20000100`"
+                    )
+                })?;
+            if addr % 4 != 0 {
+                bail!("`--tag {w}`: the word must be 4-byte aligned");
+            }
+            Ok((wire::TAG_WORD, addr))
+        }
+    }
+}
+
+/// A name for each tag of a dump: exceptions by their handlers, words by the names the firmware
+/// sent or the symbols they point to.
+pub fn tag_names(
+    kind: u8,
+    tags: &[u32],
+    names: &[(u32, String)],
+    vectors: &[(u32, u32)],
+    sym: &Symbolizer,
+) -> std::collections::HashMap<u32, String> {
+    const SYSTEM: [&str; 16] = [
+        "thread mode",
+        "Reset",
+        "NMI",
+        "HardFault",
+        "MemManage",
+        "BusFault",
+        "UsageFault",
+        "SecureFault",
+        "exception 8",
+        "exception 9",
+        "exception 10",
+        "SVCall",
+        "DebugMonitor",
+        "exception 13",
+        "PendSV",
+        "SysTick",
+    ];
+    let mut out = std::collections::HashMap::new();
+    for &t in tags {
+        if out.contains_key(&t) {
+            continue;
+        }
+        let name = if kind == wire::TAG_XPSR {
+            let n = t & 0x1FF;
+            match n {
+                0..16 => SYSTEM[n as usize].to_owned(),
+                _ => {
+                    let handler = vectors
+                        .iter()
+                        .find(|v| v.0 == n)
+                        .and_then(|v| sym.function_of(v.1 as u64))
+                        .filter(|f| !f.contains("DefaultHandler"));
+                    match handler {
+                        Some(f) if f == format!("IRQ{}", n - 16) => f.to_owned(),
+                        Some(f) => format!("{f} (IRQ {})", n - 16),
+                        None => format!("IRQ {}", n - 16),
+                    }
+                }
+            }
+        } else if let Some((_, n)) = names.iter().rev().find(|(tag, _)| *tag == t) {
+            n.clone()
+        } else if t == 0 {
+            "0 (no tag)".to_owned()
+        } else {
+            let name = sym.name_address(t);
+            // An Embassy task's header is in its task pool: `crate::task_fn::POOL`.
+            match name.split_once("::POOL") {
+                Some((task, _)) => format!("task {task}"),
+                None => name,
+            }
+        };
+        out.insert(t, name);
+    }
+    out
+}
+
 /// Where the bins start and how big they are: `(base, shift)`. The bins cover the code
 /// `[start, end)` with `counters - 1` of them (the last counter counts samples outside);
 /// without `--bin-size` the smallest size that covers the code is chosen.
@@ -275,7 +373,25 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let samples = match &dump.hist {
         Some(h) => hist_samples(h, &sym, opts.bin_split),
-        None => report::Samples::of_dump(&dump),
+        None => {
+            let mut s = report::Samples::of_dump(&dump);
+            if dump.tags.len() == dump.pcs.len() && !dump.tags.is_empty() {
+                // An xPSR carries flags beside the exception number: keep the number.
+                s.tags = if dump.info.tag_kind == wire::TAG_XPSR {
+                    dump.tags.iter().map(|t| t & 0x1FF).collect()
+                } else {
+                    dump.tags.clone()
+                };
+                s.tag_names = tag_names(
+                    dump.info.tag_kind,
+                    &s.tags,
+                    &dump.names,
+                    &elf::vectors(&elf_bytes),
+                    &sym,
+                );
+            }
+            s
+        }
     };
     let report = report::build_samples(
         &samples,
@@ -371,6 +487,7 @@ fn build_options(view: &ViewArgs) -> report::Options {
     report::Options {
         annotate: view.annotate.unwrap_or(0),
         bin_split: view.bin_split,
+        by_tag: view.by.as_deref() == Some("tag"),
     }
 }
 
@@ -578,10 +695,30 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             (wire::MODE_HIST, base, shift)
         }
     };
+    let (tag_kind, tag_addr) = match &args.tag {
+        None => (wire::TAG_NONE, 0),
+        Some(what) => {
+            if mode != wire::MODE_RING {
+                bail!(
+                    "`--tag` records a tag with each sample of a ring; bins have none (drop `--mode hist`)"
+                );
+            }
+            if p.triple.starts_with("thumbv6m") || p.triple.starts_with("thumbv8m.base") {
+                bail!(
+                    "`--tag` needs ARMv7-M or later (`{}` has no `ldrd`/`strd` for the sampler to \
+                     record a tag with each sample)",
+                    p.triple
+                );
+            }
+            parse_tag(what, &elf_bytes)?
+        }
+    };
     let config = wire::Config {
         mode,
         hist_base,
         hist_shift,
+        tag_kind,
+        tag_addr,
         sink: wire::SINK_SEMIHOSTING,
         priority: args.priority.unwrap_or(0),
         timer: timer_kind,
@@ -694,7 +831,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
             let bytes = match &d.hist {
                 Some(h) => dump::encode_hist(&d.info, h),
-                None => dump::encode(&d.info, d.first_seq, &d.pcs),
+                None => dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
             };
             runs::write_atomic(&dir.join(runs::DUMP), &bytes)?;
             source = "snapshot";

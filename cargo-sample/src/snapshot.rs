@@ -13,7 +13,16 @@ pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
         // The counters, the outside one included.
         return Some((s.counters() as u64, (s.last_bin as u64 + 1) * 2));
     }
-    Some((s.ring as u64, s.capacity as u64 * 4))
+    Some((s.ring as u64, s.capacity as u64 * entry_bytes(&s) as u64))
+}
+
+/// Bytes of a ring entry: a PC, or a PC and its tag.
+fn entry_bytes(s: &StateView) -> usize {
+    if s.tag_kind == u32::from(wire::TAG_NONE) {
+        4
+    } else {
+        8
+    }
 }
 
 /// Build a dump from a state block and the ring's bytes. `code` is the fingerprinted range of
@@ -30,29 +39,32 @@ pub fn to_dump(
     if s.mode == wire::MODE_HIST {
         return hist_dump(&s, ring, code);
     }
-    let cap = s.capacity.min((ring.len() / 4) as u32);
+    let e = entry_bytes(&s);
+    let cap = s.capacity.min((ring.len() / e) as u32);
     if cap == 0 {
         return None;
     }
     let taken = s.taken();
-    let word = |q: u32| {
-        let o = 4 * (q % cap) as usize;
-        u32::from_le_bytes([ring[o], ring[o + 1], ring[o + 2], ring[o + 3]])
-    };
+    let word_at = |o: usize| u32::from_le_bytes([ring[o], ring[o + 1], ring[o + 2], ring[o + 3]]);
+    let word = |q: u32| word_at(e * (q % cap) as usize);
+    let tag = |q: u32| word_at(e * (q % cap) as usize + 4);
     // Sequence number q is in slot q % cap until it is overwritten cap samples later.
     let in_ring = taken.saturating_sub(cap);
-    let (first_seq, mut pcs, from) = match streamed.filter(|d| !d.pcs.is_empty()) {
+    let (first_seq, mut pcs, mut tags, from) = match streamed.filter(|d| !d.pcs.is_empty()) {
         Some(d) => {
             let end = d.first_seq + d.pcs.len() as u32;
             if end >= in_ring && end <= taken {
-                (d.first_seq, d.pcs.clone(), end)
+                (d.first_seq, d.pcs.clone(), d.tags.clone(), end)
             } else {
-                (in_ring, Vec::new(), in_ring)
+                (in_ring, Vec::new(), Vec::new(), in_ring)
             }
         }
-        None => (in_ring, Vec::new(), in_ring),
+        None => (in_ring, Vec::new(), Vec::new(), in_ring),
     };
     pcs.extend((from..taken).map(word));
+    if e == 8 {
+        tags.extend((from..taken).map(tag));
+    }
     let info = Info {
         mode: s.mode,
         timer: s.timer,
@@ -71,12 +83,15 @@ pub fn to_dump(
         config_found: s.config_found,
         priority: s.priority,
         rt_version: 0,
+        tag_kind: s.tag_kind as u8,
     };
     Some(Dump {
         version: wire::DUMP_VERSION,
         info,
         first_seq,
         pcs,
+        tags,
+        names: Vec::new(),
         hist: None,
         unknown_records: Vec::new(),
         complete: true,
@@ -108,12 +123,15 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
         config_found: s.config_found,
         priority: s.priority,
         rt_version: 0,
+        tag_kind: 0,
     };
     Some(Dump {
         version: wire::DUMP_VERSION,
         info,
         first_seq: 0,
         pcs: Vec::new(),
+        tags: Vec::new(),
+        names: Vec::new(),
         hist: Some(crate::dump::Hist {
             base: s.hist_base,
             shift: s.hist_shift(),

@@ -35,6 +35,15 @@
 //! - `systick` (default): the sampler owns the SysTick exception. Turn it off when the
 //!   application uses SysTick itself, and pace the sampler with a CMSDK timer through
 //!   [`cmsdk_timer_interrupt!`] instead.
+//! - `embassy`: implements embassy-executor's trace hooks (enable its `trace` feature), so that
+//!   with `cargo sample --tag api` each sample carries the Embassy task being polled.
+//!
+//! # Tags
+//! `cargo sample --tag exception` records with each sample the exception that was running
+//! (from the stacked xPSR: thread mode, or which handler), at no cost in instructions;
+//! `--tag api` records the firmware's own tag ([`set_tag`], or the Embassy hooks), and
+//! `--tag symbol:NAME` any word of the firmware (an RTOS's current-task pointer). [`name_tag`]
+//! gives tags names for the report. Tags need ARMv7-M or later.
 //!
 //! # Build-time settings
 //! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring
@@ -51,7 +60,7 @@ pub mod wire;
 mod target;
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-pub use target::{exit, flush, samples_taken, start, stop};
+pub use target::{exit, flush, name_tag, samples_taken, set_tag, start, stop, tag};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 #[doc(hidden)]

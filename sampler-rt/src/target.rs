@@ -54,6 +54,8 @@ const fn parse_usize(s: &str) -> usize {
 /// 68 hist_base   MODE_HIST: address of the first bin
 /// 72 bins        MODE_HIST: the bins array
 /// 76 last_bin    MODE_HIST: index of the outside counter
+/// 80 tag_addr    TAG_WORD: the word recorded with each sample
+/// 84 tag_kind    TAG_*: ring entries are (pc, tag) pairs unless TAG_NONE
 /// ```
 ///
 /// In `MODE_HIST`, `wptr` holds `hist_base` and, at a constant period, `rng` holds `hist_word`,
@@ -86,6 +88,8 @@ pub struct State {
     hist_base: u32,
     bins: u32,
     last_bin: u32,
+    tag_addr: u32,
+    tag_kind: u32,
 }
 
 const STATE_MAGIC: u32 = wire::STATE_MAGIC;
@@ -111,6 +115,8 @@ const _: () = {
     assert!(offset_of!(State, hist_base) == off::HIST_BASE);
     assert!(offset_of!(State, bins) == off::BINS);
     assert!(offset_of!(State, last_bin) == off::LAST_BIN);
+    assert!(offset_of!(State, tag_addr) == off::TAG_ADDR);
+    assert!(offset_of!(State, tag_kind) == off::TAG_KIND);
     assert!(size_of::<State>() == wire::STATE_LEN);
 };
 const PHASE_IDLE: u8 = 0;
@@ -147,6 +153,8 @@ pub static mut SAMPLER_RT_STATE: State = State {
     hist_base: 0,
     bins: 0,
     last_bin: 0,
+    tag_addr: 0,
+    tag_kind: 0,
 };
 
 /// The ring of raw program counters. Not zeroed at boot: only the slots written are read.
@@ -222,6 +230,8 @@ fn defaults() -> Config {
         timer_irq: 0,
         hist_base: 0,
         hist_shift: 0,
+        tag_kind: wire::TAG_NONE,
+        tag_addr: 0,
     }
 }
 
@@ -254,7 +264,13 @@ pub fn start() {
         (*s).timer = cfg.timer;
         (*s).priority = cfg.priority;
         (*s).limit = cfg.limit;
-        (*s).capacity = RING_SLOTS as u32;
+        // A tagged ring holds (pc, tag) pairs: half as many samples in the same RAM.
+        (*s).capacity =
+            if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+                RING_SLOTS as u32 / 2
+            } else {
+                RING_SLOTS as u32
+            };
         (*s).ring = addr_of_mut!(SAMPLER_RT_RING) as u32;
         (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         (*s).jitter = jitter_operand(cfg.jitter_mask);
@@ -265,12 +281,30 @@ pub fn start() {
         // The fastest histogram handler keeps its counters `shift` bytes into the array, which
         // needs unaligned halfword accesses for odd shifts.
         let fast_hist = cfg.jitter_mask == 0 && unaligned_halfwords(cfg.hist_shift);
-        let handler: unsafe extern "C" fn() = match (cfg.mode, cfg.jitter_mask == 0) {
-            (wire::MODE_HIST, true) if fast_hist => sample_hist,
-            (wire::MODE_HIST, true) => sample_hist_aligned,
-            (wire::MODE_HIST, false) => sample_hist_jitter,
-            (_, true) => sample_ring,
-            (_, false) => sample_ring_jitter,
+        // Tags need ARMv7-M's `ldrd`/`strd`; ARMv6-M samples without them.
+        let tag = if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+            cfg.tag_kind
+        } else {
+            wire::TAG_NONE
+        };
+        (*s).tag_kind = tag as u32;
+        // A word tag at address 0 is the firmware's own (`set_tag`).
+        (*s).tag_addr = if cfg.tag_addr == 0 {
+            addr_of!(SAMPLER_RT_TAG) as u32
+        } else {
+            cfg.tag_addr
+        };
+        let constant = cfg.jitter_mask == 0;
+        let handler: unsafe extern "C" fn() = match (cfg.mode, constant, tag) {
+            (wire::MODE_HIST, true, _) if fast_hist => sample_hist,
+            (wire::MODE_HIST, true, _) => sample_hist_aligned,
+            (wire::MODE_HIST, false, _) => sample_hist_jitter,
+            (_, true, wire::TAG_XPSR) => sample_ring_xpsr,
+            (_, true, wire::TAG_WORD) => sample_ring_word,
+            (_, false, wire::TAG_XPSR) => sample_ring_jitter_xpsr,
+            (_, false, wire::TAG_WORD) => sample_ring_jitter_word,
+            (_, true, _) => sample_ring,
+            (_, false, _) => sample_ring_jitter,
         };
         (*s).handler = handler as usize as u32;
         let usable = match cfg.mode {
@@ -318,7 +352,20 @@ unsafe fn next_chunk(s: *mut State) {
         }
         (*s).chunk = chunk;
         (*s).remaining = chunk;
-        (*s).wptr = (*s).ring + 4 * pos;
+        (*s).wptr = (*s).ring + entry_bytes(s) * pos;
+    }
+}
+
+/// Bytes of one ring entry: a PC, or a PC and its tag.
+///
+/// # Safety
+/// `s` is the sampler state.
+unsafe fn entry_bytes(s: *mut State) -> u32 {
+    // SAFETY: see the function's contract.
+    if unsafe { (*s).tag_kind } == wire::TAG_NONE as u32 {
+        4
+    } else {
+        8
     }
 }
 
@@ -437,6 +484,54 @@ pub fn samples_taken() -> u32 {
     }
 }
 
+/// The firmware's own tag: recorded with every sample when the run asks for it
+/// (`cargo sample --tag api`). The `embassy` feature sets it to the task being polled.
+#[unsafe(no_mangle)]
+static SAMPLER_RT_TAG: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// Tag the samples taken from now on with `tag` (a task, a state, a phase of the program); the
+/// report then splits the time by tag. Samples carry it when the run asks for it
+/// (`cargo sample --tag api`). One store: cheap enough for a context switch.
+#[inline]
+pub fn set_tag(tag: u32) {
+    SAMPLER_RT_TAG.store(tag, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The tag set by [`set_tag`].
+pub fn tag() -> u32 {
+    SAMPLER_RT_TAG.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Names for tags, sent with the dump: up to this many.
+const NAMES: usize = 32;
+
+struct Names {
+    len: usize,
+    entries: [(u32, &'static str); NAMES],
+}
+
+static mut NAME_TABLE: Names = Names {
+    len: 0,
+    entries: [(0, ""); NAMES],
+};
+
+/// Give a tag a name for the report (`name_tag(task_id, "motor")`); the dump carries the table.
+/// A tag named twice keeps the last name; names beyond 32 are dropped.
+pub fn name_tag(tag: u32, name: &'static str) {
+    without_interrupts(|| {
+        // SAFETY: interrupts are masked; the table is only read when the dump is sent.
+        unsafe {
+            let t = &mut *addr_of_mut!(NAME_TABLE);
+            if let Some(e) = t.entries[..t.len].iter_mut().find(|e| e.0 == tag) {
+                e.1 = name;
+            } else if t.len < NAMES {
+                t.entries[t.len] = (tag, name);
+                t.len += 1;
+            }
+        }
+    });
+}
+
 /// Stop sampling and keep what was taken (a later [`flush`] or [`exit`] still sends it).
 pub fn stop() {
     let s = state();
@@ -506,9 +601,10 @@ extern "C" fn sampler_rt_slow() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Handlers. The entry finds the exception frame (MSP or PSP by bit 2 of EXC_RETURN), loads
-// the interrupted PC and jumps to the variant `start` chose, with r1 = &SAMPLER_RT_STATE and the
-// PC in r12 (ARMv7-M) or r0 (ARMv6-M). r0-r3 and r12 are stacked by the core.
+// Handlers. The entry finds the exception frame (MSP or PSP by bit 2 of EXC_RETURN) and jumps
+// to the variant `start` chose, with r1 = &SAMPLER_RT_STATE and the frame in r12 (ARMv7-M: the
+// variant loads the stacked PC at frame + 24, and the stacked xPSR at + 28 if it records it) or
+// the interrupted PC in r0 (ARMv6-M). r0-r3 and r12 are stacked by the core.
 
 /// The sampling interrupt's entry (the SysTick vector, or the tail of a CMSDK timer handler).
 #[cfg(not(armv6m))]
@@ -522,8 +618,8 @@ pub unsafe extern "C" fn sampler_rt_entry() {
         "ite eq",
         "mrseq r12, msp",
         "mrsne r12, psp",
-        "ldr r12, [r12, #24]",
-        // r0 = wptr, r2 = remaining, r3 = rng, and jump to the variant.
+        // r12 = the exception frame; r0 = wptr, r2 = remaining, r3 = rng, and jump to the
+        // variant, which loads the stacked PC (and the xPSR when it records it) itself.
         "ldm.w r1, {{r0, r2, r3, pc}}",
         ".ltorg",
         state = sym SAMPLER_RT_STATE,
@@ -565,11 +661,46 @@ core::arch::global_asm!(".globl SysTick", ".thumb_set SysTick, sampler_rt_entry"
 #[unsafe(naked)]
 unsafe extern "C" fn sample_ring() {
     naked_asm!(
+        "ldr r12, [r12, #24]",
         "str r12, [r0], #4",
         "subs r2, #1",
         "stm r1, {{r0, r2}}",
         "beq {slow}",
         "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, stacked xPSR) pairs, constant period (ARMv7-M): one `ldrd` loads both, one
+/// `strd` stores both, so the tag costs no instruction.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_xpsr() {
+    naked_asm!(
+        "ldrd r12, r3, [r12, #24]",
+        "strd r12, r3, [r0], #8",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, word at `tag_addr`) pairs, constant period (ARMv7-M): two loads more.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_word() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "ldr r3, [r1, #{tag_addr}]",
+        "ldr r3, [r3]",
+        "strd r12, r3, [r0], #8",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        tag_addr = const wire::state_offsets::TAG_ADDR,
         slow = sym sampler_rt_slow,
     )
 }
@@ -591,6 +722,7 @@ unsafe extern "C" fn sample_ring() {
 #[unsafe(naked)]
 unsafe extern "C" fn sample_ring_jitter() {
     naked_asm!(
+        "ldr r12, [r12, #24]",
         "str r12, [r0], #4",
         "eor r3, r3, r3, lsl #13",
         "eor r3, r3, r3, lsr #17",
@@ -612,6 +744,62 @@ unsafe extern "C" fn sample_ring_jitter() {
     )
 }
 
+/// Ring of (PC, stacked xPSR) pairs, random period (ARMv7-M): the pair is loaded into r12 and
+/// r2 and stored with one `strd`, then the count of samples left is loaded again: one
+/// instruction more than [`sample_ring_jitter`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_jitter_xpsr() {
+    naked_asm!(
+        "ldrd r12, r2, [r12, #24]",
+        "strd r12, r2, [r0], #8",
+        "ldr r2, [r1, #4]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, word at `tag_addr`) pairs, random period (ARMv7-M): three instructions more
+/// than [`sample_ring_jitter`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+unsafe extern "C" fn sample_ring_jitter_word() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "ldr r2, [r1, #{tag_addr}]",
+        "ldr r2, [r2]",
+        "strd r12, r2, [r0], #8",
+        "ldr r2, [r1, #4]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        tag_addr = const wire::state_offsets::TAG_ADDR,
+        slow = sym sampler_rt_slow,
+    )
+}
+
 /// Histogram, constant period (ARMv7-M): 11 instructions after the entry's 7. The entry loaded
 /// r0 = the first bin's address, r2 = samples left, r3 = `hist_word` (the counters' address,
 /// whose low byte is the shift). The index is clamped with `usat`: an address below the bins
@@ -621,6 +809,7 @@ unsafe extern "C" fn sample_ring_jitter() {
 #[unsafe(naked)]
 unsafe extern "C" fn sample_hist() {
     naked_asm!(
+        "ldr r12, [r12, #24]",
         "sub r12, r12, r0",
         "lsr r12, r12, r3",
         "usat r12, #{bits}, r12",
@@ -643,6 +832,7 @@ unsafe extern "C" fn sample_hist() {
 #[unsafe(naked)]
 unsafe extern "C" fn sample_hist_aligned() {
     naked_asm!(
+        "ldr r12, [r12, #24]",
         "sub r12, r12, r0",
         "lsr r12, r12, r3",
         "usat r12, #{bits}, r12",
@@ -668,6 +858,7 @@ unsafe extern "C" fn sample_hist_aligned() {
 #[unsafe(naked)]
 unsafe extern "C" fn sample_hist_jitter() {
     naked_asm!(
+        "ldr r12, [r12, #24]",
         "sub r12, r12, r0",
         "ldr r0, [r1, #{word}]",
         "lsr r12, r12, r0",
@@ -798,6 +989,16 @@ unsafe extern "C" fn sample_hist() {
         slow = sym sampler_rt_slow,
     )
 }
+
+// ARMv6-M records no tags (`start` never selects these there).
+#[cfg(armv6m)]
+use sample_ring as sample_ring_xpsr;
+#[cfg(armv6m)]
+use sample_ring as sample_ring_word;
+#[cfg(armv6m)]
+use sample_ring_jitter as sample_ring_jitter_xpsr;
+#[cfg(armv6m)]
+use sample_ring_jitter as sample_ring_jitter_word;
 
 /// The ARMv6-M histogram handler also serves both ARMv7-M fallbacks' roles there.
 #[cfg(armv6m)]
@@ -972,6 +1173,7 @@ unsafe fn info_now(s: *mut State, taken: u32) -> Info {
             config_found: (*s).config_found,
             priority: (*s).priority,
             rt_version: crate::RT_VERSION,
+            tag_kind: (*s).tag_kind as u8,
         }
     }
 }
@@ -1013,10 +1215,16 @@ unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
     unsafe {
         let cap = (*s).capacity;
         let ring = (*s).ring as *const u8;
+        let e = entry_bytes(s) as usize;
         let bytes = |a: u32, b: u32| {
-            core::slice::from_raw_parts(ring.add(4 * a as usize), 4 * (b - a) as usize)
+            core::slice::from_raw_parts(ring.add(e * a as usize), e * (b - a) as usize)
         };
-        st.put(&wire::record_header(wire::REC_PCS, 8 + 4 * (to - from)));
+        let kind = if e == 8 {
+            wire::REC_PCS_TAGS
+        } else {
+            wire::REC_PCS
+        };
+        st.put(&wire::record_header(kind, 8 + e as u32 * (to - from)));
         st.put32(from);
         st.put32(to - from);
         let (a, b) = (from % cap, to % cap);
@@ -1027,6 +1235,28 @@ unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
             st.put(bytes(0, b));
         }
         st.sent = to;
+    }
+}
+
+/// Append the tag names, if any, as a NAMES record.
+fn send_names(st: &mut Stream) {
+    // SAFETY: sampling is stopped when the dump is sent; nothing changes the table meanwhile.
+    let t = unsafe { &*addr_of!(NAME_TABLE) };
+    if t.len == 0 {
+        return;
+    }
+    let mut len = 4u32;
+    for (_, name) in &t.entries[..t.len] {
+        len += 8 + (name.len() as u32).div_ceil(4) * 4;
+    }
+    st.put(&wire::record_header(wire::REC_NAMES, len));
+    st.put32(t.len as u32);
+    for (tag, name) in &t.entries[..t.len] {
+        st.put32(*tag);
+        st.put32(name.len() as u32);
+        st.put(name.as_bytes());
+        let pad = (4 - name.len() % 4) % 4;
+        st.put(&[0, 0, 0][..pad]);
     }
 }
 
@@ -1119,6 +1349,7 @@ unsafe fn send_dump(s: *mut State) {
             let from = st.sent.max(taken.saturating_sub((*s).capacity));
             send_samples(s, st, from, taken);
         }
+        send_names(st);
         // The final INFO supersedes the first one: readers keep the last.
         let info = info_now(s, taken);
         st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
@@ -1129,4 +1360,38 @@ unsafe fn send_dump(s: *mut State) {
         semihost(SYS_CLOSE, [st.handle].as_ptr());
         st.open = false;
     }
+}
+
+/// embassy-executor's trace hooks (its `trace` feature): each sample's tag is the task being
+/// polled (its header's address), 0 between tasks.
+#[cfg(feature = "embassy")]
+mod embassy_trace {
+    use core::sync::atomic::Ordering;
+
+    use super::SAMPLER_RT_TAG;
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_poll_start(_executor_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_new(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_end(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
+        SAMPLER_RT_TAG.store(task_id, Ordering::Relaxed);
+    }
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_exec_end(_executor_id: u32, _task_id: u32) {
+        SAMPLER_RT_TAG.store(0, Ordering::Relaxed);
+    }
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_ready_begin(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_executor_idle(_executor_id: u32) {}
 }

@@ -30,8 +30,12 @@ pub const REC_TAGS: u16 = 4;
 pub const REC_LAPS: u16 = 5;
 /// PMU counter snapshots.
 pub const REC_PMU: u16 = 6;
-/// A table of names sent by the firmware (task names for tags).
+/// A table of names sent by the firmware (task names for tags): `count: u32`, then per name
+/// `tag: u32`, `len: u32` and `len` bytes of UTF-8 padded with zeros to a multiple of 4.
 pub const REC_NAMES: u16 = 7;
+/// Raw program counters with a tag each: `first_seq: u32`, `count: u32`, then `count` pairs
+/// `(pc: u32, tag: u32)`, oldest first. What the tag is, `Info::tag_kind` says.
+pub const REC_PCS_TAGS: u16 = 8;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 
@@ -51,6 +55,15 @@ pub const SINK_SEMIHOSTING: u8 = 1;
 pub const TIMER_SYSTICK: u8 = 0;
 /// An Arm CMSDK APB timer (mps2/mps3 machines); its base address is in [`Config::timer_base`].
 pub const TIMER_CMSDK: u8 = 1;
+
+/// No tag per sample.
+pub const TAG_NONE: u8 = 0;
+/// The interrupted context's xPSR, as stacked: its low 9 bits are the exception number that
+/// was running (0 = thread mode).
+pub const TAG_XPSR: u8 = 1;
+/// The word at `Config::tag_addr` when the sample was taken (a current-task pointer), or, with
+/// `tag_addr` 0, the firmware's own tag (`sampler_rt::set_tag`).
+pub const TAG_WORD: u8 = 2;
 
 /// Why sampling stopped.
 pub const STOP_RUNNING: u8 = 0;
@@ -85,7 +98,8 @@ pub const INFO_LEN: usize = 64;
 ///  44     1  config_found    1 when the host's configuration block was present and valid
 ///  45     1  priority        exception priority given to the sampling timer
 ///  46     2  rt_version      sampler-rt version: major << 8 | minor
-///  48    16  reserved        zero
+///  48     1  tag_kind        TAG_*: what each sample's tag is
+///  49    15  reserved        zero
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Info {
@@ -124,6 +138,8 @@ pub struct Info {
     pub priority: u8,
     /// sampler-rt version, `major << 8 | minor`.
     pub rt_version: u16,
+    /// `TAG_*`.
+    pub tag_kind: u8,
 }
 
 impl Info {
@@ -147,6 +163,7 @@ impl Info {
         b[44] = self.config_found;
         b[45] = self.priority;
         b[46..48].copy_from_slice(&self.rt_version.to_le_bytes());
+        b[48] = self.tag_kind;
         b
     }
 
@@ -173,6 +190,7 @@ impl Info {
             config_found: b[44],
             priority: b[45],
             rt_version: u16::from_le_bytes([b[46], b[47]]),
+            tag_kind: b[48],
         })
     }
 }
@@ -180,9 +198,9 @@ impl Info {
 /// `"SCFG"` read as a little-endian `u32`: the first word of a valid configuration block.
 pub const CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SCFG");
 /// Version of the configuration block layout.
-pub const CONFIG_VERSION: u16 = 2;
+pub const CONFIG_VERSION: u16 = 3;
 /// Size of the configuration block in bytes.
-pub const CONFIG_LEN: usize = 48;
+pub const CONFIG_LEN: usize = 56;
 /// Name of the symbol of the configuration block in the firmware ELF.
 pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 /// Name of the symbol of the sampler's state in the firmware ELF (read by host snapshots).
@@ -213,8 +231,11 @@ pub const RING_SYMBOL: &str = "SAMPLER_RT_RING";
 ///  32     4  timer_irq    interrupt number of a CMSDK timer
 ///  36     4  hist_base    MODE_HIST: address of the first bin (a multiple of the bin size)
 ///  40     1  hist_shift   MODE_HIST: log2 of the bin size in bytes, 1 ..= 16
-///  41     3  reserved     zero
-///  44     4  check        CONFIG_MAGIC mixed with the words at 4..44 (see `check_word`)
+///  41     1  tag_kind     TAG_*: what to record beside each sample (ring mode)
+///  42     2  reserved     zero
+///  44     4  tag_addr     TAG_WORD: address of the word to record
+///  48     4  reserved     zero
+///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -242,6 +263,10 @@ pub struct Config {
     pub hist_base: u32,
     /// `MODE_HIST`: log2 of the bin size in bytes.
     pub hist_shift: u8,
+    /// `TAG_*`.
+    pub tag_kind: u8,
+    /// `TAG_WORD`: address of the word recorded with each sample.
+    pub tag_addr: u32,
 }
 
 impl Config {
@@ -263,8 +288,10 @@ impl Config {
         put32(&mut b, 32, self.timer_irq);
         put32(&mut b, 36, self.hist_base);
         b[40] = self.hist_shift;
+        b[41] = self.tag_kind;
+        put32(&mut b, 44, self.tag_addr);
         let words = words_of(&b);
-        put32(&mut b, 44, check_word(&words));
+        put32(&mut b, 52, check_word(&words));
         b
     }
 
@@ -278,7 +305,7 @@ impl Config {
         {
             return None;
         }
-        if check_word(&words_of(b)) != get32(b, 44) {
+        if check_word(&words_of(b)) != get32(b, 52) {
             return None;
         }
         Some(Config {
@@ -294,6 +321,8 @@ impl Config {
             timer_irq: get32(b, 32),
             hist_base: get32(b, 36),
             hist_shift: b[40],
+            tag_kind: b[41],
+            tag_addr: get32(b, 44),
         })
     }
 }
@@ -325,7 +354,7 @@ fn get32(b: &[u8], off: usize) -> u32 {
 }
 
 /// Size of the sampler's state block at [`STATE_SYMBOL`].
-pub const STATE_LEN: usize = 80;
+pub const STATE_LEN: usize = 88;
 /// `"SSTA"`: the last word of the state block once `start` ran.
 pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 
@@ -343,6 +372,8 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 /// 28 ack_reg     CMSDK acknowledge     60 magic      STATE_MAGIC
 /// 64 hist_word   bins address + shift  72 bins       address of counter 0
 /// 68 hist_base   first bin's address   76 last_bin   index of the outside counter
+/// 80 tag_addr    TAG_WORD: the word    84 tag_kind    TAG_* (ring entries are 8 bytes
+///                                                      when not TAG_NONE)
 /// ```
 ///
 /// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
@@ -392,6 +423,10 @@ pub struct StateView {
     pub bins: u32,
     /// `MODE_HIST`: index of the outside counter (the number of bins).
     pub last_bin: u32,
+    /// `TAG_WORD`: the address of the word recorded.
+    pub tag_addr: u32,
+    /// `TAG_*`: ring entries are `(pc, tag)` pairs unless `TAG_NONE`.
+    pub tag_kind: u32,
 }
 
 impl StateView {
@@ -442,6 +477,10 @@ pub mod state_offsets {
     pub const BINS: usize = 72;
     /// `last_bin`.
     pub const LAST_BIN: usize = 76;
+    /// `tag_addr`.
+    pub const TAG_ADDR: usize = 80;
+    /// `tag_kind`.
+    pub const TAG_KIND: usize = 84;
 }
 
 /// The jitter mask a state's `jitter` word stands for: ARMv7-M and later keep the span
@@ -480,6 +519,8 @@ impl StateView {
             hist_base: get32(b, 68),
             bins: get32(b, 72),
             last_bin: get32(b, 76),
+            tag_addr: get32(b, 80),
+            tag_kind: get32(b, 84),
         })
     }
 
@@ -618,6 +659,8 @@ mod tests {
             timer_irq: 0,
             hist_base: 0x0000_1000,
             hist_shift: 4,
+            tag_kind: TAG_WORD,
+            tag_addr: 0x2000_0100,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));
@@ -649,6 +692,7 @@ mod tests {
             config_found: 1,
             priority: 0x40,
             rt_version: 0x0102,
+            tag_kind: TAG_XPSR,
         };
         assert_eq!(Info::decode(&i.encode()), Some(i));
         assert_eq!(Info::decode(&[0u8; 10]), None);

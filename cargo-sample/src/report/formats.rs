@@ -93,9 +93,26 @@ pub fn pprof(r: &Report) -> Result<Vec<u8>> {
             loc.bytes(4, &l.0);
         }
         locations.push(loc);
+        if r.tagged.is_empty() {
+            let mut sample = Msg::default();
+            sample.packed(1, &[id]);
+            sample.packed(2, &[s.count]);
+            samples.push(sample);
+        }
+    }
+    // Tagged samples: one sample per address and tag, the tag as a label (`-tagfocus`).
+    let key = p.string("tag");
+    for (pc, tag, n) in &r.tagged {
+        let Some(i) = r.per_pc.iter().position(|x| x.pc == *pc) else {
+            continue;
+        };
+        let mut label = Msg::default();
+        label.uint(1, key as u64);
+        label.uint(2, p.string(tag) as u64);
         let mut sample = Msg::default();
-        sample.packed(1, &[id]);
-        sample.packed(2, &[s.count]);
+        sample.packed(1, &[i as u64 + 1]);
+        sample.packed(2, &[*n]);
+        sample.bytes(3, &label.0);
         samples.push(sample);
     }
     let period_kind = [

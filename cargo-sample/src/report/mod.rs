@@ -150,6 +150,9 @@ pub struct Report {
     /// Every sampled (or executed) address with its count and frames (for pprof).
     #[serde(skip)]
     pub per_pc: Vec<PcCount>,
+    /// Samples per address and tag, when samples carry tags: `(pc, tag name, count)`.
+    #[serde(skip)]
+    pub tagged: Vec<(u32, String, u64)>,
     /// Where the profile would mislead, and what is worth knowing (kind, severity, message).
     pub diagnostics: Vec<diagnose::Diagnostic>,
     /// The messages of the diagnostics of severity `warning`.
@@ -319,6 +322,8 @@ pub struct Options {
     pub annotate: usize,
     /// How histogram bins shared by several functions are split.
     pub bin_split: crate::bins::Split,
+    /// Stacks (folded, flamegraph) start with the sample's tag.
+    pub by_tag: bool,
 }
 
 impl Default for Options {
@@ -326,6 +331,7 @@ impl Default for Options {
         Options {
             annotate: 0,
             bin_split: crate::bins::Split::Density,
+            by_tag: false,
         }
     }
 }
@@ -436,6 +442,8 @@ pub struct Samples {
     pub per_pc: HashMap<u32, u64>,
     /// A tag per sample, parallel to `ordered` (the running task, handler or RTOS object).
     pub tags: Vec<u32>,
+    /// Names of the tags (others are named by the symbol they point to, or in hex).
+    pub tag_names: HashMap<u32, String>,
     /// Whether the addresses stand for address ranges (histogram bins): no analysis of single
     /// instructions then.
     pub binned: bool,
@@ -474,7 +482,13 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
     for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
         let label = names
             .entry(tag)
-            .or_insert_with(|| sym.name_address(tag))
+            .or_insert_with(|| {
+                samples
+                    .tag_names
+                    .get(&tag)
+                    .cloned()
+                    .unwrap_or_else(|| sym.name_address(tag))
+            })
             .clone();
         let f = sym
             .resolve(pc)
@@ -491,6 +505,30 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
         rows(by_tag, n, None, Kind::Sampled),
         rows(by_pair, n, None, Kind::Sampled),
     )
+}
+
+/// Samples per address and tag name, when the samples carry tags.
+fn tagged_counts(samples: &Samples) -> Vec<(u32, String, u64)> {
+    if samples.tags.is_empty() || samples.tags.len() != samples.ordered.len() {
+        return Vec::new();
+    }
+    let mut m: HashMap<(u32, u32), u64> = HashMap::new();
+    for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
+        *m.entry((pc, tag)).or_default() += 1;
+    }
+    let mut v: Vec<(u32, String, u64)> = m
+        .into_iter()
+        .map(|((pc, tag), n)| {
+            let name = samples
+                .tag_names
+                .get(&tag)
+                .cloned()
+                .unwrap_or_else(|| format!("{tag:#010x}"));
+            (pc, name, n)
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// Aggregate samples, with the exact counts of the same run when there are some.
@@ -527,6 +565,16 @@ pub fn build_samples(
             .fold(0.0f64, |m, e| m.max(e.abs()))
     });
     let tags = tag_tables(sym, samples);
+    let tagged = tagged_counts(samples);
+    let stacks = if opts.by_tag && !tagged.is_empty() {
+        formats::stacks(tagged.iter().map(|(pc, tag, n)| {
+            let mut chain = vec![tag.clone()];
+            chain.extend(tree::chain(sym, *pc, OUTSIDE));
+            (chain, *n)
+        }))
+    } else {
+        v.stacks
+    };
     let mut diagnostics = diagnose::sampled(
         &diagnose::Input {
             pcs: &samples.ordered,
@@ -563,7 +611,8 @@ pub fn build_samples(
         tag_functions: tags.1,
         tree: v.tree,
         annotate: v.annotate,
-        stacks: v.stacks,
+        stacks,
+        tagged,
         per_pc: v.per_pc,
         distinct_pcs: distinct,
         max_error_points,
@@ -637,6 +686,7 @@ pub fn build_exact(
         tree: v.tree,
         annotate: v.annotate,
         stacks: v.stacks,
+        tagged: Vec::new(),
         per_pc: v.per_pc,
         distinct_pcs: distinct,
         max_error_points: None,

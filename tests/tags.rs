@@ -1,0 +1,222 @@
+//! Who was running: samples tagged with the interrupted exception, with the firmware's own tag,
+//! and with the Embassy task being polled, each split checked against the exact count of the
+//! same run.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSymbol};
+use serde_json::Value;
+use support::*;
+
+fn rows(r: &Value, table: &str) -> BTreeMap<String, u64> {
+    r[table]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["name"].as_str().unwrap().to_owned(),
+                row["samples"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The exact share of `function`'s instructions that runs in the calls with `n_first`
+/// iterations, when it is called alternately with `n_first` and `n_second` iterations: from
+/// the exact per-address counts of the run, instructions that run once a call and those that
+/// run once an iteration are told apart by their counts.
+fn exact_first_share(run: &Path, function: &str, n_first: u64, n_second: u64) -> f64 {
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(function))
+        .unwrap_or_else(|| panic!("no {function}"));
+    let (start, end) = (sym.address() & !1, (sym.address() & !1) + sym.size());
+    let bytes = std::fs::read(run.join("exact.counts")).unwrap();
+    let counts: Vec<u64> = bytes[8..]
+        .chunks_exact(16)
+        .filter(|c| (start..end).contains(&u64::from_le_bytes(c[..8].try_into().unwrap())))
+        .map(|c| u64::from_le_bytes(c[8..].try_into().unwrap()))
+        .collect();
+    let calls = *counts.iter().min().unwrap();
+    let per_call = counts.iter().filter(|&&n| n == calls).count() as f64;
+    let per_iteration = counts.len() as f64 - per_call;
+    let first = per_call + n_first as f64 * per_iteration;
+    let second = per_call + n_second as f64 * per_iteration;
+    first / (first + second)
+}
+
+/// `function`'s samples by tag.
+fn split_of(r: &Value, function: &str) -> BTreeMap<String, u64> {
+    let suffix = format!(" / {function}");
+    rows(r, "tag_functions")
+        .into_iter()
+        .filter_map(|(k, n)| k.strip_suffix(&suffix).map(|t| (t.to_owned(), n)))
+        .collect()
+}
+
+fn assert_split(r: &Value, function: &str, first: &str, exact: f64) {
+    let split = split_of(r, function);
+    let total: u64 = split.values().sum();
+    let got = split[first] as f64 / total as f64;
+    let s = (exact * (1.0 - exact) / total as f64).sqrt();
+    assert!(
+        (got - exact).abs() < 3.0 * s,
+        "{function}: {first} has {got:.4} of it, exactly {exact:.4} (sigma {s:.4}); {split:?}"
+    );
+}
+
+#[test]
+fn handlers_by_name_and_a_shared_function_split_between_them() {
+    let (r, dir) = profile_in(
+        "shared-isr",
+        &["--samples", "10000", "--tag", "exception", "--truth"],
+    );
+    let tags = rows(&r, "tags");
+    assert_eq!(tags.keys().collect::<Vec<_>>(), ["IRQ30", "thread mode"]);
+    assert_eq!(tags.values().sum::<u64>(), 10_000);
+    let exact = exact_first_share(&dir, "shared", 700, 300);
+    assert_split(&r, "shared", "thread mode", exact);
+    // The handler's own code is only ever sampled inside the handler.
+    assert_eq!(split_of(&r, "IRQ30").keys().collect::<Vec<_>>(), ["IRQ30"]);
+}
+
+#[test]
+fn the_firmwares_own_tags_and_names() {
+    let (r, dir) = profile_in(
+        "tagged-phases",
+        &["--samples", "10000", "--tag", "api", "--truth"],
+    );
+    let tags = rows(&r, "tags");
+    assert!(
+        tags.contains_key("phase one") && tags.contains_key("phase two"),
+        "{tags:?}"
+    );
+    let exact = exact_first_share(&dir, "hot_a", 600, 300);
+    assert_split(&r, "hot_a", "phase one", exact);
+    // hot_b only ever runs in phase two.
+    assert_eq!(
+        split_of(&r, "hot_b").keys().collect::<Vec<_>>(),
+        ["phase two"]
+    );
+}
+
+fn embassy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/embassy-tasks")
+}
+
+fn embassy_profile(extra: &[&str]) -> (Value, PathBuf) {
+    let mut args = vec!["--release", "--format", "json", "--samples", "10000"];
+    args.extend_from_slice(extra);
+    let out = cargo_sample(&embassy(), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        run_dir_of(&out.stderr),
+    )
+}
+
+#[test]
+fn embassy_tasks_split_a_shared_function_as_exactly_as_they_run_it() {
+    let (r, dir) = embassy_profile(&["--tag", "api", "--truth"]);
+    let tags = rows(&r, "tags");
+    let motor = "task embassy_tasks::motor";
+    let link = "task embassy_tasks::link";
+    assert!(
+        tags.contains_key(motor) && tags.contains_key(link),
+        "{tags:?}"
+    );
+    let exact = exact_first_share(&dir, "shared", 600, 300);
+    assert_split(&r, "shared", motor, exact);
+    assert_eq!(split_of(&r, "other").keys().collect::<Vec<_>>(), [link]);
+    // The same word named by its symbol gives the same run.
+    let (same, _) = embassy_profile(&["--tag", "symbol:SAMPLER_RT_TAG"]);
+    assert_eq!(same["tags"], r["tags"]);
+}
+
+#[test]
+fn stacks_and_pprof_carry_the_tag() {
+    let (r, dir) = profile_in("shared-isr", &["--samples", "3000", "--tag", "exception"]);
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--format",
+            "folded",
+            "--by",
+            "tag",
+        ],
+    );
+    let folded = String::from_utf8(out.stdout).unwrap();
+    let mut roots: BTreeMap<String, u64> = BTreeMap::new();
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        *roots
+            .entry(stack.split(';').next().unwrap().to_owned())
+            .or_default() += n.parse::<u64>().unwrap();
+    }
+    assert_eq!(roots, rows(&r, "tags"));
+    // pprof: a `tag` label on every sample.
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "pprof"],
+    );
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(out.stdout.as_slice())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("thread mode") && text.contains("IRQ30") && text.contains("tag"));
+}
+
+#[test]
+fn tags_that_cannot_be_recorded_are_refused_with_the_reason() {
+    let err = |dir: &Path, args: &[&str]| {
+        let out = cargo_sample(dir, args);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--tag",
+            "symbol:pxCurrentTCB",
+        ],
+    );
+    assert!(e.contains("no symbol `pxCurrentTCB`"), "{e}");
+    let e = err(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--tag",
+            "exception",
+            "--mode",
+            "hist",
+        ],
+    );
+    assert!(e.contains("bins have none"), "{e}");
+    let m0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/microbit-m0");
+    let e = err(&m0, &["--release", "--tag", "exception"]);
+    assert!(e.contains("ARMv7-M"), "{e}");
+    let e = err(
+        &scenarios(),
+        &["--release", "--bin", "hot-loops", "--tag", "0x20000001"],
+    );
+    assert!(e.contains("aligned"), "{e}");
+}

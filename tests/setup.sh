@@ -5,10 +5,19 @@
 # --with-qemu10: also unpack QEMU 10 from Debian's bookworm-backports into target/qemu-10
 # (not installed system-wide), for the test that the exact-count plugin built for QEMU's newer
 # plugin API counts the same there as the older one does in QEMU 7.2.
+# --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
+# PyPI, whose SWO parser the tests compare ours with.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_qemu10=0
-[ "${1:-}" = "--with-qemu10" ] && with_qemu10=1
+with_pyocd=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-qemu10) with_qemu10=1 ;;
+    --with-pyocd) with_pyocd=1 ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 targets=(thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf)
 installed=$(rustup target list --installed 2>/dev/null || true)
@@ -56,4 +65,14 @@ if ((with_qemu10)); then
     dpkg-deb -x "$tmp"/qemu-system-arm_*.deb "$dest"
   fi
   "$dest/usr/bin/qemu-system-arm" --version 2>/dev/null | head -n 1 >&2
+fi
+
+if ((with_pyocd)); then
+  venv="${CARGO_TARGET_DIR:-$root/target}/pyocd-venv"
+  if ! "$venv/bin/python" -c "import pyocd.trace.swo" 2>/dev/null; then
+    echo "setup: installing pyOCD into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "pyocd==0.46.0" >&2
+  fi
+  "$venv/bin/python" -c "import pyocd; print('pyOCD', pyocd.__version__)" >&2
 fi

@@ -137,12 +137,86 @@ pub struct PipelineTiming {
     pub samples_per_second: f64,
 }
 
+/// ITM/SWO decoding speed, ours and pyOCD's on the same kind of stream.
+#[derive(Debug, Serialize)]
+pub struct ItmSpeed {
+    pub bytes: u64,
+    pub ours: Timing,
+    pub ours_mb_per_s: f64,
+    /// pyOCD's `SWOParser` (from `target/pyocd-venv`, when `tests/setup.sh --with-pyocd` made it).
+    pub pyocd_bytes: u64,
+    pub pyocd_mb_per_s: Option<f64>,
+    pub ratio: Option<f64>,
+}
+
 /// Everything `cargo sample bench` measures.
 #[derive(Debug, Serialize)]
 pub struct Bench {
     pub sampler: Vec<Variant>,
     pub exact_counting: CountingCost,
     pub host_pipeline: Vec<PipelineTiming>,
+    pub itm: ItmSpeed,
+}
+
+/// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
+/// pseudo-random PCs.
+fn itm_speed() -> Result<ItmSpeed> {
+    let mut x = 0x2545_F491u32;
+    let pcs: Vec<u32> = (0..12_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            0x0800_0000 + 2 * (x % 20_000)
+        })
+        .collect();
+    let stream = crate::itm::synthetic(&pcs, true);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t0 = std::time::Instant::now();
+        let mut n = 0u64;
+        crate::itm::Parser::new(false).feed(&stream, &mut |e| {
+            if matches!(e, crate::itm::Event::PcSample(_)) {
+                n += 1;
+            }
+        });
+        std::hint::black_box(n);
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let ours = Timing::of(times);
+    let ours_mb = stream.len() as f64 / ours.median_s / 1e6;
+    let small = crate::itm::synthetic(&pcs[..380_000], true);
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyocd-venv/bin/python");
+    let pyocd_mb = if venv.is_file() {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("swo.bin");
+        std::fs::write(&file, &small)?;
+        let script = "import sys, time\nfrom pyocd.trace.swo import SWOParser\n\
+                      class Core:\n    def exception_number_to_name(self, n): return str(n)\n\
+                      class Sink:\n    def receive(self, e): pass\n\
+                      data = open(sys.argv[1], 'rb').read()\np = SWOParser(Core(), Sink())\n\
+                      t = time.perf_counter(); p.parse(data); print(time.perf_counter() - t)\n";
+        let out = std::process::Command::new(&venv)
+            .arg("-c")
+            .arg(script)
+            .arg(&file)
+            .output()?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .map(|secs| small.len() as f64 / secs / 1e6)
+    } else {
+        None
+    };
+    Ok(ItmSpeed {
+        bytes: stream.len() as u64,
+        ours,
+        ours_mb_per_s: ours_mb,
+        pyocd_bytes: small.len() as u64,
+        pyocd_mb_per_s: pyocd_mb,
+        ratio: pyocd_mb.map(|p| ours_mb / p),
+    })
 }
 
 /// Make `n` samples drawn from the exact per-address counts of a run (xorshift, fixed seed),
@@ -501,6 +575,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         sampler: variants,
         exact_counting: counting,
         host_pipeline: host,
+        itm: itm_speed()?,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -597,6 +672,19 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             println!(
                 "goal: 1 000 000 samples of a 50 KB image, load + text report, in at most 0.3 s"
             );
+            let i = &all.itm;
+            println!();
+            println!(
+                "ITM/SWO decoding: {:.0} MB/s on {} bytes ({:.3} s median of {}; goal >= 500 MB/s)",
+                i.ours_mb_per_s, i.bytes, i.ours.median_s, i.ours.runs
+            );
+            match (i.pyocd_mb_per_s, i.ratio) {
+                (Some(p), Some(r)) => println!(
+                    "  pyOCD's SWOParser: {p:.2} MB/s on {} bytes: ours is {r:.0} times faster",
+                    i.pyocd_bytes
+                ),
+                _ => println!("  pyOCD not found (tests/setup.sh --with-pyocd installs it)"),
+            }
         }
     }
     Ok(())

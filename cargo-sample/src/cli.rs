@@ -34,6 +34,33 @@ pub enum Command {
     /// and the misattribution those bins would make on this firmware's own samples, with and
     /// without aligned functions; then a recommendation and the command to run it.
     Advise(Box<AdviseArgs>),
+    /// Report a recorded SWO capture (DWT periodic PC samples among ITM packets) against its ELF.
+    Swo(SwoArgs),
+}
+
+/// `cargo sample swo`.
+#[derive(Args, Debug)]
+pub struct SwoArgs {
+    /// The raw SWO bytes (as a probe or a logic analyser captured them).
+    pub capture: PathBuf,
+    /// The ELF that ran.
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["synthesize_from", "events"])]
+    pub elf: Option<PathBuf>,
+    /// Ignore everything before the first synchronisation packet (a capture started mid-packet).
+    #[arg(long)]
+    pub sync: bool,
+    /// Print the decoded packets, one per line, instead of the report.
+    #[arg(long)]
+    pub events: bool,
+    /// Write CAPTURE as a synthetic stream of the samples of a saved run (for testing a SWO
+    /// pipeline), instead of reading it.
+    #[arg(long, value_name = "RUN", hide = true)]
+    pub synthesize_from: Option<PathBuf>,
+    /// With `--synthesize-from`: also data trace, global timestamp and extension packets.
+    #[arg(long, hide = true)]
+    pub full: bool,
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 /// `cargo sample advise`.

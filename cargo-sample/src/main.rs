@@ -15,6 +15,7 @@ mod elf;
 mod exact;
 mod firmware;
 mod init;
+mod itm;
 mod machine;
 mod project;
 mod qemu;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         Some(Command::Report(r)) => r.view.color.clone(),
         Some(Command::Diff(d)) => d.color.clone(),
         Some(Command::Advise(a)) => a.run.view.color.clone(),
+        Some(Command::Swo(s)) => s.view.color.clone(),
         _ => cli.run.view.color.clone(),
     };
     term::init_color(color.as_deref());
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(b)) => bench::bench(b),
         Some(Command::Diff(d)) => run::diff(d),
         Some(Command::Advise(a)) => advise::advise(a),
+        Some(Command::Swo(s)) => run::swo(s),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

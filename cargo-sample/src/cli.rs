@@ -1,6 +1,7 @@
 //! Command line.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -294,9 +295,101 @@ pub struct RunArgs {
     /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
     #[arg(long, value_name = "N", value_parser = parse_u32)]
     pub seed: Option<u32>,
+    /// Read the sampler's ring while the firmware runs (through QEMU's monitor; on a board
+    /// this is how samples always arrive) instead of waiting for its dump: runs of any length
+    /// with a ring of any size, samples the host could not read in time counted as lost.
+    #[arg(long, conflicts_with_all = ["exact", "truth"])]
+    pub live: bool,
+    /// Stop after this long (`30s`, `2m`, `1500ms`) and report what arrived; reads live.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Live: milliseconds between two reads of the ring. The ring must hold what the sampler
+    /// takes in that time, or samples are lost (and counted).
+    #[arg(long, value_name = "MS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub poll_interval: u32,
+
+    #[command(flatten)]
+    pub board: BoardArgs,
 
     #[command(flatten)]
     pub view: ViewArgs,
+}
+
+/// How samples are taken on a board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Method {
+    /// sampler-rt's timer interrupt stores the interrupted PC in a ring the probe reads.
+    Timer,
+    /// The core's DWT unit sends PC samples over SWO (no interrupt, no code in the firmware).
+    Dwt,
+    /// The host reads DWT_PCSR through the debug port while the core runs.
+    Pcsr,
+}
+
+/// A board through a debug probe (probe-rs), or a serial port.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Boards")]
+pub struct BoardArgs {
+    /// Run on a board with this chip (probe-rs's name, e.g. `STM32F407VGTx`); the default when
+    /// the crate's runner is `probe-rs run --chip ...`.
+    #[arg(long, value_name = "CHIP")]
+    pub chip: Option<String>,
+    /// The probe to use: `VID:PID` or `VID:PID:SERIAL` (hex ids), when several are attached.
+    #[arg(long, value_name = "VID:PID[:SERIAL]")]
+    pub probe: Option<String>,
+    /// Debug port speed in kHz.
+    #[arg(long, value_name = "KHZ")]
+    pub speed: Option<u32>,
+    /// Hold the chip in reset while attaching (for firmware that disables the debug pins or
+    /// sleeps deeply).
+    #[arg(long)]
+    pub connect_under_reset: bool,
+    /// How samples are taken on the board.
+    #[arg(long, value_enum, default_value_t = Method::Timer)]
+    pub method: Method,
+    /// The core clock in Hz: converts cycles to time, and sets the SWO prescaler with
+    /// `--method dwt`.
+    #[arg(long, value_name = "HZ", value_parser = parse_u32)]
+    pub clock: Option<u32>,
+    /// `--method dwt`: SWO baud rate.
+    #[arg(long, value_name = "BAUD", default_value_t = 2_000_000)]
+    pub swo_baud: u32,
+    /// Read the dump from this serial port instead (boards without a usable probe connection;
+    /// the firmware writes the dump through `sampler_rt::set_writer`).
+    #[arg(long, value_name = "PORT", conflicts_with_all = ["chip", "probe", "live"])]
+    pub serial: Option<PathBuf>,
+    /// `--serial`: baud rate.
+    #[arg(
+        long,
+        value_name = "BAUD",
+        default_value_t = 115_200,
+        requires = "serial"
+    )]
+    pub baud: u32,
+}
+
+/// `30s`, `2m`, `1500ms`, `1.5s`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1e-3)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('m') {
+        (v, 60.0)
+    } else if let Some(v) = t.strip_suffix('h') {
+        (v, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. `30s`, `2m`, `1500ms`)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}`: a duration is positive"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
 }
 
 #[derive(Args, Debug, Clone)]

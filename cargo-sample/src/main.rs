@@ -16,6 +16,7 @@ mod exact;
 mod firmware;
 mod init;
 mod itm;
+mod live;
 mod machine;
 mod project;
 mod qemu;

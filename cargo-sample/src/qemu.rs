@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exact::{Counting, ExecLog, QemuVersion};
+use crate::live::{Live, Target};
 
 /// Where the plugin writes its counts, in QEMU's working directory.
 const EXACT_FILE: &str = "exact.counts";
@@ -66,6 +67,33 @@ pub struct Options {
     pub budget: Option<u64>,
     /// Samples the firmware will send (for the progress bar), if known.
     pub expected_samples: Option<u64>,
+    /// Read the sampler's ring through the monitor while the firmware runs (the way a probe
+    /// reads it on a board) instead of waiting for a dump.
+    pub live: Option<LiveSpec>,
+}
+
+/// A live capture through the monitor.
+#[derive(Debug, Clone)]
+pub struct LiveSpec {
+    /// The sampler's state block.
+    pub state_addr: u32,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Time between two reads.
+    pub interval: Duration,
+}
+
+/// What a live capture read.
+#[derive(Debug)]
+pub struct LiveOutcome {
+    /// The samples, if the sampler ever started.
+    pub live: Option<Live>,
+    /// The firmware ended before the host read its last samples (QEMU exited between polls).
+    pub unread_tail: bool,
+    /// Why reading failed, if it did.
+    pub error: Option<String>,
+    /// The duration ended the run.
+    pub duration_reached: bool,
 }
 
 /// How the run ended.
@@ -84,6 +112,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
+    /// With [`Options::live`]: what the host read while the firmware ran.
+    pub live: Option<LiveOutcome>,
     pub wall: Duration,
     pub command: Vec<String>,
 }
@@ -207,9 +237,56 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let mut snapshot = None;
     let mut budget_reached = false;
     let mut polls = 0u32;
+    let mut live = opts.live.as_ref().map(|spec| LiveRun {
+        spec: spec.clone(),
+        monitor: None,
+        live: None,
+        out: LiveOutcome {
+            live: None,
+            unread_tail: false,
+            error: None,
+            duration_reached: false,
+        },
+        dir: work.path().to_path_buf(),
+    });
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
+            if let Some(l) = &mut live
+                && l.live.as_ref().is_some_and(|x| !x.stopped())
+            {
+                l.out.unread_tail = true;
+            }
             break Some(status);
+        }
+        if let Some(l) = &mut live {
+            let over = l.spec.duration.is_some_and(|d| started.elapsed() >= d);
+            let cut = INTERRUPTED.load(Ordering::SeqCst) || started.elapsed() >= opts.timeout;
+            match l.step(&monitor) {
+                Ok(done) => {
+                    if let Some(x) = &l.live {
+                        bar.set_position(x.pcs.len() as u64 + x.lost);
+                    }
+                    if done || over || cut {
+                        l.out.duration_reached = over && !done;
+                        timed_out = !done && !over && started.elapsed() >= opts.timeout;
+                        interrupted = !done && INTERRUPTED.load(Ordering::SeqCst);
+                        // The monitor takes one connection at a time.
+                        l.monitor = None;
+                        quit_cleanly(&monitor, &mut child);
+                        let _ = child.kill();
+                        let status = child.wait().ok();
+                        break if done { status } else { None };
+                    }
+                }
+                Err(e) => {
+                    l.out.error = Some(format!("{e:#}"));
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+            std::thread::sleep(l.spec.interval);
+            continue;
         }
         if exec_log
             && opts
@@ -287,7 +364,98 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         snapshot,
         wall,
         command,
+        live: live.map(|mut l| {
+            l.out.live = l.live;
+            l.out
+        }),
     })
+}
+
+/// A live capture in progress.
+struct LiveRun {
+    spec: LiveSpec,
+    monitor: Option<Monitor>,
+    live: Option<Live>,
+    out: LiveOutcome,
+    dir: PathBuf,
+}
+
+impl LiveRun {
+    /// Connect, attach once the sampler runs, read what is new. True once the sampler stopped
+    /// and its last samples are in.
+    fn step(&mut self, socket: &Path) -> Result<bool> {
+        if self.monitor.is_none() {
+            let Ok(sock) = UnixStream::connect(socket) else {
+                return Ok(false); // QEMU has not opened its monitor yet
+            };
+            sock.set_read_timeout(Some(Duration::from_millis(500)))?;
+            let mut m = Monitor {
+                sock,
+                dir: self.dir.clone(),
+                reads: 0,
+            };
+            // The greeting and first prompt.
+            hmp_wait(&mut m.sock);
+            self.monitor = Some(m);
+        }
+        let Some(m) = self.monitor.as_mut() else {
+            return Ok(false);
+        };
+        let l = match &mut self.live {
+            Some(l) => l,
+            None => match Live::attach(m, self.spec.state_addr) {
+                Ok(l) => self.live.insert(l),
+                // Not started yet.
+                Err(_) => return Ok(false),
+            },
+        };
+        l.poll(m)?;
+        if l.stopped() {
+            // What was taken before it stopped is now all read.
+            let _ = l.release(m);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// Guest memory through the human monitor: `pmemsave` into QEMU's working directory.
+struct Monitor {
+    sock: UnixStream,
+    dir: PathBuf,
+    reads: u64,
+}
+
+impl Target for Monitor {
+    fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+        self.reads += 1;
+        let file = self.dir.join(format!("live-{}.bin", self.reads % 2));
+        let _ = std::fs::remove_file(&file);
+        hmp(
+            &mut self.sock,
+            &format!("pmemsave {addr:#x} {} \"{}\"", buf.len(), file.display()),
+        )?;
+        let bytes = wait_for_file(&file, buf.len())?;
+        buf.copy_from_slice(&bytes[..buf.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, _addr: u32, _bytes: &[u8]) -> Result<()> {
+        bail!("QEMU's monitor has no command that writes guest memory")
+    }
+}
+
+/// Read until the monitor's prompt.
+fn hmp_wait(sock: &mut UnixStream) {
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match sock.read(&mut buf) {
+            Ok(n) if n > 0 && buf[..n].windows(6).any(|w| w == b"(qemu)") => break,
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Ask QEMU to quit through the monitor and give it a moment to run its exit handlers.

@@ -274,7 +274,8 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
     let overwritten = if dump.hist.is_some() {
         0
     } else {
-        i.taken.saturating_sub(kept)
+        // Samples lost on the way (a live capture that fell behind) are not overwritten ones.
+        i.taken.saturating_sub(kept).saturating_sub(i.lost)
     };
     Facts {
         firmware: meta.target_name.clone(),
@@ -666,8 +667,17 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     };
-    // The semihosting sink streams every full ring chunk, so any number of samples fits.
-    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
+    // The semihosting sink streams every full ring chunk, so any number of samples fits; a live
+    // capture for a duration runs until then (no limit).
+    let live = args.live || args.duration.is_some();
+    let requested = match (args.samples, live && args.duration.is_some()) {
+        (Some(n), _) => n,
+        (None, true) => 0,
+        (None, false) => DEFAULT_SAMPLES,
+    };
+    if live && args.mode != crate::cli::Mode::Ring {
+        bail!("`--live` reads a ring; bins are read once at the end (drop `--live`/`--duration`)");
+    }
     let timer_hz = m.systick_hz;
     let shift = args
         .icount_shift
@@ -719,7 +729,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         hist_shift,
         tag_kind,
         tag_addr,
-        sink: wire::SINK_SEMIHOSTING,
+        sink: if live {
+            wire::SINK_HOST
+        } else {
+            wire::SINK_SEMIHOSTING
+        },
         priority: args.priority.unwrap_or(0),
         timer: timer_kind,
         reload,
@@ -789,7 +803,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         icount_shift: shift,
         timeout: Duration::from_secs(args.timeout),
         label: format!("sampling {} in QEMU {}", p.target_name, m.name),
-        snapshot: Some(qemu::Region {
+        snapshot: (!live).then_some(qemu::Region {
             addr: state.0,
             len: wire::STATE_LEN as u64,
         }),
@@ -797,6 +811,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         expected_samples: (requested > 0).then_some(requested as u64),
         budget: None,
         counting: counting.clone(),
+        live: live.then(|| qemu::LiveSpec {
+            state_addr: state.0 as u32,
+            duration: args.duration,
+            interval: Duration::from_millis(args.poll_interval.into()),
+        }),
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();
@@ -811,11 +830,34 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
     let mut source = "dump";
+    if let Some(lo) = &outcome.live {
+        source = "live";
+        let (a, b) = fw.text.unwrap_or((0, 0));
+        let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
+        if let Some(l) = &lo.live {
+            let stop = if l.stopped() {
+                l.state.stop
+            } else {
+                wire::STOP_SNAPSHOT
+            };
+            let d = l.to_dump((a as u32, b as u32, crc), stop);
+            runs::write_atomic(
+                &dir.join(runs::DUMP),
+                &dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
+            )?;
+            note_live(l, lo);
+        }
+        if let Some(e) = &lo.error {
+            term::warn(format!("reading the target stopped: {e}"));
+        }
+    }
     let streamed = outcome.dump.as_deref().map(dump::decode_partial);
     let finished_dump = streamed
         .as_ref()
         .is_some_and(|(d, e)| e.is_none() && d.complete);
-    if let (Some(bytes), true) = (&outcome.dump, finished_dump) {
+    if outcome.live.is_some() {
+        // Read live: the dump is written above.
+    } else if let (Some(bytes), true) = (&outcome.dump, finished_dump) {
         runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
     } else if let Some((state_bytes, ring)) = &outcome.snapshot {
         // Cut short: the chunks the firmware streamed so far, then the newer samples still in
@@ -841,7 +883,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
     }
     meta.source = Some(source.into());
-    meta.state = if outcome.interrupted {
+    meta.state = if outcome.live.as_ref().is_some_and(|l| l.duration_reached) {
+        "duration reached"
+    } else if outcome.interrupted {
         "interrupted"
     } else if outcome.timed_out {
         "timed out"
@@ -883,6 +927,23 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         );
     }
     Ok(dir)
+}
+
+/// Say how a live capture went: losses, and a firmware that ended between two reads.
+fn note_live(l: &crate::live::Live, lo: &qemu::LiveOutcome) {
+    let read = l.pcs.len() as u64;
+    if l.lost > 0 {
+        term::warn(format!(
+            "{} of {} samples were overwritten before the host read them (counted as lost):              lower the rate (`--period`) or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)",
+            l.lost,
+            read + l.lost
+        ));
+    }
+    if lo.unread_tail {
+        term::warn(
+            "the firmware ended between two reads: its last samples (at most one poll's worth)              are not in the capture. Call `sampler_rt::flush()` before it ends: the firmware then              waits for the host",
+        );
+    }
 }
 
 /// How to count every executed instruction with this QEMU.
@@ -1031,6 +1092,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         expected_samples: None,
         budget: Some(budget),
         counting: Some(counting.clone()),
+        live: None,
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();

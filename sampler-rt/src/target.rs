@@ -1337,6 +1337,10 @@ unsafe fn restart_period(s: *mut State) {
 unsafe fn send_dump(s: *mut State) {
     // SAFETY: see the function's contract; every pointer is into the state, ring or code.
     unsafe {
+        if (*s).sink == wire::SINK_HOST {
+            wait_for_host(s);
+            return;
+        }
         if (*s).phase == PHASE_DUMPED || (*s).sink != wire::SINK_SEMIHOSTING {
             return;
         }
@@ -1359,6 +1363,27 @@ unsafe fn send_dump(s: *mut State) {
         st.raw(&crc.to_le_bytes());
         semihost(SYS_CLOSE, [st.handle].as_ptr());
         st.open = false;
+    }
+}
+
+/// How long the firmware waits at its end for a host that reads the ring: about 2^24 turns of
+/// a three-instruction loop (a fraction of a second at tens of MHz, and in QEMU), long enough
+/// for a host polling every few milliseconds, short enough not to hang a board nobody watches.
+const HOST_WAIT_TURNS: u32 = 1 << 24;
+
+/// Sampling is stopped; give the host reading the ring the time to take the last samples. It
+/// acknowledges by clearing the `sink` byte.
+///
+/// # Safety
+/// `s` is the sampler state.
+unsafe fn wait_for_host(s: *mut State) {
+    // SAFETY: the host writes the byte through the debug port; read it as volatile.
+    unsafe {
+        let sink = addr_of!((*s).sink);
+        let mut turns = 0u32;
+        while read_volatile(sink) == wire::SINK_HOST && turns < HOST_WAIT_TURNS {
+            turns += 1;
+        }
     }
 }
 

@@ -50,6 +50,11 @@ pub const MODE_HIST: u8 = 2;
 pub const SINK_NONE: u8 = 0;
 /// A host file through semihosting (QEMU, or a debugger that serves semihosting).
 pub const SINK_SEMIHOSTING: u8 = 1;
+/// A host reads the ring out of memory while the firmware runs (a debug probe, QEMU's monitor).
+/// The ring wraps; the host keeps up by the sample count in the state. When the firmware ends
+/// (`flush`, `exit`) it waits, for a bounded time, until the host has read the last samples and
+/// says so by writing [`SINK_NONE`] over the state's `sink` byte.
+pub const SINK_HOST: u8 = 2;
 
 /// Timer that paces the sampler: the core's SysTick.
 pub const TIMER_SYSTICK: u8 = 0;

@@ -1,0 +1,369 @@
+//! Live capture: the host reads the sampler's ring out of the target's memory while the firmware
+//! runs, through whatever can read it (a debug probe on a board, QEMU's monitor in emulation),
+//! so a run can last as long as one likes in a ring of any size. This is how RTT works (a ring
+//! in RAM that the host reads through the debug port), without a control block of its own: the
+//! host finds the sampler's state by its ELF symbol, so an application's `defmt-rtt` or
+//! `rtt-target` channels are left alone.
+//!
+//! Samples are numbered (the state says how many were taken); the host keeps the next number
+//! it expects. When it falls behind by more than the ring holds, the samples overwritten in
+//! between are counted as lost, and so are samples it read while the sampler was overwriting
+//! them (it reads the count again after the ring and keeps only what could not have changed).
+//! Every sample is either delivered or counted: `taken = delivered + lost`.
+
+use anyhow::{Result, bail};
+use sampler_rt::wire::{self, Info, StateView};
+
+use crate::dump::Dump;
+
+/// Memory of a running target.
+pub trait Target {
+    /// Read `buf.len()` bytes at `addr`.
+    fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()>;
+    /// Write `bytes` at `addr`. Targets that cannot write return an error; the capture then
+    /// works all the same, only a firmware that ends waits its bounded time for the host.
+    fn write(&mut self, addr: u32, bytes: &[u8]) -> Result<()>;
+}
+
+/// The sampler's `phase` once it stopped (the limit, or the firmware's `stop`/`flush`/`exit`).
+pub const PHASE_STOPPED: u8 = 2;
+
+/// Where the capture stands.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    state_addr: u32,
+    ring: u32,
+    capacity: u32,
+    /// Bytes per ring entry: 4, or 8 with tags.
+    entry: u32,
+    /// The number of the next sample to read (numbers wrap at 2^32 like the target's count).
+    next: u32,
+    /// The number of the first sample delivered.
+    pub first_seq: u32,
+    pub pcs: Vec<u32>,
+    pub tags: Vec<u32>,
+    /// Samples the host could not read in time.
+    pub lost: u64,
+    /// The state as last read.
+    pub state: StateView,
+    pub state_bytes: Vec<u8>,
+}
+
+/// Read the state block, twice if needed, until it is consistent (a block read is not atomic:
+/// the sampler may move its counters between the words).
+fn read_state(t: &mut dyn Target, addr: u32) -> Result<(StateView, Vec<u8>)> {
+    let mut prev: Option<(StateView, Vec<u8>)> = None;
+    for _ in 0..8 {
+        let mut b = vec![0u8; wire::STATE_LEN];
+        t.read(addr, &mut b)?;
+        let Some(s) = StateView::decode(&b) else {
+            bail!("the sampler has not started (no state at {addr:#x})");
+        };
+        if let Some((p, _)) = &prev {
+            let d = s.taken().wrapping_sub(p.taken());
+            if d <= s.capacity.max(1) {
+                return Ok((s, b));
+            }
+        }
+        prev = Some((s, b));
+    }
+    bail!("the sampler's state never read the same twice: is it the sampler's?")
+}
+
+impl Live {
+    /// Start reading the sampler whose state is at `state_addr`, from the samples it has now.
+    pub fn attach(t: &mut dyn Target, state_addr: u32) -> Result<Live> {
+        let (s, b) = read_state(t, state_addr)?;
+        if s.mode != wire::MODE_RING {
+            bail!("live capture reads a ring; this sampler counts bins");
+        }
+        let entry = if s.tag_kind == 0 { 4 } else { 8 };
+        // Begin with what the ring still holds; older samples are gone.
+        let gone = s.taken().saturating_sub(s.capacity);
+        let next = gone;
+        Ok(Live {
+            state_addr,
+            ring: s.ring,
+            capacity: s.capacity,
+            entry,
+            next,
+            first_seq: next,
+            pcs: Vec::new(),
+            tags: Vec::new(),
+            lost: gone as u64,
+            state: s,
+            state_bytes: b,
+        })
+    }
+
+    /// Read the samples taken since the last poll; returns how many arrived.
+    pub fn poll(&mut self, t: &mut dyn Target) -> Result<usize> {
+        let (s, b) = read_state(t, self.state_addr)?;
+        let taken = s.taken();
+        self.state = s;
+        self.state_bytes = b;
+        let waiting = taken.wrapping_sub(self.next);
+        if waiting == 0 {
+            return Ok(0);
+        }
+        let cap = self.capacity;
+        // Older samples than the ring holds are gone.
+        let skip = waiting.saturating_sub(cap);
+        self.lost += skip as u64;
+        let from = self.next.wrapping_add(skip);
+        let count = taken.wrapping_sub(from);
+        let bytes = self.read_entries(t, from, count)?;
+        // Samples the sampler may have overwritten while they were being read.
+        let (after, _) = read_state(t, self.state_addr)?;
+        let advanced = after.taken().wrapping_sub(taken);
+        let spoiled = (advanced + count).saturating_sub(cap).min(count);
+        self.lost += spoiled as u64;
+        let e = self.entry as usize;
+        for k in spoiled as usize..count as usize {
+            let w =
+                |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+            self.pcs.push(w(k * e));
+            if e == 8 {
+                self.tags.push(w(k * e + 4));
+            }
+        }
+        self.next = taken;
+        Ok((count - spoiled) as usize)
+    }
+
+    /// Whether the sampler has stopped (after the poll that saw it stop, nothing more comes).
+    pub fn stopped(&self) -> bool {
+        self.state.phase == PHASE_STOPPED
+    }
+
+    /// Tell a firmware waiting at its end that the host has read everything (it waits for a
+    /// bounded time otherwise).
+    pub fn release(&self, t: &mut dyn Target) -> Result<()> {
+        t.write(
+            self.state_addr + wire::state_offsets::SINK as u32,
+            &[wire::SINK_NONE],
+        )
+    }
+
+    /// The samples so far as a dump: `lost` says how many were taken but never read.
+    pub fn to_dump(&self, code: (u32, u32, u32), stop: u8) -> Dump {
+        let s = &self.state;
+        let info = Info {
+            mode: s.mode,
+            timer: s.timer,
+            stop,
+            arch: s.arch,
+            reload: s.reload,
+            jitter_mask: s.mask,
+            limit: s.limit,
+            capacity: s.capacity,
+            // Every sample before `next` was delivered or counted as lost.
+            taken: self.next,
+            lost: self.lost.min(u32::MAX as u64) as u32,
+            code_start: code.0,
+            code_end: code.1,
+            code_crc: code.2,
+            config_addr: 0,
+            config_found: s.config_found,
+            priority: s.priority,
+            rt_version: 0,
+            tag_kind: s.tag_kind as u8,
+        };
+        Dump {
+            version: wire::DUMP_VERSION,
+            info,
+            first_seq: self.first_seq,
+            pcs: self.pcs.clone(),
+            tags: self.tags.clone(),
+            names: Vec::new(),
+            hist: None,
+            unknown_records: Vec::new(),
+            complete: true,
+        }
+    }
+
+    /// The bytes of `count` entries from sample `from` on (in one or two reads around the
+    /// ring's end).
+    fn read_entries(&self, t: &mut dyn Target, from: u32, count: u32) -> Result<Vec<u8>> {
+        let cap = self.capacity;
+        let e = self.entry;
+        let mut out = vec![0u8; (count * e) as usize];
+        let start = from % cap;
+        let first = count.min(cap - start);
+        t.read(self.ring + start * e, &mut out[..(first * e) as usize])?;
+        if first < count {
+            t.read(self.ring, &mut out[(first * e) as usize..])?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampler in memory: a state block and a ring of `cap` entries, taking samples 0, 1, 2,
+    /// ... (the sample's number is its PC, so losses and order show).
+    struct Fake {
+        state: Vec<u8>,
+        ring: Vec<u8>,
+        cap: u32,
+        taken: u32,
+        /// Samples the sampler takes during each ring read (a slow probe).
+        during_read: u32,
+    }
+
+    const STATE: u32 = 0x2000_0000;
+    const RING: u32 = 0x2000_1000;
+
+    impl Fake {
+        fn new(cap: u32) -> Fake {
+            let mut f = Fake {
+                state: vec![0; wire::STATE_LEN],
+                ring: vec![0; cap as usize * 4],
+                cap,
+                taken: 0,
+                during_read: 0,
+            };
+            f.sync();
+            f
+        }
+
+        fn take(&mut self, n: u32) {
+            for _ in 0..n {
+                let slot = (self.taken % self.cap) as usize * 4;
+                self.ring[slot..slot + 4].copy_from_slice(&self.taken.to_le_bytes());
+                self.taken += 1;
+            }
+            self.sync();
+        }
+
+        fn sync(&mut self) {
+            let put =
+                |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+            // before = taken, chunk = 0, remaining = 0: taken() = before.
+            put(&mut self.state, 4, 0);
+            put(&mut self.state, 32, 0);
+            put(&mut self.state, 36, self.taken);
+            put(&mut self.state, 44, self.cap);
+            put(&mut self.state, 48, RING);
+            self.state[52] = wire::MODE_RING;
+            self.state[59] = 7;
+            put(&mut self.state, 60, wire::STATE_MAGIC);
+        }
+    }
+
+    impl Target for Fake {
+        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+            if addr == STATE {
+                buf.copy_from_slice(&self.state[..buf.len()]);
+            } else {
+                let o = (addr - RING) as usize;
+                buf.copy_from_slice(&self.ring[o..o + buf.len()]);
+                let n = self.during_read;
+                self.take(n);
+            }
+            Ok(())
+        }
+
+        fn write(&mut self, addr: u32, bytes: &[u8]) -> Result<()> {
+            let o = (addr - STATE) as usize;
+            self.state[o..o + bytes.len()].copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    fn check(l: &Live, f: &Fake) {
+        // Every sample is delivered or counted, and delivered ones are in order without gaps
+        // except where losses were counted.
+        assert_eq!(l.pcs.len() as u64 + l.lost, f.taken as u64);
+        assert!(l.pcs.windows(2).all(|w| w[0] < w[1]), "{:?}", &l.pcs);
+    }
+
+    #[test]
+    fn a_host_that_keeps_up_gets_every_sample() {
+        let mut f = Fake::new(64);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        for step in [10, 0, 63, 64, 1, 50] {
+            f.take(step);
+            l.poll(&mut f).unwrap();
+        }
+        check(&l, &f);
+        assert_eq!(l.lost, 0);
+        assert_eq!(l.pcs, (0..f.taken).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_host_that_falls_behind_counts_what_it_missed() {
+        let mut f = Fake::new(64);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        f.take(200);
+        l.poll(&mut f).unwrap();
+        assert_eq!(l.lost, 136);
+        assert_eq!(l.pcs.first(), Some(&136));
+        check(&l, &f);
+    }
+
+    #[test]
+    fn samples_overwritten_while_being_read_are_counted_not_kept() {
+        let mut f = Fake::new(64);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        f.take(60);
+        f.during_read = 30; // the sampler laps the oldest 26 of the 60 while the host reads
+        l.poll(&mut f).unwrap();
+        f.during_read = 0;
+        l.poll(&mut f).unwrap();
+        check(&l, &f);
+        // Only samples that could not have changed were kept; their values are right.
+        assert!(
+            l.pcs
+                .iter()
+                .enumerate()
+                .all(|(i, &pc)| i == 0 || pc > l.pcs[i - 1])
+        );
+        assert!(l.lost >= 26);
+    }
+
+    #[test]
+    fn attaching_late_starts_with_what_the_ring_holds() {
+        let mut f = Fake::new(64);
+        f.take(1000);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        l.poll(&mut f).unwrap();
+        f.take(5);
+        l.poll(&mut f).unwrap();
+        assert_eq!(l.pcs.len(), 69);
+        assert_eq!(*l.pcs.first().unwrap(), 1000 - 64);
+        // The dump counts from the first sample read; the ones before were never in reach.
+        let d = l.to_dump((0, 0, 0), wire::STOP_SNAPSHOT);
+        assert_eq!(d.first_seq, 1000 - 64);
+        assert_eq!(d.info.taken, f.taken);
+        assert_eq!(d.info.lost, 1000 - 64);
+    }
+
+    #[test]
+    fn a_stopped_sampler_is_released_by_clearing_its_sink() {
+        let mut f = Fake::new(16);
+        f.state[wire::state_offsets::SINK] = wire::SINK_HOST;
+        f.state[58] = PHASE_STOPPED;
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        l.poll(&mut f).unwrap();
+        assert!(l.stopped());
+        l.release(&mut f).unwrap();
+        assert_eq!(f.state[wire::state_offsets::SINK], wire::SINK_NONE);
+    }
+
+    #[test]
+    fn losses_reach_the_dump() {
+        let mut f = Fake::new(8);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        f.take(20);
+        l.poll(&mut f).unwrap();
+        let d = l.to_dump((0, 0, 0), wire::STOP_LIMIT);
+        assert_eq!((d.info.taken, d.info.lost, d.pcs.len()), (20, 12, 8));
+        // The bytes decode to the same thing.
+        let again =
+            crate::dump::decode(&crate::dump::encode(&d.info, d.first_seq, &d.pcs)).unwrap();
+        assert_eq!(again.info.lost, 12);
+    }
+}

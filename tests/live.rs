@@ -1,0 +1,104 @@
+//! Live capture in real QEMU: the host reads the sampler's ring through the monitor while the
+//! firmware runs, the way a probe reads it on a board. Every sample taken is either delivered or
+//! counted as lost, the firmware's end waits for the host, and a duration ends a run that never
+//! would.
+
+mod support;
+
+use serde_json::Value;
+use support::{assert_hot_a_share, cargo_sample, profile_in, run_dir_of, scenarios};
+
+fn counts(r: &Value) -> (u64, u64, u64) {
+    (
+        r["samples"].as_u64().unwrap(),
+        r["taken"].as_u64().unwrap(),
+        r["lost"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_host_that_keeps_up_gets_every_sample_across_many_laps_of_the_ring() {
+    // 30 000 samples pass three times through the 10 240-slot ring.
+    let (r, _) = profile_in("hot-loops", &["--live", "-n", "30000"]);
+    assert_eq!(r["source"], "live");
+    assert_eq!(counts(&r), (30_000, 30_000, 0));
+    assert_eq!(r["stop"], "sample limit reached");
+    assert_hot_a_share(&r, 30_000.0);
+}
+
+#[test]
+fn samples_the_host_could_not_read_in_time_are_counted_and_reported() {
+    // A sample every ~60 instructions and a read every 300 ms: the ring laps between reads.
+    let args = [
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--format",
+        "json",
+        "--live",
+        "-n",
+        "300000",
+        "--period",
+        "100",
+        "--poll-interval",
+        "300",
+    ];
+    let out = cargo_sample(&scenarios(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (samples, taken, lost) = counts(&r);
+    assert_eq!(taken, 300_000);
+    assert!(lost > 0, "nothing lost with a 300 ms read interval");
+    assert_eq!(samples + lost, taken, "every sample delivered or counted");
+    assert!(
+        stderr.contains("overwritten before the host read them"),
+        "{stderr}"
+    );
+    // Not an overwritten ring: the losses are the capture's, and said once.
+    assert_eq!(r["overwritten"], 0);
+    // What arrived is a fair sample of a program that does the same thing all along.
+    assert_hot_a_share(&r, samples as f64);
+    // The saved run reports the same counts again.
+    let dir = run_dir_of(&out.stderr);
+    let again = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "json"],
+    );
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(counts(&again), (samples, taken, lost));
+}
+
+#[test]
+fn a_firmware_that_ends_waits_for_the_host_and_nothing_is_lost() {
+    // The same deterministic run read live and sent through semihosting: the same samples.
+    let (live, _) = profile_in("early-exit", &["--live"]);
+    let (sent, _) = profile_in("early-exit", &[]);
+    assert_eq!(live["stop"], "the firmware ended the run");
+    let (samples, taken, lost) = counts(&live);
+    assert_eq!(lost, 0);
+    assert_eq!(samples, taken);
+    assert_eq!(taken, sent["taken"].as_u64().unwrap());
+    assert_eq!(live["functions"], sent["functions"]);
+    assert_eq!(live["lines"], sent["lines"]);
+}
+
+#[test]
+fn a_duration_ends_a_run_that_never_would_and_keeps_what_arrived() {
+    // hot-loops would run for about 10^10 instructions.
+    let started = std::time::Instant::now();
+    let (r, dir) = profile_in("hot-loops", &["--duration", "1500ms"]);
+    assert!(started.elapsed().as_secs() < 60);
+    let (samples, taken, lost) = counts(&r);
+    assert!(samples > 1000, "{samples}");
+    assert_eq!(samples + lost, taken);
+    assert_eq!(
+        r["stop"],
+        "run cut short; samples read from the target's memory"
+    );
+    assert_hot_a_share(&r, samples as f64);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["source"], "live");
+    assert_eq!(meta["state"], "duration reached");
+}

@@ -366,6 +366,10 @@ pub struct BoardArgs {
         requires = "serial"
     )]
     pub baud: u32,
+    /// `--serial`: the command that loads the image onto the board, run as `CMD IMAGE.elf`
+    /// (a flashing script, a bootloader client); without it, load the image shown yourself.
+    #[arg(long, value_name = "CMD", requires = "serial")]
+    pub runner: Option<String>,
 }
 
 /// `30s`, `2m`, `1500ms`, `1.5s`, or plain seconds.

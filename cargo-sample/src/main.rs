@@ -8,6 +8,7 @@
 mod advise;
 mod bench;
 mod bins;
+mod board;
 mod cli;
 mod disasm;
 mod dump;
@@ -23,6 +24,7 @@ mod qemu;
 mod report;
 mod run;
 mod runs;
+mod serial;
 mod snapshot;
 mod stats;
 mod symbolize;

@@ -1,10 +1,11 @@
 //! `cargo sample`: build, run in QEMU, capture, save, report.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
-use sampler_rt::wire;
+use sampler_rt::wire::{self, Info};
 
 use crate::cli::{Format, RunArgs, TruthMethod, ViewArgs};
 use crate::disasm;
@@ -18,6 +19,7 @@ use crate::project::{self, Project};
 use crate::qemu;
 use crate::report::{self, ExactFacts, Facts, text};
 use crate::runs::{self, RunMeta};
+use crate::serial;
 use crate::snapshot;
 use crate::symbolize::Symbolizer;
 use crate::term;
@@ -279,10 +281,15 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
     };
     Facts {
         firmware: meta.target_name.clone(),
-        machine: format!("{} (QEMU)", meta.machine),
+        machine: match &meta.board {
+            Some(how) => format!("{} (board, {how})", meta.machine),
+            None => format!("{} (QEMU)", meta.machine),
+        },
         unit: meta.unit.clone(),
         timer: match i.timer {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
+            wire::TIMER_DWT => "DWT".into(),
+            wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
             _ => "SysTick".into(),
         },
         timer_hz: meta.timer_hz,
@@ -609,6 +616,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// Build, run and save a run; returns its directory (with a dump in it).
 pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let p = project::discover(&args.cargo)?;
+    if let Some(chip) = board_chip(args, &p)? {
+        return capture_board(args, &p, &chip);
+    }
+    if args.board.serial.is_some() {
+        return capture_serial(args, &p);
+    }
     if !p.has_feature || !p.has_dependency {
         bail!(missing_setup_help(&p, &args.cargo.feature_name));
     }
@@ -929,19 +942,445 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The chip to run on: `--chip`, else the runner's `probe-rs run --chip` (unless `--machine`
+/// asks for QEMU). `None`: QEMU.
+fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
+    if let Some(c) = &args.board.chip {
+        return Ok(Some(c.clone()));
+    }
+    let runner = p
+        .runner
+        .as_deref()
+        .map(project::parse_runner)
+        .unwrap_or_default();
+    if args.machine.is_none()
+        && runner.machine.is_none()
+        && args.board.serial.is_none()
+        && let Some(chip) = runner.chip
+    {
+        return Ok(Some(chip));
+    }
+    if args.board.method != crate::cli::Method::Timer {
+        bail!(
+            "`--method {:?}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
+            args.board.method
+        );
+    }
+    Ok(None)
+}
+
+/// On a board through probe-rs: flash, run, capture, save.
+fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
+    use crate::cli::Method;
+    let method = args.board.method;
+    if args.truth || args.exact {
+        bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
+    }
+    if method == Method::Timer && (!p.has_feature || !p.has_dependency) {
+        bail!(missing_setup_help(p, &args.cargo.feature_name));
+    }
+    if method == Method::Timer && args.mode != crate::cli::Mode::Ring {
+        bail!("on a board the ring is read while the firmware runs; bins are not read live yet");
+    }
+    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let period = board_period(args, clock)?;
+    // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
+    let built = firmware::build(p, &args.cargo, method == Method::Timer, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    let own = firmware::own_dir(p);
+    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
+    let mut loaded = elf_bytes.clone();
+    let (reload, jitter_mask) =
+        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let requested = args.samples.unwrap_or(if args.duration.is_some() {
+        0
+    } else {
+        DEFAULT_SAMPLES
+    });
+    let mut state_addr = None;
+    if method == Method::Timer {
+        let (Some(_), Some(state)) = (fw.config, fw.state) else {
+            bail!(
+                "the firmware does not contain sampler-rt's runtime: does `main` call                  `sampler_rt::start()` when the `{}` feature is on?",
+                args.cargo.feature_name
+            );
+        };
+        state_addr = Some(state.0 as u32);
+        let (tag_kind, tag_addr) = match &args.tag {
+            Some(what) => parse_tag(what, &elf_bytes)?,
+            None => (wire::TAG_NONE, 0),
+        };
+        let config = wire::Config {
+            mode: wire::MODE_RING,
+            sink: wire::SINK_HOST,
+            priority: args.priority.unwrap_or(0),
+            timer: wire::TIMER_SYSTICK,
+            reload,
+            jitter_mask,
+            limit: requested,
+            seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+            tag_kind,
+            tag_addr,
+            ..wire::Config::default()
+        };
+        elf::patch_config(&mut loaded, &config)?;
+    }
+    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
+    let how = format!("{method:?}").to_lowercase();
+    let mut meta = RunMeta {
+        format_version: 1,
+        package: p.package.clone(),
+        target_name: p.target_name.clone(),
+        triple: p.triple.clone(),
+        profile: firmware::profile_name(&args.cargo),
+        machine: chip.to_owned(),
+        cpu: String::new(),
+        timer_hz: clock,
+        unit: "cycles".into(),
+        units_per_tick: 1.0,
+        workspace_root: Some(p.workspace_root.clone()),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        state: "running".into(),
+        requested_samples: requested,
+        mode: "sampled".into(),
+        board: Some(how.clone()),
+        ..RunMeta::default()
+    };
+    runs::save_meta(&dir, &meta)?;
+    let cap = crate::board::capture(&crate::board::Options {
+        chip: chip.to_owned(),
+        probe: args.board.probe.clone(),
+        speed: args.board.speed,
+        connect_under_reset: args.board.connect_under_reset,
+        elf: dir.join(runs::LOADED_ELF),
+        method,
+        state_addr,
+        duration: args.duration,
+        interval: Duration::from_millis(args.poll_interval.into()),
+        samples: (requested > 0).then_some(requested as u64),
+        clock: args.board.clock,
+        swo_baud: args.board.swo_baud,
+        dwt_period: period as u32,
+        dir: dir.clone(),
+    });
+    let (a, b) = fw.text.unwrap_or((0, 0));
+    let code = (
+        a as u32,
+        b as u32,
+        elf::code_crc(&elf_bytes, a, b).unwrap_or(0),
+    );
+    let cap = match cap {
+        Ok(c) => c,
+        Err(e) => {
+            meta.state = "failed".into();
+            runs::save_meta(&dir, &meta)?;
+            return Err(e.context(format!("the run is kept in {}", dir.display())));
+        }
+    };
+    meta.wall_seconds = cap.wall.as_secs_f64();
+    let d = board_dump(&cap, code, reload, requested);
+    if let Some(d) = &d {
+        runs::write_atomic(
+            &dir.join(runs::DUMP),
+            &dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
+        )?;
+    }
+    meta.source = Some(how);
+    meta.state = if cap.interrupted {
+        "interrupted"
+    } else if cap.duration_reached {
+        "duration reached"
+    } else {
+        "finished"
+    }
+    .into();
+    runs::save_meta(&dir, &meta)?;
+    term::status("Saved", dir.display());
+    if d.is_none() {
+        bail!("no samples arrived; the run is kept in {}", dir.display());
+    }
+    Ok(dir)
+}
+
+/// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
+/// user), and read the dump from the port. Everything the port carried is kept.
+fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
+    let port = args.board.serial.as_deref().context("no serial port")?;
+    if !p.has_feature || !p.has_dependency {
+        bail!(missing_setup_help(p, &args.cargo.feature_name));
+    }
+    if args.truth || args.exact {
+        bail!("`--serial` reads a dump the firmware writes; `--truth` and `--exact` need QEMU");
+    }
+    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let period = board_period(args, clock)?;
+    let (reload, jitter_mask) =
+        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let built = firmware::build(p, &args.cargo, true, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if fw.config.is_none() {
+        bail!(
+            "the firmware does not contain sampler-rt's runtime: does `main` call \
+             `sampler_rt::set_writer(..)` and `sampler_rt::start()` when the `{}` feature is on?",
+            args.cargo.feature_name
+        );
+    }
+    let (tag_kind, tag_addr) = match &args.tag {
+        Some(what) => parse_tag(what, &elf_bytes)?,
+        None => (wire::TAG_NONE, 0),
+    };
+    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
+    let (mode, hist_base, hist_shift) = match args.mode {
+        crate::cli::Mode::Ring => (wire::MODE_RING, 0, 0),
+        crate::cli::Mode::Hist => {
+            let text = fw.text.context("the firmware has no `__stext`/`__etext`")?;
+            let (base, shift) = hist_layout(text, fw.hist_counters, args.bin_size)?;
+            (wire::MODE_HIST, base, shift)
+        }
+    };
+    let config = wire::Config {
+        mode,
+        hist_base,
+        hist_shift,
+        sink: wire::SINK_WRITER,
+        priority: args.priority.unwrap_or(0),
+        timer: wire::TIMER_SYSTICK,
+        reload,
+        jitter_mask,
+        limit: requested,
+        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+        tag_kind,
+        tag_addr,
+        ..wire::Config::default()
+    };
+    let own = firmware::own_dir(p);
+    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
+    let mut loaded = elf_bytes.clone();
+    elf::patch_config(&mut loaded, &config)?;
+    let image = dir.join(runs::LOADED_ELF);
+    std::fs::write(&image, &loaded)?;
+    let mut meta = RunMeta {
+        format_version: 1,
+        package: p.package.clone(),
+        target_name: p.target_name.clone(),
+        triple: p.triple.clone(),
+        profile: firmware::profile_name(&args.cargo),
+        machine: port.display().to_string(),
+        timer_hz: clock,
+        unit: "cycles".into(),
+        units_per_tick: 1.0,
+        workspace_root: Some(p.workspace_root.clone()),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        state: "running".into(),
+        requested_samples: requested,
+        mode: "sampled".into(),
+        board: Some("serial".into()),
+        source: Some("serial".into()),
+        ..RunMeta::default()
+    };
+    runs::save_meta(&dir, &meta)?;
+
+    // Listen before the board starts talking.
+    let (mut port_file, tty) = serial::open(port, args.board.baud)?;
+    if !tty {
+        term::note(format!(
+            "{} is not a terminal: reading it as it is (no baud rate set)",
+            port.display()
+        ));
+    }
+    let mut runner = match &args.board.runner {
+        Some(cmd) => {
+            let mut words = cmd.split_whitespace();
+            let prog = words.next().context("`--runner` is empty")?;
+            term::status("Loading", format!("{} with `{cmd}`", image.display()));
+            Some(
+                std::process::Command::new(prog)
+                    .args(words)
+                    .arg(&image)
+                    .stdin(std::process::Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .with_context(|| format!("starting the runner `{cmd}`"))?,
+            )
+        }
+        None => {
+            term::status(
+                "Waiting",
+                format!(
+                    "for the dump on {}: load {} onto the board and reset it (Ctrl-C to stop)",
+                    port.display(),
+                    image.display()
+                ),
+            );
+            None
+        }
+    };
+    qemu::install_interrupt_handler();
+    let started = std::time::Instant::now();
+    let timeout = Duration::from_secs(args.timeout);
+    let raw_path = dir.join("serial.bin");
+    let mut raw = Vec::new();
+    let mut saved_len = 0;
+    let mut runner_ended: Option<std::time::Instant> = None;
+    let outcome = loop {
+        serial::read_some(&mut port_file, &mut raw)?;
+        if raw.len() != saved_len {
+            // Nothing that arrived is lost if the host dies.
+            runs::write_atomic(&raw_path, &raw)?;
+            saved_len = raw.len();
+        }
+        if let Some((_, true)) = serial::find_dump(&raw) {
+            break "finished";
+        }
+        if qemu::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            break "interrupted";
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration reached";
+        }
+        if started.elapsed() >= timeout {
+            break "timed out";
+        }
+        if let Some(r) = &mut runner
+            && runner_ended.is_none()
+            && r.try_wait().ok().flatten().is_some()
+        {
+            runner_ended = Some(std::time::Instant::now());
+        }
+        // A runner that ended leaves a second for the last bytes.
+        if runner_ended.is_some_and(|t| t.elapsed() >= Duration::from_secs(1)) {
+            break "failed";
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if let Some(mut r) = runner {
+        let _ = r.kill();
+        let _ = r.wait();
+    }
+    meta.wall_seconds = started.elapsed().as_secs_f64();
+    meta.state = outcome.into();
+    let found = serial::find_dump(&raw);
+    if let Some((start, complete)) = found {
+        runs::write_atomic(&dir.join(runs::DUMP), &raw[start..])?;
+        if !complete {
+            term::warn("the dump on the port was cut short; reporting what arrived");
+        }
+    }
+    runs::save_meta(&dir, &meta)?;
+    term::status("Saved", dir.display());
+    if found.is_none() {
+        bail!(
+            "no dump arrived on {} ({} bytes read, kept in {}). Does the firmware call \
+             `sampler_rt::set_writer` with its UART's write function, and is the baud rate \
+             right?",
+            port.display(),
+            raw.len(),
+            raw_path.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The period in cycles on a board: `--period` (a time or rate needs `--clock`), else the
+/// default.
+fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
+    Ok(match &args.period {
+        Some(s) if clock == 0 && s.chars().any(|c| c.is_ascii_alphabetic()) => bail!(
+            "`--period {s}` is a time or a rate: give the core clock with `--clock HZ`, or the \
+             period in cycles"
+        ),
+        Some(s) => parse_period(s, clock)?,
+        None => DEFAULT_PERIOD_INSTRUCTIONS as u64,
+    })
+}
+
+/// The dump of a board capture, whichever way it was taken.
+pub fn board_dump(
+    cap: &crate::board::Capture,
+    code: (u32, u32, u32),
+    reload: u32,
+    requested: u32,
+) -> Option<Dump> {
+    if let Some(l) = &cap.live {
+        let stop = if l.stopped() {
+            l.state.stop
+        } else {
+            wire::STOP_SNAPSHOT
+        };
+        return Some(l.to_dump(code, stop));
+    }
+    let (pcs, timer, reload, lost) = if let Some(s) = &cap.pcsr {
+        (s.pcs.clone(), wire::TIMER_PCSR, 0, 0)
+    } else if !cap.swo.is_empty() {
+        let s = crate::itm::summarize(&cap.swo, false);
+        (
+            s.pcs.iter().map(|pc| pc & !1).collect(),
+            wire::TIMER_DWT,
+            cap.dwt_period.unwrap_or(reload + 1).saturating_sub(1),
+            s.overflow.min(u32::MAX as u64) as u32,
+        )
+    } else {
+        return None;
+    };
+    if pcs.is_empty() {
+        return None;
+    }
+    let info = Info {
+        mode: wire::MODE_RING,
+        timer,
+        stop: wire::STOP_SNAPSHOT,
+        arch: 7,
+        reload,
+        limit: requested,
+        capacity: pcs.len() as u32,
+        taken: pcs.len() as u32,
+        lost,
+        code_start: code.0,
+        code_end: code.1,
+        code_crc: code.2,
+        ..Info::default()
+    };
+    Some(Dump {
+        version: wire::DUMP_VERSION,
+        info,
+        first_seq: 0,
+        pcs,
+        tags: Vec::new(),
+        names: Vec::new(),
+        hist: None,
+        unknown_records: Vec::new(),
+        complete: true,
+    })
+}
+
 /// Say how a live capture went: losses, and a firmware that ended between two reads.
 fn note_live(l: &crate::live::Live, lo: &qemu::LiveOutcome) {
     let read = l.pcs.len() as u64;
     if l.lost > 0 {
         term::warn(format!(
-            "{} of {} samples were overwritten before the host read them (counted as lost):              lower the rate (`--period`) or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)",
+            "{} of {} samples were overwritten before the host read them (counted as lost): \
+             lower the rate (`--period`) or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)",
             l.lost,
             read + l.lost
         ));
     }
     if lo.unread_tail {
         term::warn(
-            "the firmware ended between two reads: its last samples (at most one poll's worth)              are not in the capture. Call `sampler_rt::flush()` before it ends: the firmware then              waits for the host",
+            "the firmware ended between two reads: its last samples (at most one poll's worth) \
+             are not in the capture. Call `sampler_rt::flush()` before it ends: the firmware then \
+             waits for the host",
         );
     }
 }

@@ -70,6 +70,9 @@ pub struct RunMeta {
     /// `--truth`, `--exact`: how instructions were counted.
     #[serde(default)]
     pub counted_by: Option<String>,
+    /// On a board: how the samples were taken (`timer`, `dwt`, `pcsr`); `None` in QEMU.
+    #[serde(default)]
+    pub board: Option<String>,
 }
 
 /// The directory runs are kept in.

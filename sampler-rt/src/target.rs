@@ -532,6 +532,20 @@ pub fn name_tag(tag: u32, name: &'static str) {
     });
 }
 
+/// The firmware's byte writer for the dump (`SINK_WRITER`).
+static mut WRITER: Option<fn(&[u8])> = None;
+
+/// Give sampler-rt a function that writes bytes out (a UART, USB serial): with
+/// `cargo sample --serial PORT` the dump goes through it, once, when the sample limit is reached
+/// (from the sampling interrupt) or at [`flush`]. It should block until the bytes are out.
+/// Call it before [`start`].
+pub fn set_writer(write: fn(&[u8])) {
+    without_interrupts(|| {
+        // SAFETY: the sampling interrupt, the only other user, is masked.
+        unsafe { *addr_of_mut!(WRITER) = Some(write) };
+    });
+}
+
 /// Stop sampling and keep what was taken (a later [`flush`] or [`exit`] still sends it).
 pub fn stop() {
     let s = state();
@@ -587,9 +601,14 @@ extern "C" fn sampler_rt_slow() {
             stop_timer(s);
             (*s).phase = PHASE_STOPPED;
             (*s).stop = wire::STOP_LIMIT;
-            if (*s).sink == wire::SINK_SEMIHOSTING {
-                send_dump(s);
-                semihosting_exit(0);
+            match (*s).sink {
+                wire::SINK_SEMIHOSTING => {
+                    send_dump(s);
+                    semihosting_exit(0);
+                }
+                // Once, from the interrupt: the program goes on afterwards.
+                wire::SINK_WRITER => send_dump(s),
+                _ => {}
             }
         } else {
             if (*s).sink == wire::SINK_SEMIHOSTING && (*s).mode == wire::MODE_RING {
@@ -1106,6 +1125,8 @@ fn semihosting_exit(code: i32) -> ! {
 /// so a run may take any number of samples and a run that dies keeps all chunks sent before.
 struct Stream {
     open: bool,
+    /// Through the firmware's writer rather than semihosting.
+    writer: Option<fn(&[u8])>,
     handle: u32,
     crc: wire::Crc32,
     /// Samples already in the file (sequence numbers below this).
@@ -1114,6 +1135,7 @@ struct Stream {
 
 static mut STREAM: Stream = Stream {
     open: false,
+    writer: None,
     handle: 0,
     crc: wire::Crc32::new(),
     sent: 0,
@@ -1121,6 +1143,10 @@ static mut STREAM: Stream = Stream {
 
 impl Stream {
     fn raw(&mut self, bytes: &[u8]) {
+        if let Some(w) = self.writer {
+            w(bytes);
+            return;
+        }
         let block = [self.handle, bytes.as_ptr() as u32, bytes.len() as u32];
         // SAFETY: only reached with the semihosting sink, which the host enabled.
         unsafe { semihost(SYS_WRITE, block.as_ptr()) };
@@ -1187,13 +1213,17 @@ unsafe fn stream(s: *mut State) -> Option<&'static mut Stream> {
     unsafe {
         let st = &mut *addr_of_mut!(STREAM);
         if !st.open {
-            let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
-            let handle = semihost(SYS_OPEN, block.as_ptr());
-            if handle < 0 {
-                return None;
+            if (*s).sink == wire::SINK_WRITER {
+                st.writer = Some((*addr_of!(WRITER))?);
+            } else {
+                let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
+                let handle = semihost(SYS_OPEN, block.as_ptr());
+                if handle < 0 {
+                    return None;
+                }
+                st.handle = handle as u32;
             }
             st.open = true;
-            st.handle = handle as u32;
             st.put(&wire::file_header());
             let info = info_now(s, st.sent);
             st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
@@ -1341,7 +1371,9 @@ unsafe fn send_dump(s: *mut State) {
             wait_for_host(s);
             return;
         }
-        if (*s).phase == PHASE_DUMPED || (*s).sink != wire::SINK_SEMIHOSTING {
+        if (*s).phase == PHASE_DUMPED
+            || !matches!((*s).sink, wire::SINK_SEMIHOSTING | wire::SINK_WRITER)
+        {
             return;
         }
         (*s).phase = PHASE_DUMPED;
@@ -1361,7 +1393,9 @@ unsafe fn send_dump(s: *mut State) {
         let crc = st.crc.finish();
         st.raw(&wire::record_header(wire::REC_END, 4));
         st.raw(&crc.to_le_bytes());
-        semihost(SYS_CLOSE, [st.handle].as_ptr());
+        if st.writer.is_none() {
+            semihost(SYS_CLOSE, [st.handle].as_ptr());
+        }
         st.open = false;
     }
 }

@@ -55,11 +55,19 @@ pub const SINK_SEMIHOSTING: u8 = 1;
 /// (`flush`, `exit`) it waits, for a bounded time, until the host has read the last samples and
 /// says so by writing [`SINK_NONE`] over the state's `sink` byte.
 pub const SINK_HOST: u8 = 2;
+/// The firmware's own byte writer (`sampler_rt::set_writer`: a UART, USB serial, ...). The
+/// ring keeps the newest samples; the dump is written once, at the limit or at `flush`/`exit`.
+pub const SINK_WRITER: u8 = 3;
 
 /// Timer that paces the sampler: the core's SysTick.
 pub const TIMER_SYSTICK: u8 = 0;
 /// An Arm CMSDK APB timer (mps2/mps3 machines); its base address is in [`Config::timer_base`].
 pub const TIMER_CMSDK: u8 = 1;
+/// No timer: the core's DWT unit sampled the PC (every `reload + 1` cycles) over SWO; the host
+/// made the dump.
+pub const TIMER_DWT: u8 = 2;
+/// No timer: the host read DWT_PCSR through the debug port as fast as it could.
+pub const TIMER_PCSR: u8 = 3;
 
 /// No tag per sample.
 pub const TAG_NONE: u8 = 0;
@@ -242,7 +250,7 @@ pub const RING_SYMBOL: &str = "SAMPLER_RT_RING";
 ///  48     4  reserved     zero
 ///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
     /// `MODE_*`.
     pub mode: u8,

@@ -90,7 +90,31 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
         r.samples.unwrap_or(0),
         f.unit
     );
-    if f.timer_hz == 0 {
+    if f.timer_hz == 0 && f.period_ticks > 1.0 {
+        // A board whose clock was not given: cycles, without times.
+        let _ = writeln!(
+            s,
+            "period {:.0} {} mean ({}{}), priority {:#04x} · clock not given (`--clock HZ`)",
+            f.period_units,
+            f.unit,
+            f.timer,
+            if f.jitter_ticks == 0 {
+                ", constant period".to_owned()
+            } else {
+                format!(", random span {}", f.jitter_ticks)
+            },
+            f.priority
+        );
+        let _ = writeln!(
+            s,
+            "taken {} · lost {} · run ≈ {} {} · {}",
+            f.taken,
+            f.lost,
+            big(f.duration_units),
+            f.unit,
+            f.stop
+        );
+    } else if f.timer_hz == 0 {
         // A text dump says nothing of the timer.
         let _ = writeln!(
             s,

@@ -1,0 +1,83 @@
+//! `--serial`: the dump through the firmware's own UART. In QEMU the "board" is mps2-an385 with
+//! UART0 on a FIFO (tests/fixtures/uart-runner.sh is the loader `--runner` calls), and the FIFO
+//! is the port cargo-sample reads.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use support::{assert_hot_a_share, run_dir_of, scenarios};
+
+fn fifo_pair(dir: &Path) -> PathBuf {
+    let base = dir.join("uart");
+    for end in ["in", "out"] {
+        let p = std::ffi::CString::new(format!("{}.{end}", base.display())).unwrap();
+        // SAFETY: creating a FIFO in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0);
+    }
+    base
+}
+
+fn serial_run(bin: &str, extra: &[&str]) -> (Output, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fifo_pair(tmp.path());
+    let runner = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/uart-runner.sh");
+    let port = format!("{}.out", base.display());
+    let mut args = vec![
+        "sample",
+        "--release",
+        "--bin",
+        bin,
+        "--format",
+        "json",
+        "--serial",
+        &port,
+        "--runner",
+        runner.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args(&args)
+        .current_dir(scenarios())
+        .env("NO_COLOR", "1")
+        .env("UART_FIFO", &base)
+        .output()
+        .unwrap();
+    (out, tmp)
+}
+
+#[test]
+fn the_dump_arrives_through_the_firmwares_uart_among_its_own_output() {
+    let (out, _tmp) = serial_run("uart-dump", &["-n", "4000"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["samples"], 4000);
+    assert_eq!(r["taken"], 4000);
+    assert_eq!(r["source"], "serial");
+    assert_hot_a_share(&r, 4000.0);
+    // Everything the port carried is kept: the application's line, then the dump.
+    let dir = run_dir_of(&out.stderr);
+    let raw = std::fs::read(dir.join("serial.bin")).unwrap();
+    assert!(raw.starts_with(b"uart-dump: hello\r\n"));
+    let dump = std::fs::read(dir.join("sampler.dump")).unwrap();
+    assert!(raw.ends_with(&dump) || raw.windows(dump.len()).any(|w| w == dump.as_slice()));
+    assert!(dump.starts_with(b"SMPL"));
+}
+
+#[test]
+fn a_firmware_that_never_writes_the_dump_gets_a_clear_error_and_the_bytes_are_kept() {
+    // hot-loops sets no writer: the sampler has nowhere to send its dump.
+    let (out, _tmp) = serial_run("hot-loops", &["-n", "2000", "--timeout", "4"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no dump arrived"), "{stderr}");
+    assert!(stderr.contains("sampler_rt::set_writer"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let dir = run_dir_of(&out.stderr);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["state"], "timed out");
+}

@@ -102,3 +102,83 @@ fn a_duration_ends_a_run_that_never_would_and_keeps_what_arrived() {
     assert_eq!(meta["source"], "live");
     assert_eq!(meta["state"], "duration reached");
 }
+
+#[test]
+fn the_applications_own_rtt_channels_keep_working_beside_the_sampler() {
+    // rtt-target's control block and channels next to the sampler's state and ring: the host
+    // reads the ring by the sampler's symbols and copies the application's channel as it goes.
+    let (live, dir) = profile_in("rtt-app", &["--features", "rtt", "--live"]);
+    let (samples, taken, lost) = counts(&live);
+    assert_eq!((samples, lost), (taken, 0));
+    let log = std::fs::read_to_string(dir.join("rtt-0.bin")).unwrap();
+    assert_eq!(
+        log,
+        "rtt-app: start\nrtt-app: round 0\nrtt-app: round 100\nrtt-app: round 200\nrtt-app: round 300\n"
+    );
+    // The same run through semihosting samples the same instructions: the RTT block changed
+    // nothing in the sampler's view.
+    let (sent, _) = profile_in("rtt-app", &["--features", "rtt"]);
+    assert_eq!(live["functions"], sent["functions"]);
+}
+
+/// The configuration a run wrote into the image it loads.
+fn config_in(elf: &std::path::Path) -> sampler_rt::wire::Config {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let data = std::fs::read(elf).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(sampler_rt::wire::CONFIG_SYMBOL))
+        .unwrap();
+    let section = file.section_by_index(sym.section_index().unwrap()).unwrap();
+    let (offset, _) = section.file_range().unwrap();
+    let at = (offset + sym.address() - section.address()) as usize;
+    sampler_rt::wire::Config::decode(&data[at..at + sampler_rt::wire::CONFIG_LEN]).unwrap()
+}
+
+#[test]
+fn a_board_run_prepares_its_image_and_stops_at_the_probe_with_a_clear_message() {
+    // No probe is attached here: everything up to the probe happens, then a clear error.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--chip",
+            "STM32F407VGTx",
+            "-n",
+            "5000",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no debug probe found"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let dir = stderr
+        .split("the run are kept in ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"));
+    // The image to flash reads its ring through the probe, stops at 5000 samples, and samples
+    // every 10 000 cycles on average.
+    let c = config_in(&dir.join("loaded.elf"));
+    assert_eq!(c.sink, sampler_rt::wire::SINK_HOST);
+    assert_eq!(c.limit, 5000);
+    assert_eq!(c.mode, sampler_rt::wire::MODE_RING);
+    assert_eq!(c.reload + 1 + c.jitter_mask / 2, 10_000);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["board"], "timer");
+    assert_eq!(meta["unit"], "cycles");
+    assert_eq!(meta["state"], "failed");
+
+    // Hardware sampling needs the clock for SWO, and a chip.
+    let out = cargo_sample(
+        &scenarios(),
+        &["--release", "--bin", "hot-loops", "--method", "dwt"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("name its chip with `--chip`"), "{stderr}");
+}

@@ -60,6 +60,9 @@ pub struct Options {
     pub dwt_period: u32,
     /// Where the raw capture goes as it arrives (the run directory).
     pub dir: PathBuf,
+    /// The application's own RTT control block (`_SEGGER_RTT` of `defmt-rtt`, `rtt-target`),
+    /// whose output is kept while cargo-sample holds the probe.
+    pub rtt_addr: Option<u64>,
 }
 
 /// What a board run brought back.
@@ -257,6 +260,7 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
     let bar = spinner("waiting for sampler_rt::start()");
     let mut live: Option<Live> = None;
     let mut saved = Instant::now();
+    let mut app_rtt = AppRtt::new(opts.rtt_addr, &opts.dir);
     loop {
         let l = match &mut live {
             Some(l) => l,
@@ -279,6 +283,7 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
             },
         };
         l.poll(&mut target)?;
+        app_rtt.forward(&mut target.core);
         bar.set_message(format!(
             "sampling on {}: {} samples, {} lost",
             opts.chip,
@@ -302,6 +307,60 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
     bar.finish_and_clear();
     out.live = live;
     Ok(())
+}
+
+/// The application's RTT channels, read beside the sampler's ring so that its `defmt-rtt` or
+/// `rtt-target` output is not lost while cargo-sample holds the probe: each up channel's bytes
+/// go to `rtt-N.bin` in the run directory (defmt frames stay binary: `defmt-print -e
+/// firmware.elf < rtt-0.bin` decodes them). The sampler has no control block of its own, so
+/// the two never compete for a channel.
+struct AppRtt {
+    addr: Option<u64>,
+    rtt: Option<probe_rs::rtt::Rtt>,
+    dir: PathBuf,
+    tries: u32,
+}
+
+impl AppRtt {
+    fn new(addr: Option<u64>, dir: &Path) -> AppRtt {
+        AppRtt {
+            addr,
+            rtt: None,
+            dir: dir.to_path_buf(),
+            tries: 0,
+        }
+    }
+
+    fn forward(&mut self, core: &mut probe_rs::Core<'_>) {
+        let Some(addr) = self.addr else { return };
+        if self.rtt.is_none() {
+            // The application sets its control block up after reset; try for a while.
+            if self.tries > 100 {
+                return;
+            }
+            self.tries += 1;
+            self.rtt =
+                probe_rs::rtt::Rtt::attach_region(core, &probe_rs::rtt::ScanRegion::Exact(addr))
+                    .ok();
+        }
+        let Some(rtt) = &mut self.rtt else { return };
+        let mut buf = [0u8; 4096];
+        for ch in rtt.up_channels().iter_mut() {
+            let n = ch.number();
+            if let Ok(k) = ch.read(core, &mut buf)
+                && k > 0
+            {
+                use std::io::Write;
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join(format!("rtt-{n}.bin")))
+                {
+                    let _ = f.write_all(&buf[..k]);
+                }
+            }
+        }
+    }
 }
 
 /// Keep what arrived so far in the run directory.

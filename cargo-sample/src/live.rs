@@ -198,6 +198,81 @@ impl Live {
     }
 }
 
+/// The application's own RTT up channels (`rtt-target`, `defmt-rtt`), read through the same
+/// [`Target`] beside the sampler's ring so that its output is kept (each channel's bytes in
+/// `rtt-N.bin` of the run directory). Used where no probe-rs session does it (QEMU's monitor).
+/// The host keeps its own read offsets and writes them back when the target lets it.
+#[derive(Debug)]
+pub struct AppRtt {
+    addr: u32,
+    dir: std::path::PathBuf,
+    /// Per up channel: the host's read offset, once known.
+    read: Vec<Option<u32>>,
+}
+
+/// An up channel descriptor: name, buffer, size, write offset, read offset, flags.
+const RTT_DESC: u32 = 24;
+
+impl AppRtt {
+    pub fn new(addr: u32, dir: &std::path::Path) -> AppRtt {
+        AppRtt {
+            addr,
+            dir: dir.to_path_buf(),
+            read: Vec::new(),
+        }
+    }
+
+    /// Copy what the channels hold beyond the last read to their files. Returns the bytes.
+    pub fn forward(&mut self, t: &mut dyn Target) -> Result<usize> {
+        let mut head = [0u8; 24];
+        t.read(self.addr, &mut head)?;
+        if !head.starts_with(b"SEGGER RTT") {
+            return Ok(0); // not set up yet
+        }
+        let word = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let ups = word(&head, 16).min(16) as usize;
+        self.read.resize(ups, None);
+        let mut total = 0;
+        for k in 0..ups {
+            let at = self.addr + 24 + k as u32 * RTT_DESC;
+            let mut d = [0u8; RTT_DESC as usize];
+            t.read(at, &mut d)?;
+            let (buf, size, wr, rd_target) = (word(&d, 4), word(&d, 8), word(&d, 12), word(&d, 16));
+            if buf == 0 || size == 0 || wr >= size || rd_target >= size {
+                continue;
+            }
+            let rd = *self.read[k].get_or_insert(rd_target);
+            if rd == wr {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            let mut piece = |from: u32, to: u32| -> Result<()> {
+                let mut b = vec![0u8; (to - from) as usize];
+                t.read(buf + from, &mut b)?;
+                bytes.extend_from_slice(&b);
+                Ok(())
+            };
+            if wr > rd {
+                piece(rd, wr)?;
+            } else {
+                piece(rd, size)?;
+                piece(0, wr)?;
+            }
+            self.read[k] = Some(wr);
+            // Free the space for the application, where the target can be written.
+            let _ = t.write(at + 16, &wr.to_le_bytes());
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(format!("rtt-{k}.bin")))?;
+            f.write_all(&bytes)?;
+            total += bytes.len();
+        }
+        Ok(total)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -323,6 +323,28 @@ pub struct RunnerInfo {
     pub chip: Option<String>,
 }
 
+/// The chip in cargo-embed's configuration (`Embed.toml`, `.embed.toml` beside the manifest;
+/// `[default.general] chip = "..."`), if any.
+pub fn embed_chip(package_dir: &Path) -> Option<String> {
+    for name in [".embed.toml", "Embed.toml"] {
+        let Ok(text) = std::fs::read_to_string(package_dir.join(name)) else {
+            continue;
+        };
+        let Ok(v) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        if let Some(chip) = v
+            .get("default")
+            .and_then(|d| d.get("general"))
+            .and_then(|g| g.get("chip"))
+            .and_then(|c| c.as_str())
+        {
+            return Some(chip.to_owned());
+        }
+    }
+    None
+}
+
 /// Read a runner: `qemu-system-arm ... -machine X -cpu Y ...` or `probe-rs run --chip X`.
 pub fn parse_runner(words: &[String]) -> RunnerInfo {
     let mut info = RunnerInfo::default();
@@ -366,6 +388,20 @@ pub fn cargo_command() -> Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cargo_embed_names_the_chip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(embed_chip(dir.path()), None);
+        std::fs::write(
+            dir.path().join("Embed.toml"),
+            "[default.general]\nchip = \"nRF52840_xxAA\"\n[default.rtt]\nenabled = true\n",
+        )
+        .unwrap();
+        assert_eq!(embed_chip(dir.path()).as_deref(), Some("nRF52840_xxAA"));
+        std::fs::write(dir.path().join(".embed.toml"), "not = [toml").unwrap();
+        assert_eq!(embed_chip(dir.path()).as_deref(), Some("nRF52840_xxAA"));
+    }
 
     #[test]
     fn extra_rustflags_join_the_crates_own_source() {

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exact::{Counting, ExecLog, QemuVersion};
-use crate::live::{Live, Target};
+use crate::live::{AppRtt, Live, Target};
 
 /// Where the plugin writes its counts, in QEMU's working directory.
 const EXACT_FILE: &str = "exact.counts";
@@ -81,6 +81,8 @@ pub struct LiveSpec {
     pub duration: Option<Duration>,
     /// Time between two reads.
     pub interval: Duration,
+    /// The application's RTT control block, whose channels are copied into `rtt_dir`.
+    pub app_rtt: Option<(u32, PathBuf)>,
 }
 
 /// What a live capture read.
@@ -248,6 +250,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             duration_reached: false,
         },
         dir: work.path().to_path_buf(),
+        app_rtt: spec
+            .app_rtt
+            .as_ref()
+            .map(|(addr, dir)| AppRtt::new(*addr, dir)),
     });
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
@@ -378,6 +384,7 @@ struct LiveRun {
     live: Option<Live>,
     out: LiveOutcome,
     dir: PathBuf,
+    app_rtt: Option<AppRtt>,
 }
 
 impl LiveRun {
@@ -410,6 +417,9 @@ impl LiveRun {
             },
         };
         l.poll(m)?;
+        if let Some(r) = &mut self.app_rtt {
+            r.forward(m)?;
+        }
         if l.stopped() {
             // What was taken before it stopped is now all read.
             let _ = l.release(m);

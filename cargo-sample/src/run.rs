@@ -828,6 +828,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             state_addr: state.0 as u32,
             duration: args.duration,
             interval: Duration::from_millis(args.poll_interval.into()),
+            app_rtt: elf::symbol_address(&elf_bytes, "_SEGGER_RTT")
+                .map(|a| (a as u32, dir.clone())),
         }),
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
@@ -953,17 +955,27 @@ fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
         .as_deref()
         .map(project::parse_runner)
         .unwrap_or_default();
-    if args.machine.is_none()
-        && runner.machine.is_none()
-        && args.board.serial.is_none()
-        && let Some(chip) = runner.chip
-    {
-        return Ok(Some(chip));
+    if args.machine.is_none() && runner.machine.is_none() && args.board.serial.is_none() {
+        let from_embed = || {
+            p.manifest_path
+                .parent()
+                .and_then(|d| project::embed_chip(d))
+        };
+        if let Some(chip) = runner.chip.or_else(|| {
+            // cargo-embed's configuration, when no runner says otherwise.
+            if p.runner.is_none() {
+                from_embed()
+            } else {
+                None
+            }
+        }) {
+            return Ok(Some(chip));
+        }
     }
     if args.board.method != crate::cli::Method::Timer {
         bail!(
-            "`--method {:?}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
-            args.board.method
+            "`--method {}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
+            format!("{:?}", args.board.method).to_lowercase()
         );
     }
     Ok(None)
@@ -1068,6 +1080,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         swo_baud: args.board.swo_baud,
         dwt_period: period as u32,
         dir: dir.clone(),
+        rtt_addr: elf::symbol_address(&elf_bytes, "_SEGGER_RTT"),
     });
     let (a, b) = fw.text.unwrap_or((0, 0));
     let code = (
@@ -1080,7 +1093,10 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         Err(e) => {
             meta.state = "failed".into();
             runs::save_meta(&dir, &meta)?;
-            return Err(e.context(format!("the run is kept in {}", dir.display())));
+            bail!(
+                "{e:#}\n(the image and the run are kept in {})",
+                dir.display()
+            );
         }
     };
     meta.wall_seconds = cap.wall.as_secs_f64();

@@ -156,6 +156,7 @@ pub struct Bench {
     pub exact_counting: CountingCost,
     pub host_pipeline: Vec<PipelineTiming>,
     pub itm: ItmSpeed,
+    pub live: Vec<LiveRate>,
 }
 
 /// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
@@ -488,6 +489,57 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
 }
 
 /// `cargo sample bench`.
+/// One live capture at a sampling period: what the host read, and how fast.
+#[derive(Debug, Serialize)]
+pub struct LiveRate {
+    pub period_instructions: f64,
+    pub taken: u64,
+    pub lost: u64,
+    pub wall_s: f64,
+    /// Samples delivered per second of host time.
+    pub delivered_per_s: f64,
+    /// Bytes of ring read per second of host time (4 a sample).
+    pub bytes_per_s: f64,
+}
+
+/// Live capture through QEMU's monitor at shorter and shorter periods: where samples start to
+/// be lost (the host reads every 10 ms; the ring holds 10 240 samples).
+fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
+    let mut out = Vec::new();
+    for period in ["16000", "1600", "400", "160", "64"] {
+        let argv = vec![
+            "cargo-sample",
+            "--manifest-path",
+            manifest.to_str().context("path is not UTF-8")?,
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--live",
+            "--samples",
+            "200000",
+            "--period",
+            period,
+        ];
+        let cli = Cli::try_parse_from(argv)?;
+        let started = std::time::Instant::now();
+        let dir = run::capture(&cli.run)?;
+        let wall = started.elapsed().as_secs_f64();
+        let d = run::load_dump(&dir)?;
+        let meta = runs::load_meta(&dir)?;
+        let delivered = d.pcs.len() as f64;
+        out.push(LiveRate {
+            period_instructions: (d.info.reload as f64 + 1.0 + d.info.jitter_mask as f64 / 2.0)
+                * meta.units_per_tick,
+            taken: d.info.taken as u64,
+            lost: d.info.lost as u64,
+            wall_s: wall,
+            delivered_per_s: delivered / wall,
+            bytes_per_s: delivered * 4.0 / wall,
+        });
+    }
+    Ok(out)
+}
+
 pub fn bench(args: &BenchArgs) -> Result<()> {
     let manifest = match &args.manifest_path {
         Some(p) => p.clone(),
@@ -564,6 +616,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             seed_instructions: seed,
         });
     }
+    let live = live_rates(&manifest)?;
     let counting = counting_cost(&manifest)?;
     let mut host = pipeline(
         &manifest,
@@ -576,6 +629,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         exact_counting: counting,
         host_pipeline: host,
         itm: itm_speed()?,
+        live,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -672,6 +726,25 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             println!(
                 "goal: 1 000 000 samples of a 50 KB image, load + text report, in at most 0.3 s"
             );
+            println!();
+            println!(
+                "live capture through QEMU's monitor (hot-loops, 200 000 samples, a read every 10 ms, 10 240-slot ring)"
+            );
+            println!(
+                "{:>14} {:>9} {:>9} {:>8} {:>14} {:>10}",
+                "period instr", "taken", "lost", "wall s", "delivered/s", "KB/s"
+            );
+            for l in &all.live {
+                println!(
+                    "{:>14.1} {:>9} {:>9} {:>8.2} {:>14.0} {:>10.0}",
+                    l.period_instructions,
+                    l.taken,
+                    l.lost,
+                    l.wall_s,
+                    l.delivered_per_s,
+                    l.bytes_per_s / 1e3
+                );
+            }
             let i = &all.itm;
             println!();
             println!(

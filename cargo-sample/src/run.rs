@@ -956,11 +956,7 @@ fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
         .map(project::parse_runner)
         .unwrap_or_default();
     if args.machine.is_none() && runner.machine.is_none() && args.board.serial.is_none() {
-        let from_embed = || {
-            p.manifest_path
-                .parent()
-                .and_then(|d| project::embed_chip(d))
-        };
+        let from_embed = || p.manifest_path.parent().and_then(project::embed_chip);
         if let Some(chip) = runner.chip.or_else(|| {
             // cargo-embed's configuration, when no runner says otherwise.
             if p.runner.is_none() {

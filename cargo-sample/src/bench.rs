@@ -157,6 +157,7 @@ pub struct Bench {
     pub host_pipeline: Vec<PipelineTiming>,
     pub itm: ItmSpeed,
     pub live: Vec<LiveRate>,
+    pub laps: LapCost,
 }
 
 /// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
@@ -489,6 +490,77 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
 }
 
 /// `cargo sample bench`.
+/// What timing a region costs the program, exact in QEMU.
+#[derive(Debug, Serialize)]
+pub struct LapCost {
+    /// Instructions the program runs per lap in sampler-rt's lap code (`measure` around an
+    /// empty closure, and recording the lap).
+    pub instructions_per_lap: f64,
+    /// The lap's own time as calibrated and subtracted (the instructions between the counter
+    /// reads, read to a SysTick tick).
+    pub subtracted: f64,
+    /// The empty region's corrected lap (0 when the subtraction is right).
+    pub empty_region: f64,
+}
+
+fn lap_cost(manifest: &Path) -> Result<LapCost> {
+    let argv = vec![
+        "cargo-sample",
+        "--manifest-path",
+        manifest.to_str().context("path is not UTF-8")?,
+        "--release",
+        "--bin",
+        "laps",
+        "--laps",
+        "--truth",
+    ];
+    let cli = Cli::try_parse_from(argv)?;
+    let dir = run::capture(&cli.run)?;
+    let counts = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?;
+    let elf = std::fs::read(dir.join(runs::ELF))?;
+    let file = object::File::parse(&*elf)?;
+    // Per call: every instruction of a function over the count of its first.
+    let per_call = |start: u64, size: u64| -> Option<f64> {
+        let entry = counts.iter().find(|c| c.0 as u64 == start)?.1;
+        let all: u64 = counts
+            .iter()
+            .filter(|c| (start..start + size).contains(&(c.0 as u64)))
+            .map(|c| c.1)
+            .sum();
+        (entry > 0).then(|| all as f64 / entry as f64)
+    };
+    let mut measure = f64::INFINITY;
+    let mut record = 0.0;
+    for sym in file.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        let name = rustc_demangle::demangle(name).to_string();
+        let (a, n) = (sym.address() & !1, sym.size());
+        if name.starts_with("sampler_rt::laps::Region::measure") {
+            if let Some(c) = per_call(a, n) {
+                measure = measure.min(c);
+            }
+        } else if name.starts_with("sampler_rt::laps::record_into") {
+            record = per_call(a, n).unwrap_or(0.0);
+        }
+    }
+    if !measure.is_finite() {
+        bail!("no lap was timed in the laps firmware");
+    }
+    let report = run::load_report(&dir, crate::report::Options::default())?;
+    let laps = report.laps.context("the laps firmware sent no regions")?;
+    let empty = laps
+        .regions
+        .iter()
+        .find(|r| r.name == "empty")
+        .map(|r| r.median)
+        .unwrap_or(f64::NAN);
+    Ok(LapCost {
+        instructions_per_lap: measure + record,
+        subtracted: laps.overhead,
+        empty_region: empty,
+    })
+}
+
 /// One live capture at a sampling period: what the host read, and how fast.
 #[derive(Debug, Serialize)]
 pub struct LiveRate {
@@ -617,6 +689,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         });
     }
     let live = live_rates(&manifest)?;
+    let laps = lap_cost(&manifest)?;
     let counting = counting_cost(&manifest)?;
     let mut host = pipeline(
         &manifest,
@@ -630,6 +703,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         host_pipeline: host,
         itm: itm_speed()?,
         live,
+        laps,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -745,6 +819,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                     l.bytes_per_s / 1e3
                 );
             }
+            println!();
+            println!(
+                "lap timing (laps firmware, exact in QEMU): {:.1} instructions of sampler-rt per lap; \
+                 {:.2} instructions of lap time subtracted; the empty region reads {:.2}",
+                all.laps.instructions_per_lap, all.laps.subtracted, all.laps.empty_region
+            );
             let i = &all.itm;
             println!();
             println!(

@@ -295,6 +295,10 @@ pub struct RunArgs {
     /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
     #[arg(long, value_name = "N", value_parser = parse_u32)]
     pub seed: Option<u32>,
+    /// Time the firmware's lap regions (`sampler_rt::laps`) without sampling: SysTick stays
+    /// free to serve as the lap counter where the core has no cycle counter (QEMU).
+    #[arg(long, conflicts_with_all = ["exact", "live", "tag"])]
+    pub laps: bool,
     /// Read the sampler's ring while the firmware runs (through QEMU's monitor; on a board
     /// this is how samples always arrive) instead of waiting for its dump: runs of any length
     /// with a ring of any size, samples the host could not read in time counted as lost.

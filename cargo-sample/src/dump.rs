@@ -23,6 +23,8 @@ pub struct Dump {
     pub unknown_records: Vec<u16>,
     /// Whether the END record and its checksum were present and right.
     pub complete: bool,
+    /// Lap-timed regions, if the firmware timed any.
+    pub laps: Option<crate::laps::Laps>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -227,6 +229,15 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     }
                 }
             }
+            wire::REC_LAPS if !cut => match crate::laps::decode(payload) {
+                Some(l) => dump.laps = Some(l),
+                None => {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed("damaged LAPS record".into())),
+                    );
+                }
+            },
             wire::REC_NAMES => {
                 let mut at = 4usize;
                 let count = if payload.len() >= 4 {

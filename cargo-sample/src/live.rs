@@ -179,6 +179,7 @@ impl Live {
             hist: None,
             unknown_records: Vec::new(),
             complete: true,
+            laps: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod exact;
 mod firmware;
 mod init;
 mod itm;
+mod laps;
 mod live;
 mod machine;
 mod project;

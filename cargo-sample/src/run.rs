@@ -401,7 +401,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
             s
         }
     };
-    let report = report::build_samples(
+    let mut report = report::build_samples(
         &samples,
         &mut sym,
         code.as_mut(),
@@ -410,6 +410,27 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         opts,
         &elf::vectors(&elf_bytes),
     );
+    if let Some(l) = &dump.laps {
+        // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
+        let scale = match l.counter {
+            wire::LAP_COUNTER_SYSTICK => crate::laps::Scale {
+                units_per_tick: meta.units_per_tick,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+            _ => crate::laps::Scale {
+                units_per_tick: 1.0,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+        };
+        let mut laps = crate::laps::analyse(l, scale);
+        if !dump.pcs.is_empty() || dump.hist.is_some() {
+            laps.warnings.push(
+                "the sampler's own interrupt also lengthened laps while it sampled: clusters then                  mix its cost with the application's interrupts. Time laps without sampling                  (`--laps`) to infer an interrupt's cost"
+                    .into(),
+            );
+        }
+        report.laps = Some(laps);
+    }
     Ok(report)
 }
 
@@ -506,16 +527,29 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
             s.push('\n');
             s.into_bytes()
         }
-        Format::Text => text::render(
-            report,
-            text::Options {
-                lines: view.lines,
-                tree: view.tree,
-                top: view.top,
-                min_percent: view.min_percent,
-            },
-        )
-        .into_bytes(),
+        Format::Text => {
+            let mut t = if report.samples == Some(0) && report.laps.is_some() {
+                // Laps only (`--laps`): no profile to show.
+                String::new()
+            } else {
+                text::render(
+                    report,
+                    text::Options {
+                        lines: view.lines,
+                        tree: view.tree,
+                        top: view.top,
+                        min_percent: view.min_percent,
+                    },
+                )
+            };
+            if let Some(l) = &report.laps {
+                if !t.is_empty() {
+                    t.push('\n');
+                }
+                t.push_str(&crate::laps::render(l, &report.unit));
+            }
+            t.into_bytes()
+        }
         Format::Folded => report::formats::folded(report).into_bytes(),
         Format::Svg => report::formats::svg(report)?,
         Format::Pprof => report::formats::pprof(report)?,
@@ -709,6 +743,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         Timer::Cmsdk { base, irq } => (wire::TIMER_CMSDK, base, irq),
     };
     let (mode, hist_base, hist_shift) = match args.mode {
+        _ if args.laps => (wire::MODE_OFF, 0, 0),
         crate::cli::Mode::Ring => (wire::MODE_RING, 0, 0),
         crate::cli::Mode::Hist => {
             let text = fw.text.context(
@@ -793,21 +828,28 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     runs::save_meta(&dir, &meta)?;
 
     let mean_period = period as f64 * units_per_tick;
-    term::status(
-        "Running",
-        format!(
-            "{} in QEMU {} ({} samples, every {:.0} instructions{})",
-            p.target_name,
-            m.name,
-            requested,
-            mean_period,
-            if jitter_mask == 0 {
-                ", constant period"
-            } else {
-                " on average"
-            }
-        ),
-    );
+    if args.laps {
+        term::status(
+            "Running",
+            format!("{} in QEMU {} (lap timing)", p.target_name, m.name),
+        );
+    } else {
+        term::status(
+            "Running",
+            format!(
+                "{} in QEMU {} ({} samples, every {:.0} instructions{})",
+                p.target_name,
+                m.name,
+                requested,
+                mean_period,
+                if jitter_mask == 0 {
+                    ", constant period"
+                } else {
+                    " on average"
+                }
+            ),
+        );
+    }
     let outcome = qemu::run(&qemu::Options {
         qemu: qemu_path,
         machine: m.name.to_owned(),
@@ -821,7 +863,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             len: wire::STATE_LEN as u64,
         }),
         output_log: Some(dir.join(runs::OUTPUT)),
-        expected_samples: (requested > 0).then_some(requested as u64),
+        expected_samples: (requested > 0 && !args.laps).then_some(requested as u64),
         budget: None,
         counting: counting.clone(),
         live: live.then(|| qemu::LiveSpec {
@@ -1374,6 +1416,7 @@ pub fn board_dump(
         hist: None,
         unknown_records: Vec::new(),
         complete: true,
+        laps: None,
     })
 }
 

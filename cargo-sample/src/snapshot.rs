@@ -95,6 +95,7 @@ pub fn to_dump(
         hist: None,
         unknown_records: Vec::new(),
         complete: true,
+        laps: None,
     })
 }
 
@@ -140,6 +141,7 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
         }),
         unknown_records: Vec::new(),
         complete: true,
+        laps: None,
     })
 }
 

@@ -60,6 +60,9 @@ pub mod wire;
 mod target;
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
+pub mod laps;
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
 pub use target::{exit, flush, name_tag, samples_taken, set_tag, set_writer, start, stop, tag};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]

@@ -532,6 +532,16 @@ pub fn name_tag(tag: u32, name: &'static str) {
     });
 }
 
+/// Whether the sampler is pacing itself with SysTick right now.
+pub(crate) fn sampling_on_systick() -> bool {
+    let s = state();
+    // SAFETY: plain reads of the state.
+    unsafe {
+        read_volatile(addr_of!((*s).phase)) == PHASE_RUNNING
+            && read_volatile(addr_of!((*s).timer)) == wire::TIMER_SYSTICK
+    }
+}
+
 /// The firmware's byte writer for the dump (`SINK_WRITER`).
 static mut WRITER: Option<fn(&[u8])> = None;
 
@@ -1386,6 +1396,10 @@ unsafe fn send_dump(s: *mut State) {
             send_samples(s, st, from, taken);
         }
         send_names(st);
+        if let Some(len) = crate::laps::record_len() {
+            st.put(&wire::record_header(wire::REC_LAPS, len));
+            crate::laps::write_record(|b| st.put(b));
+        }
         // The final INFO supersedes the first one: readers keep the last.
         let info = info_now(s, taken);
         st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));

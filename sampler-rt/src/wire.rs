@@ -46,6 +46,17 @@ pub const MODE_RING: u8 = 1;
 /// Address-range histogram bins.
 pub const MODE_HIST: u8 = 2;
 
+/// LAPS: a region timed from start to end.
+pub const LAP_REGION: u8 = 0;
+/// LAPS: the iteration of a loop, timed from one iteration to the next.
+pub const LAP_ITERATION: u8 = 1;
+/// LAPS: no counter could time the laps.
+pub const LAP_COUNTER_NONE: u8 = 0;
+/// LAPS: the DWT cycle counter (core cycles).
+pub const LAP_COUNTER_CYCCNT: u8 = 1;
+/// LAPS: SysTick's current value (its clock: the core clock on the boards cargo-sample drives).
+pub const LAP_COUNTER_SYSTICK: u8 = 2;
+
 /// Where the dump goes when the run is done.
 pub const SINK_NONE: u8 = 0;
 /// A host file through semihosting (QEMU, or a debugger that serves semihosting).

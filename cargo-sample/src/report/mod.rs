@@ -157,6 +157,9 @@ pub struct Report {
     pub diagnostics: Vec<diagnose::Diagnostic>,
     /// The messages of the diagnostics of severity `warning`.
     pub warnings: Vec<String>,
+    /// Lap-timed regions, when the firmware timed any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub laps: Option<crate::laps::LapsReport>,
 }
 
 /// One inline chain (outermost first) and its count.
@@ -619,6 +622,7 @@ pub fn build_samples(
         exact_instructions,
         diagnostics,
         warnings,
+        laps: None,
     }
 }
 
@@ -693,5 +697,6 @@ pub fn build_exact(
         exact_instructions: None,
         diagnostics,
         warnings,
+        laps: None,
     }
 }

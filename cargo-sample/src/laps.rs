@@ -1,0 +1,663 @@
+//! Lap-timed regions: the dump's LAPS record, and what the host makes of it: the lap's own
+//! cost subtracted, min/median/max, the clusters of the distribution, and for a multi-modal
+//! one the cost of the interrupting work per occurrence and how often it hit.
+//!
+//! Two inferences, both from measurements only:
+//! - clusters: laps of the same work that an interrupt hit k times lie near `B + k I`; the
+//!   spacing of the clusters, fitted over all of them, is `I`;
+//! - rates: a region named `work @ 5 kHz` is `work` with an interrupt at 5 kHz. With a region
+//!   named `work` measured without it, the mean lap grows by `k I` where `k` is the mean
+//!   number of interrupts in a lap (the lap's length over the interrupt's period), so
+//!   `I = (N - B) / k`. This is how a cyclic executive's iteration time gives the cost of an
+//!   interrupt.
+
+use serde::Serialize;
+
+use sampler_rt::wire;
+
+/// The LAPS record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Laps {
+    /// `wire::LAP_COUNTER_*`.
+    pub counter: u8,
+    /// The shortest empty lap, in counter ticks.
+    pub overhead: u32,
+    /// Regions beyond the runtime's table.
+    pub dropped: u32,
+    pub regions: Vec<Region>,
+}
+
+/// One region as the firmware kept it (raw counter ticks, the lap's own cost included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Region {
+    pub name: String,
+    /// `wire::LAP_REGION` or `wire::LAP_ITERATION`.
+    pub kind: u8,
+    pub calls: u32,
+    pub min: u32,
+    pub max: u32,
+    pub sum: u64,
+    /// Laps whose value did not fit the table of distinct values.
+    pub overflow: u32,
+    /// Laps no counter could time.
+    pub unmeasured: u32,
+    /// Distinct lap values and how many laps had each.
+    pub values: Vec<(u32, u32)>,
+}
+
+fn word(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Decode a LAPS payload; `None` if it is damaged.
+pub fn decode(p: &[u8]) -> Option<Laps> {
+    let count = word(p, 0)? as usize;
+    let mut laps = Laps {
+        counter: word(p, 4)? as u8,
+        overhead: word(p, 8)?,
+        dropped: word(p, 12)?,
+        regions: Vec::new(),
+    };
+    let mut at = 16;
+    for _ in 0..count.min(4096) {
+        let len = word(p, at)? as usize;
+        if len > 4096 {
+            return None;
+        }
+        let name = String::from_utf8_lossy(p.get(at + 4..at + 4 + len)?).into_owned();
+        at += 4 + len.div_ceil(4) * 4;
+        let f = |k: usize| word(p, at + 4 * k);
+        let n = f(8)? as usize;
+        if n > 1 << 16 {
+            return None;
+        }
+        let mut r = Region {
+            name,
+            kind: f(0)? as u8,
+            calls: f(1)?,
+            min: f(2)?,
+            max: f(3)?,
+            sum: f(4)? as u64 | (f(5)? as u64) << 32,
+            overflow: f(6)?,
+            unmeasured: f(7)?,
+            values: Vec::with_capacity(n),
+        };
+        at += 40;
+        for k in 0..n {
+            r.values
+                .push((word(p, at + 8 * k)?, word(p, at + 8 * k + 4)?));
+        }
+        at += 8 * n;
+        laps.regions.push(r);
+    }
+    Some(laps)
+}
+
+/// Encode a LAPS payload (the firmware's layout).
+#[cfg(test)]
+pub fn encode(l: &Laps) -> Vec<u8> {
+    let mut b = Vec::new();
+    let mut put = |v: u32| b.extend_from_slice(&v.to_le_bytes());
+    put(l.regions.len() as u32);
+    put(l.counter as u32);
+    put(l.overhead);
+    put(l.dropped);
+    for r in &l.regions {
+        b.extend_from_slice(&(r.name.len() as u32).to_le_bytes());
+        b.extend_from_slice(r.name.as_bytes());
+        b.resize(b.len() + (4 - r.name.len() % 4) % 4, 0);
+        for v in [
+            r.kind as u32,
+            r.calls,
+            r.min,
+            r.max,
+            r.sum as u32,
+            (r.sum >> 32) as u32,
+            r.overflow,
+            r.unmeasured,
+            r.values.len() as u32,
+            0,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for &(v, c) in &r.values {
+            b.extend_from_slice(&v.to_le_bytes());
+            b.extend_from_slice(&c.to_le_bytes());
+        }
+    }
+    b
+}
+
+/// How counter ticks become the report's unit and time.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    /// Units (instructions in QEMU, cycles on a board) per counter tick.
+    pub units_per_tick: f64,
+    /// Counter ticks per second, if known.
+    pub hz: Option<f64>,
+}
+
+/// A cluster of lap values.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Cluster {
+    /// Weighted mean, in units, the lap's own cost subtracted.
+    pub center: f64,
+    pub laps: u64,
+    pub percent: f64,
+}
+
+/// The interrupting work inferred from a region's laps.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Interference {
+    /// Units per occurrence.
+    pub per_occurrence: f64,
+    /// `clusters` (their spacing) or `rate` (mean lap against the undisturbed region and the
+    /// interrupt rate in the name).
+    pub method: &'static str,
+    /// Occurrences per lap and the share of laps with that many (clusters only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hits: Vec<(u32, f64)>,
+    /// The undisturbed region used as the base, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_region: Option<String>,
+    /// Mean occurrences per lap.
+    pub mean_occurrences: f64,
+}
+
+/// A region in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegionReport {
+    pub name: String,
+    /// `region` or `iteration`.
+    pub kind: &'static str,
+    pub calls: u32,
+    pub unmeasured: u32,
+    /// Laps beyond the table of distinct values (not in median or clusters).
+    pub overflow: u32,
+    /// In units, the lap's own cost subtracted.
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// The mean in microseconds, when the counter's clock is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_us: Option<f64>,
+    /// Iterations per second (iterations only, clock known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_hz: Option<f64>,
+    pub clusters: Vec<Cluster>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interference: Vec<Interference>,
+}
+
+/// All regions of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LapsReport {
+    /// `DWT CYCCNT`, `SysTick`, or `no counter`.
+    pub counter: &'static str,
+    /// A lap's own cost in units (subtracted from every lap).
+    pub overhead: f64,
+    pub regions: Vec<RegionReport>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Adjacent distinct values at most this far apart (in counter ticks) belong to one cluster:
+/// the reading's own resolution (a tick at each end) and a tick of slack. A distribution that
+/// spreads continuously (caches, wait states) chains into one cluster; an interrupt's cost
+/// stands out as a gap.
+fn tolerance(_v: f64) -> f64 {
+    3.0
+}
+
+/// Group sorted `(value, count)` pairs into clusters of nearby values.
+fn clusters(values: &[(f64, u64)]) -> Vec<(f64, u64)> {
+    let mut out: Vec<(f64, u64, f64)> = Vec::new(); // (weighted sum, count, last value)
+    for &(v, c) in values {
+        match out.last_mut() {
+            Some(last) if v - last.2 <= tolerance(v) => {
+                last.0 += v * c as f64;
+                last.1 += c;
+                last.2 = v;
+            }
+            _ => out.push((v * c as f64, c, v)),
+        }
+    }
+    out.into_iter()
+        .map(|(s, c, _)| (s / c.max(1) as f64, c))
+        .collect()
+}
+
+/// The spacing that best explains cluster centers as `base + k I` (weighted least squares over
+/// the integer k each cluster gets), with the k of each.
+fn spacing(centers: &[(f64, u64)], base: f64) -> Option<(f64, Vec<u32>)> {
+    let first = centers.first()?.0;
+    let gap = centers
+        .windows(2)
+        .map(|w| w[1].0 - w[0].0)
+        .fold(f64::INFINITY, f64::min);
+    if !gap.is_finite() || gap <= 0.0 {
+        return None;
+    }
+    // A first guess from the smallest gap; the lowest cluster's own count from the base.
+    let k0 = ((first - base) / gap).round().max(0.0);
+    let ks: Vec<f64> = centers
+        .iter()
+        .map(|c| k0 + ((c.0 - first) / gap).round())
+        .collect();
+    let (mut num, mut den) = (0.0, 0.0);
+    for (c, k) in centers.iter().zip(&ks) {
+        num += k * (c.0 - base) * c.1 as f64;
+        den += k * k * c.1 as f64;
+    }
+    if den == 0.0 {
+        return None;
+    }
+    Some((num / den, ks.iter().map(|&k| k as u32).collect()))
+}
+
+/// An interrupt rate in a region's name: `work @ 5 kHz` (Hz, kHz, MHz).
+pub fn rate_in(name: &str) -> Option<(String, f64)> {
+    let (base, cond) = name.split_once('@')?;
+    let t = cond.trim().to_ascii_lowercase().replace(' ', "");
+    let (num, scale) = if let Some(v) = t.strip_suffix("mhz") {
+        (v, 1e6)
+    } else if let Some(v) = t.strip_suffix("khz") {
+        (v, 1e3)
+    } else if let Some(v) = t.strip_suffix("hz") {
+        (v, 1.0)
+    } else {
+        return None;
+    };
+    let v: f64 = num.parse().ok()?;
+    (v > 0.0).then(|| (base.trim().to_owned(), v * scale))
+}
+
+/// Analyse every region.
+pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
+    let over = l.overhead as f64;
+    let u = scale.units_per_tick;
+    let mut warnings = Vec::new();
+    if l.counter == wire::LAP_COUNTER_NONE {
+        warnings.push(
+            "no counter could time the laps: the sampler was pacing itself with SysTick and the core \
+             has no DWT cycle counter. Pace the sampler with another timer (`--timer cmsdk`), or \
+             time laps without sampling (`--laps`)"
+                .to_owned(),
+        );
+    }
+    if l.dropped > 0 {
+        warnings.push(format!(
+            "{} regions beyond the runtime's table of {} were not kept",
+            l.dropped,
+            l.regions.len()
+        ));
+    }
+    // Raw (ticks, overhead subtracted) statistics first; the inferences compare regions.
+    struct Raw {
+        corrected: Vec<(f64, u64)>,
+        mean: f64,
+        clusters: Vec<(f64, u64)>,
+    }
+    let raws: Vec<Raw> = l
+        .regions
+        .iter()
+        .map(|r| {
+            let mut corrected: Vec<(f64, u64)> = r
+                .values
+                .iter()
+                .map(|&(v, c)| ((v as f64 - over).max(0.0), c as u64))
+                .collect();
+            corrected.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mean = if r.calls == 0 {
+                0.0
+            } else {
+                r.sum as f64 / r.calls as f64 - over
+            };
+            let clusters = clusters(&corrected);
+            Raw {
+                corrected,
+                mean,
+                clusters,
+            }
+        })
+        .collect();
+    let find = |name: &str| {
+        l.regions
+            .iter()
+            .position(|r| r.name == name && r.calls > 0)
+            .map(|i| &raws[i])
+    };
+    let mut regions = Vec::new();
+    for (r, raw) in l.regions.iter().zip(&raws) {
+        let total: u64 = raw.corrected.iter().map(|v| v.1).sum();
+        let median = {
+            let mut acc = 0;
+            raw.corrected
+                .iter()
+                .find(|v| {
+                    acc += v.1;
+                    2 * acc >= total
+                })
+                .map(|v| v.0)
+                .unwrap_or(0.0)
+        };
+        let named = rate_in(&r.name);
+        let base = named
+            .as_ref()
+            .and_then(|(b, _)| find(b).map(|raw| (b.clone(), raw)));
+        let mut interference = Vec::new();
+        if raw.clusters.len() >= 2 {
+            // The lowest cluster is the undisturbed time unless a base region says otherwise.
+            let b = match &base {
+                Some((_, braw)) if braw.clusters.len() == 1 => braw.clusters[0].0,
+                _ => raw.clusters[0].0,
+            };
+            if let Some((i, ks)) = spacing(&raw.clusters, b) {
+                let mut hits: Vec<(u32, f64)> = Vec::new();
+                for (c, k) in raw.clusters.iter().zip(ks) {
+                    match hits.iter_mut().find(|h| h.0 == k) {
+                        Some(h) => h.1 += c.1 as f64,
+                        None => hits.push((k, c.1 as f64)),
+                    }
+                }
+                let n = total.max(1) as f64;
+                let mean_k = hits.iter().map(|h| h.0 as f64 * h.1).sum::<f64>() / n;
+                interference.push(Interference {
+                    per_occurrence: i * u,
+                    method: "clusters",
+                    hits: hits.into_iter().map(|(k, c)| (k, 100.0 * c / n)).collect(),
+                    base_region: base
+                        .as_ref()
+                        .filter(|(_, braw)| braw.clusters.len() == 1)
+                        .map(|(name, _)| name.clone()),
+                    mean_occurrences: mean_k,
+                });
+            }
+        }
+        if let (Some((_, rate)), Some((bname, braw)), Some(hz)) = (&named, &base, scale.hz) {
+            // Mean occurrences in a lap: its length over the interrupt's period.
+            let period = hz / rate;
+            let k = (raw.mean + over) / period;
+            if k > 0.0 && raw.mean > braw.mean {
+                interference.push(Interference {
+                    per_occurrence: (raw.mean - braw.mean) / k * u,
+                    method: "rate",
+                    hits: Vec::new(),
+                    base_region: Some(bname.clone()),
+                    mean_occurrences: k,
+                });
+            }
+        }
+        let mean_us = scale.hz.map(|hz| raw.mean / hz * 1e6);
+        regions.push(RegionReport {
+            name: r.name.clone(),
+            kind: if r.kind == wire::LAP_ITERATION {
+                "iteration"
+            } else {
+                "region"
+            },
+            calls: r.calls,
+            unmeasured: r.unmeasured,
+            overflow: r.overflow,
+            min: (r.min as f64 - over).max(0.0) * u,
+            median: median * u,
+            max: (r.max as f64 - over).max(0.0) * u,
+            mean: raw.mean * u,
+            mean_us,
+            rate_hz: match (r.kind, mean_us) {
+                (wire::LAP_ITERATION, Some(us)) if us > 0.0 => Some(1e6 / us),
+                _ => None,
+            },
+            clusters: raw
+                .clusters
+                .iter()
+                .map(|&(c, n)| Cluster {
+                    center: c * u,
+                    laps: n,
+                    percent: 100.0 * n as f64 / total.max(1) as f64,
+                })
+                .collect(),
+            interference,
+        });
+    }
+    LapsReport {
+        counter: match l.counter {
+            wire::LAP_COUNTER_CYCCNT => "DWT CYCCNT",
+            wire::LAP_COUNTER_SYSTICK => "SysTick",
+            _ => "no counter",
+        },
+        overhead: over * u,
+        regions,
+        warnings,
+    }
+}
+
+/// The regions as text.
+pub fn render(r: &LapsReport, unit: &str) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Regions (lap timing with {}; a lap's own cost, {:.1} {unit}, subtracted)",
+        r.counter, r.overhead
+    );
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "region", "laps", "min", "median", "max", "mean", "time"
+    );
+    for g in &r.regions {
+        let time = match (g.mean_us, g.rate_hz) {
+            (_, Some(hz)) => format!("{hz:.1} Hz"),
+            (Some(us), None) => format!("{us:.2} µs"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10}",
+            g.name, g.calls, g.min, g.median, g.max, g.mean, time
+        );
+        if g.clusters.len() > 1 {
+            let list: Vec<String> = g
+                .clusters
+                .iter()
+                .map(|c| format!("{:.1} ({:.0} %)", c.center, c.percent))
+                .collect();
+            let _ = writeln!(s, "      clusters: {}", list.join(", "));
+        }
+        for i in &g.interference {
+            let how = match i.method {
+                "clusters" => "from the clusters' spacing".to_owned(),
+                _ => format!(
+                    "from the mean against `{}` and the rate in the name",
+                    i.base_region.as_deref().unwrap_or("?")
+                ),
+            };
+            let _ = write!(
+                s,
+                "      interrupting work: {:.1} {unit} per occurrence ({how}), {:.2} per lap",
+                i.per_occurrence, i.mean_occurrences
+            );
+            if !i.hits.is_empty() {
+                let hits: Vec<String> = i
+                    .hits
+                    .iter()
+                    .map(|(k, p)| format!("{k}×: {p:.0} %"))
+                    .collect();
+                let _ = write!(s, "; laps hit {}", hits.join(", "));
+            }
+            let _ = writeln!(s);
+        }
+        if g.unmeasured > 0 {
+            let _ = writeln!(s, "      {} laps could not be timed", g.unmeasured);
+        }
+        if g.overflow > 0 {
+            let _ = writeln!(
+                s,
+                "      {} laps had values beyond the {} distinct ones kept (not in the median or clusters)",
+                g.overflow,
+                g.clusters.iter().map(|c| c.laps).sum::<u64>()
+            );
+        }
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(name: &str, kind: u8, laps: &[(u32, u32)]) -> Region {
+        let calls = laps.iter().map(|l| l.1).sum();
+        Region {
+            name: name.into(),
+            kind,
+            calls,
+            min: laps.iter().map(|l| l.0).min().unwrap_or(0),
+            max: laps.iter().map(|l| l.0).max().unwrap_or(0),
+            sum: laps.iter().map(|&(v, c)| v as u64 * c as u64).sum(),
+            overflow: 0,
+            unmeasured: 0,
+            values: laps.to_vec(),
+        }
+    }
+
+    const CYCLES: Scale = Scale {
+        units_per_tick: 1.0,
+        hz: Some(3e6),
+    };
+
+    #[test]
+    fn the_record_round_trips_and_damage_is_refused() {
+        let l = Laps {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            overhead: 46,
+            dropped: 0,
+            regions: vec![
+                region(
+                    "sum_array",
+                    wire::LAP_REGION,
+                    &[(355, 5), (425, 4), (424, 1)],
+                ),
+                region("loop", wire::LAP_ITERATION, &[(4105, 1000)]),
+            ],
+        };
+        let b = encode(&l);
+        assert_eq!(decode(&b), Some(l));
+        assert_eq!(decode(&b[..b.len() - 3]), None);
+    }
+
+    #[test]
+    fn the_seeds_first_experiment_one_interrupt_of_about_seventy_cycles() {
+        // 355 355 425 424 423 ...: one cluster without the interrupt, one with it once.
+        let l = Laps {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            overhead: 46,
+            dropped: 0,
+            regions: vec![region(
+                "sum_array",
+                wire::LAP_REGION,
+                &[(355, 4), (425, 1), (424, 3), (423, 2)],
+            )],
+        };
+        let r = analyse(&l, CYCLES);
+        let g = &r.regions[0];
+        assert_eq!(g.min, 309.0);
+        assert_eq!(g.clusters.len(), 2);
+        let i = &g.interference[0];
+        assert_eq!(i.method, "clusters");
+        assert!(
+            (i.per_occurrence - 68.83).abs() < 0.01,
+            "{}",
+            i.per_occurrence
+        );
+        assert_eq!(i.hits, vec![(0, 40.0), (1, 60.0)]);
+    }
+
+    #[test]
+    fn a_base_region_counts_the_interrupts_in_the_lowest_cluster() {
+        // The seed's 20 kHz run: 628-632 and 698-699, never the undisturbed 355.
+        let l = Laps {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            overhead: 46,
+            dropped: 0,
+            regions: vec![
+                region("sum_array", wire::LAP_REGION, &[(355, 10)]),
+                region(
+                    "sum_array @ 20 kHz",
+                    wire::LAP_REGION,
+                    &[(628, 1), (629, 2), (631, 1), (632, 2), (698, 2), (699, 2)],
+                ),
+            ],
+        };
+        let r = analyse(&l, CYCLES);
+        let g = &r.regions[1];
+        let c = g
+            .interference
+            .iter()
+            .find(|i| i.method == "clusters")
+            .unwrap();
+        assert_eq!(c.base_region.as_deref(), Some("sum_array"));
+        // 630 - 355 = 4 x 69, 698.5 - 355 = 5 x 69.
+        assert_eq!(c.hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![4, 5]);
+        assert!(
+            (c.per_occurrence - 68.9).abs() < 0.5,
+            "{}",
+            c.per_occurrence
+        );
+        // The rate gives a second estimate from the means: 150 cycles between interrupts.
+        let rate = g.interference.iter().find(|i| i.method == "rate").unwrap();
+        assert!((rate.mean_occurrences - 4.4).abs() < 0.1);
+    }
+
+    #[test]
+    fn the_seeds_cyclic_executive_an_interrupt_of_about_sixty_five_cycles() {
+        // 4119 cycles an iteration without the 5 kHz interrupt, 4636 with it, at 3 MHz.
+        let l = Laps {
+            counter: wire::LAP_COUNTER_CYCCNT,
+            overhead: 0,
+            dropped: 0,
+            regions: vec![
+                region("executive", wire::LAP_ITERATION, &[(4119, 1000)]),
+                region("executive @ 5 kHz", wire::LAP_ITERATION, &[(4636, 1000)]),
+            ],
+        };
+        let r = analyse(&l, CYCLES);
+        let g = &r.regions[1];
+        let i = &g.interference[0];
+        assert_eq!(i.method, "rate");
+        // 4636 / 600 = 7.73 interrupts an iteration: 517 / 7.73 = 66.9 cycles each.
+        assert!(
+            (i.per_occurrence - 66.9).abs() < 0.05,
+            "{}",
+            i.per_occurrence
+        );
+        assert!((r.regions[0].rate_hz.unwrap() - 728.3).abs() < 0.1);
+    }
+
+    #[test]
+    fn rates_in_names() {
+        assert_eq!(rate_in("sum @ 5 kHz"), Some(("sum".into(), 5000.0)));
+        assert_eq!(rate_in("loop@20khz"), Some(("loop".into(), 20000.0)));
+        assert_eq!(rate_in("loop @ busy"), None);
+        assert_eq!(rate_in("plain"), None);
+    }
+
+    #[test]
+    fn a_single_cluster_infers_nothing() {
+        let l = Laps {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            overhead: 10,
+            dropped: 0,
+            regions: vec![region("quiet", wire::LAP_REGION, &[(110, 3), (111, 1)])],
+        };
+        let r = analyse(&l, CYCLES);
+        assert_eq!(r.regions[0].clusters.len(), 1);
+        assert!(r.regions[0].interference.is_empty());
+        assert_eq!(r.regions[0].median, 100.0);
+    }
+}

@@ -1,0 +1,422 @@
+//! Lap timing of code regions with a cycle counter.
+//!
+//! ```ignore
+//! use sampler_rt::laps::Region;
+//!
+//! static SUM: Region = Region::new("sum_array");
+//! static LOOP: Region = Region::iteration("main loop");
+//!
+//! loop {
+//!     LOOP.iterate();                   // time since the previous iteration
+//!     let total = SUM.measure(|| sum_array(&data));
+//!     // or: let lap = SUM.start(); ...; drop(lap);
+//! }
+//! ```
+//!
+//! The counter is DWT CYCCNT where it counts (checked by watching it move: QEMU and Cortex-M0
+//! have none), else SysTick's current value (free-running from 0xFFFFFF when nobody uses
+//! SysTick; the application's own SysTick period when it does). While the sampler paces itself
+//! with SysTick at a random period, SysTick cannot time laps: laps are then counted as
+//! unmeasured (pace the sampler with a CMSDK timer, or use a core with CYCCNT).
+//!
+//! Each region keeps its calls, min, max and sum, and its distinct lap values with their counts
+//! (up to [`VALUES`]; laps beyond are counted apart), which is what the host needs to find the
+//! clusters of a multi-modal distribution. The cost of a lap itself (the instructions between
+//! the two counter reads) is measured once as the shortest of several empty laps and sent with
+//! the laps; the host subtracts it. Regions reach the host in the dump's LAPS record.
+//!
+//! Regions are registered at their first lap, up to [`MAX_REGIONS`].
+
+use core::cell::UnsafeCell;
+use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::wire;
+
+/// Distinct lap values kept per region.
+pub const VALUES: usize = 32;
+/// Regions the runtime keeps.
+pub const MAX_REGIONS: usize = 16;
+
+const DEMCR: *mut u32 = 0xE000_EDFC as *mut u32;
+const DWT_CTRL: *mut u32 = 0xE000_1000 as *mut u32;
+const DWT_CYCCNT: *mut u32 = 0xE000_1004 as *mut u32;
+const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
+
+/// A named region whose laps are timed.
+pub struct Region {
+    name: &'static str,
+    kind: u8,
+    registered: AtomicBool,
+    data: UnsafeCell<Data>,
+}
+
+// SAFETY: `data` is only touched with interrupts masked (single core).
+unsafe impl Sync for Region {}
+
+#[derive(Clone, Copy)]
+struct Data {
+    /// Counter at the start of the lap in progress (or the previous iteration).
+    start: u32,
+    started: bool,
+    calls: u32,
+    min: u32,
+    max: u32,
+    sum: u64,
+    /// Laps whose value found no room in `values`.
+    overflow: u32,
+    /// Laps that could not be timed (no usable counter).
+    unmeasured: u32,
+    n: u32,
+    values: [(u32, u32); VALUES],
+}
+
+const EMPTY: Data = Data {
+    start: 0,
+    started: false,
+    calls: 0,
+    min: u32::MAX,
+    max: 0,
+    sum: 0,
+    overflow: 0,
+    unmeasured: 0,
+    n: 0,
+    values: [(0, 0); VALUES],
+};
+
+/// A lap in progress: the region's time ends when it is dropped.
+#[must_use = "the lap ends when this is dropped"]
+pub struct Lap<'a> {
+    region: &'a Region,
+    start: u32,
+}
+
+impl Drop for Lap<'_> {
+    #[inline(never)]
+    fn drop(&mut self) {
+        let end = read_counter();
+        self.region.record(self.start, end);
+    }
+}
+
+impl Region {
+    /// A region timed from [`start`](Region::start) to the end of its lap.
+    pub const fn new(name: &'static str) -> Region {
+        Region {
+            name,
+            kind: wire::LAP_REGION,
+            registered: AtomicBool::new(false),
+            data: UnsafeCell::new(EMPTY),
+        }
+    }
+
+    /// The iteration of a loop (a cyclic executive): each [`iterate`](Region::iterate) times
+    /// the iteration since the previous one.
+    pub const fn iteration(name: &'static str) -> Region {
+        Region {
+            name,
+            kind: wire::LAP_ITERATION,
+            registered: AtomicBool::new(false),
+            data: UnsafeCell::new(EMPTY),
+        }
+    }
+
+    /// Start a lap.
+    #[inline(never)]
+    pub fn start(&self) -> Lap<'_> {
+        if !self.registered.load(Ordering::Relaxed) {
+            self.register();
+        }
+        Lap {
+            region: self,
+            start: read_counter(),
+        }
+    }
+
+    /// Time `f`: the lap is `f`'s own code between two reads of the counter, and the cost of
+    /// an empty lap is subtracted by the host, so the corrected lap is what `f` takes. (A
+    /// [`start`](Region::start) guard is handier but its cost varies by a few instructions
+    /// with how the caller keeps the guard.)
+    #[inline(never)]
+    pub fn measure<R>(&self, f: impl FnOnce() -> R) -> R {
+        if !self.registered.load(Ordering::Relaxed) {
+            self.register();
+        }
+        let start = read_counter();
+        let r = f();
+        let end = read_counter();
+        self.record(start, end);
+        r
+    }
+
+    /// Mark the start of an iteration: the time since the previous mark is one lap.
+    #[inline(never)]
+    pub fn iterate(&self) {
+        if !self.registered.load(Ordering::Relaxed) {
+            self.register();
+        }
+        let now = read_counter();
+        without_interrupts(|| {
+            // SAFETY: interrupts are masked; nothing else touches `data`.
+            let d = unsafe { &mut *self.data.get() };
+            let (start, started) = (d.start, d.started);
+            d.started = true;
+            if started {
+                record_into(d, start, now);
+            }
+        });
+        // The next iteration starts after this bookkeeping.
+        let again = read_counter();
+        without_interrupts(|| {
+            // SAFETY: as above.
+            let d = unsafe { &mut *self.data.get() };
+            d.start = again;
+        });
+    }
+
+    /// Forget the iteration in progress (after work that should not count, e.g. printing).
+    pub fn restart(&self) {
+        without_interrupts(|| {
+            // SAFETY: interrupts are masked.
+            let d = unsafe { &mut *self.data.get() };
+            d.started = false;
+        });
+    }
+
+    fn record(&self, start: u32, end: u32) {
+        without_interrupts(|| {
+            // SAFETY: interrupts are masked; nothing else touches `data`.
+            record_into(unsafe { &mut *self.data.get() }, start, end);
+        });
+    }
+
+    #[cold]
+    fn register(&self) {
+        without_interrupts(|| {
+            if self.registered.load(Ordering::Relaxed) {
+                return;
+            }
+            self.registered.store(true, Ordering::Relaxed);
+            // SAFETY: interrupts are masked; the table is only changed here.
+            let t = unsafe { &mut *addr_of_mut!(TABLE) };
+            if t.len < MAX_REGIONS {
+                t.regions[t.len] = self as *const Region;
+                t.len += 1;
+            } else {
+                t.dropped += 1;
+            }
+        });
+        counter();
+    }
+}
+
+fn record_into(d: &mut Data, start: u32, end: u32) {
+    let Some(v) = elapsed(start, end) else {
+        d.unmeasured += 1;
+        return;
+    };
+    d.calls += 1;
+    d.sum += v as u64;
+    d.min = d.min.min(v);
+    d.max = d.max.max(v);
+    let n = d.n as usize;
+    if let Some(slot) = d.values[..n].iter_mut().find(|e| e.0 == v) {
+        slot.1 += 1;
+    } else if n < VALUES {
+        d.values[n] = (v, 1);
+        d.n += 1;
+    } else {
+        d.overflow += 1;
+    }
+}
+
+struct Table {
+    regions: [*const Region; MAX_REGIONS],
+    len: usize,
+    dropped: u32,
+}
+
+static mut TABLE: Table = Table {
+    regions: [core::ptr::null(); MAX_REGIONS],
+    len: 0,
+    dropped: 0,
+};
+
+/// The counter in use: `wire::LAP_COUNTER_*`, chosen at the first lap.
+static mut COUNTER: u8 = 0xFF;
+/// SysTick's period (RVR + 1) when SysTick is the counter.
+static mut SYSTICK_SPAN: u32 = 1 << 24;
+/// The shortest empty lap, in counter ticks.
+static mut OVERHEAD: u32 = 0;
+
+fn counter() -> u8 {
+    // SAFETY: single core; chosen once, before any lap reads it.
+    unsafe {
+        if COUNTER == 0xFF {
+            COUNTER = choose_counter();
+            COUNTER_ADDR = match COUNTER {
+                wire::LAP_COUNTER_CYCCNT => DWT_CYCCNT as u32,
+                wire::LAP_COUNTER_SYSTICK => SYST_CVR as u32,
+                _ => addr_of!(ZERO) as u32,
+            };
+            OVERHEAD = calibrate();
+        }
+        COUNTER
+    }
+}
+
+fn choose_counter() -> u8 {
+    // SAFETY: architected debug and SysTick registers of every ARMv7-M/ARMv8-M core (ARMv6-M
+    // has no DWT cycle counter: the writes are ignored and CYCCNT reads zero there).
+    unsafe {
+        write_volatile(DEMCR, read_volatile(DEMCR) | 1 << 24);
+        write_volatile(DWT_CTRL, read_volatile(DWT_CTRL) | 1);
+        let a = read_volatile(DWT_CYCCNT);
+        for _ in 0..8 {
+            core::arch::asm!("nop", options(nomem, nostack, preserves_flags));
+        }
+        if read_volatile(DWT_CYCCNT) != a {
+            return wire::LAP_COUNTER_CYCCNT;
+        }
+        let csr = read_volatile(SYST_CSR);
+        if csr & 1 == 0 {
+            // Free: run it from 0xFFFFFF on the core clock, without its interrupt.
+            write_volatile(SYST_RVR, 0x00FF_FFFF);
+            write_volatile(SYST_CVR, 0);
+            write_volatile(SYST_CSR, 0b101);
+            SYSTICK_SPAN = 1 << 24;
+            return wire::LAP_COUNTER_SYSTICK;
+        }
+        if crate::target::sampling_on_systick() {
+            // The sampler reloads SysTick with random periods: no lap can be read from it.
+            return wire::LAP_COUNTER_NONE;
+        }
+        // The application's SysTick: laps shorter than its period are fine.
+        SYSTICK_SPAN = (read_volatile(SYST_RVR) & 0x00FF_FFFF) + 1;
+        wire::LAP_COUNTER_SYSTICK
+    }
+}
+
+/// The address the counter is read from (a zero word when there is none).
+static mut COUNTER_ADDR: u32 = 0;
+static ZERO: u32 = 0;
+
+/// The counter's raw value: one load from the counter's register, in assembly so that the
+/// compiler neither merges two reads nor moves code across one; every lap then counts the same
+/// instructions of its own (the address load), which the calibration measures.
+#[inline(always)]
+fn read_counter() -> u32 {
+    let v: u32;
+    // SAFETY: COUNTER_ADDR is a readable word (a counter register, or ZERO).
+    unsafe {
+        let a = read_volatile(addr_of!(COUNTER_ADDR));
+        core::arch::asm!("ldr {v}, [{a}]", a = in(reg) a, v = lateout(reg) v,
+            options(nostack, readonly, preserves_flags));
+    }
+    v
+}
+
+/// Ticks from `start` to `end`, if the counter can tell.
+fn elapsed(start: u32, end: u32) -> Option<u32> {
+    // SAFETY: plain reads of values set once.
+    unsafe {
+        match COUNTER {
+            wire::LAP_COUNTER_CYCCNT => Some(end.wrapping_sub(start)),
+            wire::LAP_COUNTER_SYSTICK => {
+                // SysTick counts down from RVR to 0, then reloads.
+                let (s, e) = (start & 0x00FF_FFFF, end & 0x00FF_FFFF);
+                Some(if s >= e { s - e } else { s + SYSTICK_SPAN - e })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The shortest of several empty laps: what a lap costs by itself, through the very code a
+/// real lap runs.
+fn calibrate() -> u32 {
+    // Pre-registered: never reported.
+    static CAL: Region = Region {
+        name: "",
+        kind: wire::LAP_REGION,
+        registered: AtomicBool::new(true),
+        data: UnsafeCell::new(EMPTY),
+    };
+    for _ in 0..16 {
+        CAL.measure(|| ());
+    }
+    // SAFETY: only this function uses CAL.
+    let d = unsafe { &*CAL.data.get() };
+    if d.calls == 0 { 0 } else { d.min }
+}
+
+fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let primask: u32;
+    // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
+    unsafe {
+        core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
+    };
+    let r = f();
+    if primask & 1 == 0 {
+        // SAFETY: interrupts were enabled on entry.
+        unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
+    }
+    r
+}
+
+/// The LAPS record's payload length.
+pub(crate) fn record_len() -> Option<u32> {
+    // SAFETY: called with sampling stopped; the table only grows.
+    let t = unsafe { &*addr_of!(TABLE) };
+    if t.len == 0 {
+        return None;
+    }
+    let mut len = 16u32;
+    for &r in &t.regions[..t.len] {
+        // SAFETY: registered regions are statics.
+        let r = unsafe { &*r };
+        // SAFETY: read with interrupts masked by the caller's context (dump time).
+        let d = unsafe { &*r.data.get() };
+        len += 44 + (r.name.len() as u32).div_ceil(4) * 4 + d.n * 8;
+    }
+    Some(len)
+}
+
+/// Write the LAPS record's payload through `put`.
+pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
+    // SAFETY: as in `record_len`.
+    let t = unsafe { &*addr_of!(TABLE) };
+    // SAFETY: plain reads of values set once.
+    let (counter, overhead) = unsafe { (COUNTER, OVERHEAD) };
+    let put32 = |put: &mut dyn FnMut(&[u8]), v: u32| put(&v.to_le_bytes());
+    put32(&mut put, t.len as u32);
+    put32(&mut put, counter as u32);
+    put32(&mut put, overhead);
+    put32(&mut put, t.dropped);
+    for &r in &t.regions[..t.len] {
+        // SAFETY: registered regions are statics.
+        let r = unsafe { &*r };
+        // SAFETY: dump time: nothing records meanwhile.
+        let d = unsafe { *r.data.get() };
+        put32(&mut put, r.name.len() as u32);
+        put(r.name.as_bytes());
+        let pad = (4 - r.name.len() % 4) % 4;
+        put(&[0, 0, 0][..pad]);
+        put32(&mut put, r.kind as u32);
+        put32(&mut put, d.calls);
+        put32(&mut put, if d.calls == 0 { 0 } else { d.min });
+        put32(&mut put, d.max);
+        put32(&mut put, d.sum as u32);
+        put32(&mut put, (d.sum >> 32) as u32);
+        put32(&mut put, d.overflow);
+        put32(&mut put, d.unmeasured);
+        put32(&mut put, d.n);
+        put32(&mut put, 0);
+        for &(v, c) in &d.values[..d.n as usize] {
+            put32(&mut put, v);
+            put32(&mut put, c);
+        }
+    }
+}

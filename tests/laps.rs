@@ -1,0 +1,161 @@
+//! Lap timing in real QEMU against exact instruction counts of the same run: the lap's own
+//! cost is subtracted correctly (a region's corrected lap is the instructions of the code in
+//! it), and the interrupt's cost the host infers from the lap distributions (clusters, and the
+//! rate in the region's name) is the handler's exact instruction count per call.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+use support::profile_in;
+
+/// Exact executions per address of the run (`exact.counts`: a magic, then (pc, count) pairs).
+fn exact_counts(run: &Path) -> HashMap<u64, u64> {
+    let bytes = std::fs::read(run.join("exact.counts")).unwrap();
+    assert_eq!(&bytes[..8], b"SMPLEXC1");
+    bytes[8..]
+        .chunks_exact(16)
+        .map(|p| {
+            (
+                u64::from_le_bytes(p[..8].try_into().unwrap()),
+                u64::from_le_bytes(p[8..].try_into().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// Instructions a function executes per call: all its instructions over its entry's count.
+fn per_call(run: &Path, name: &str) -> f64 {
+    use object::{Object, ObjectSymbol};
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let sym = file.symbols().find(|s| s.name() == Ok(name)).unwrap();
+    let (start, end) = (sym.address() & !1, (sym.address() & !1) + sym.size());
+    let counts = exact_counts(run);
+    let total: u64 = counts
+        .iter()
+        .filter(|(pc, _)| (start..end).contains(*pc))
+        .map(|(_, n)| n)
+        .sum();
+    total as f64 / counts[&start] as f64
+}
+
+fn region<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["laps"]["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no region {name}"))
+}
+
+#[test]
+fn laps_reproduce_the_lectures_experiments_against_exact_counts() {
+    let (r, run) = profile_in("laps", &["--laps", "--truth"]);
+    let laps = &r["laps"];
+    assert_eq!(laps["counter"], "SysTick");
+    let overhead = laps["overhead"].as_f64().unwrap();
+    assert!(overhead > 0.0 && overhead < 40.0, "{overhead}");
+
+    // The lap's own cost is subtracted exactly: an empty lap is left with nothing (a SysTick
+    // tick is 0.625 instructions, and each end of a lap reads it to a tick).
+    let empty = region(&r, "empty");
+    assert!(empty["median"].as_f64().unwrap().abs() <= 1.3, "{empty}");
+    // The undisturbed region: one cluster, and the corrected lap is the code in it:
+    // sum_array's instructions and the closure's few around the call (argument, call, result).
+    let quiet = region(&r, "sum_array");
+    assert_eq!(quiet["calls"], 200);
+    assert_eq!(quiet["clusters"].as_array().unwrap().len(), 1);
+    let work = exact_function(&run, "laps::sum_array");
+    let lap = quiet["median"].as_f64().unwrap();
+    assert!(
+        (0.0..=8.0).contains(&(lap - work)),
+        "corrected lap {lap} against {work} instructions of sum_array"
+    );
+    // Two regions of the same shape differ by exactly the instructions their work differs by.
+    let half = exact_function(&run, "laps::sum_half");
+    let lap_half = region(&r, "sum_array/2")["median"].as_f64().unwrap();
+    assert!(
+        ((lap - lap_half) - (work - half)).abs() <= 1.3,
+        "laps {lap} - {lap_half} against exact {work} - {half}"
+    );
+
+    // The handler's exact cost per call, and every inference of it within 1-2 instructions.
+    let isr = per_call(&run, "TIMER1");
+    eprintln!("TIMER1: {isr} instructions a call; sum_array {work}, lap {lap}");
+    for name in [
+        "sum_array @ 12.5 kHz",
+        "sum_array @ 50 kHz",
+        "executive @ 12.5 kHz",
+    ] {
+        let g = region(&r, name);
+        let inferred = g["interference"].as_array().unwrap();
+        assert_eq!(inferred.len(), 2, "{name}: clusters and rate");
+        for i in inferred {
+            let cost = i["per_occurrence"].as_f64().unwrap();
+            assert!(
+                (cost - isr).abs() <= 1.5,
+                "{name} ({}): {cost} against the handler's {isr} instructions",
+                i["method"]
+            );
+        }
+    }
+    // At 50 kHz (a period of 500 ticks, a lap of about 2 100) every lap is hit 4 or 5 times.
+    let fast = region(&r, "sum_array @ 50 kHz");
+    let hits: Vec<u64> = fast["interference"][0]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(hits, vec![4, 5]);
+    // The cyclic executive's rate: iterations per second of the emulated 25 MHz clock.
+    let exec = region(&r, "executive");
+    let hz = exec["rate_hz"].as_f64().unwrap();
+    let mean = exec["mean_us"].as_f64().unwrap();
+    assert!((hz * mean / 1e6 - 1.0).abs() < 1e-9);
+}
+
+/// Instructions per call of the function whose demangled name ends with `name`.
+fn exact_function(run: &Path, name: &str) -> f64 {
+    use object::{Object, ObjectSymbol};
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| {
+            s.name()
+                .map(|n| rustc_demangle::demangle(n).to_string().contains(name) && s.size() > 0)
+                .unwrap_or(false)
+        })
+        .unwrap_or_else(|| panic!("no symbol for {name}"));
+    per_call(run, sym.name().unwrap())
+}
+
+#[test]
+fn regions_come_beside_the_sampled_profile_and_say_when_they_cannot_be_timed() {
+    // Sampling on a CMSDK timer leaves SysTick to the laps: profile and regions in one run.
+    let (r, _) = profile_in("laps", &["--timer", "cmsdk", "-n", "2000"]);
+    // The firmware ends before 2000 samples; it sends what it took.
+    assert!(r["samples"].as_u64().unwrap() > 300);
+    assert!(
+        support::share(&r, "functions", "laps::sum_array") > 30.0,
+        "{}",
+        r["functions"]
+    );
+    assert_eq!(r["laps"]["counter"], "SysTick");
+    assert_eq!(region(&r, "sum_array")["calls"], 200);
+    let warnings = r["laps"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("`--laps`"))
+    );
+    // Sampling on SysTick in QEMU (no cycle counter): the laps are counted, not timed.
+    let (r, _) = profile_in("laps", &["-n", "2000"]);
+    assert_eq!(r["laps"]["counter"], "no counter");
+    assert_eq!(region(&r, "sum_array")["unmeasured"], 200);
+    assert_eq!(region(&r, "sum_array")["calls"], 0);
+}

@@ -455,15 +455,23 @@ impl Target for Monitor {
     }
 }
 
-/// Read until the monitor's prompt.
+/// Read until the monitor's prompt (which may arrive split across reads).
 fn hmp_wait(sock: &mut UnixStream) {
     let mut buf = [0u8; 4096];
+    let mut tail: Vec<u8> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         match sock.read(&mut buf) {
-            Ok(n) if n > 0 && buf[..n].windows(6).any(|w| w == b"(qemu)") => break,
             Ok(0) | Err(_) => break,
-            Ok(_) => {}
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.windows(6).any(|w| w == b"(qemu)") {
+                    break;
+                }
+                // Keep only what could begin a prompt.
+                let keep = tail.len().saturating_sub(5);
+                tail.drain(..keep);
+            }
         }
     }
 }
@@ -609,16 +617,7 @@ fn hmp(sock: &mut UnixStream, line: &str) -> Result<()> {
     sock.write_all(line.as_bytes())?;
     sock.write_all(b"\n")?;
     // Drain the echo and prompt; the monitor answers pmemsave only once the file is written.
-    let mut buf = [0u8; 4096];
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        match sock.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) if buf[..n].windows(6).any(|w| w == b"(qemu)") => break,
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
+    hmp_wait(sock);
     Ok(())
 }
 

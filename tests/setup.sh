@@ -7,12 +7,15 @@
 # plugin API counts the same there as the older one does in QEMU 7.2.
 # --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
 # PyPI, whose SWO parser the tests compare ours with.
+# --with-fuzz: also install cargo-fuzz from crates.io (for tests/fuzz.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_qemu10=0
 with_pyocd=0
+with_fuzz=0
 for arg in "$@"; do
   case "$arg" in
+    --with-fuzz) with_fuzz=1 ;;
     --with-qemu10) with_qemu10=1 ;;
     --with-pyocd) with_pyocd=1 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
@@ -75,4 +78,9 @@ if ((with_pyocd)); then
     "$venv/bin/pip" install -q "pyocd==0.46.0" >&2
   fi
   "$venv/bin/python" -c "import pyocd; print('pyOCD', pyocd.__version__)" >&2
+fi
+
+if ((with_fuzz)) && ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz" >&2
+  cargo install cargo-fuzz --locked >&2
 fi

@@ -303,7 +303,9 @@ impl Parser {
                 v |= ((*byte & 0x7F) as u32) << (3 + 7 * k);
             }
             if !hardware {
-                self.page = v as u16;
+                // Stimulus ports are numbered in pages of 32; a 16-bit port number holds 2048
+                // pages (ITM has 8; larger values come only from damaged streams).
+                self.page = (v & 0x7FF) as u16;
             }
             out(Event::Extension { value: v, hardware });
         } else {

@@ -1,42 +1,11 @@
-//! `cargo sample`: a statistical PC-sampling profiler for embedded Rust firmware.
-//!
-//! The pipeline: [`project`] finds the crate, target and runner; [`firmware`] builds it with
-//! the sampling feature; [`elf`] checks the image and writes the run's configuration into a
-//! copy; [`qemu`] runs it; [`dump`] (or [`snapshot`]) decodes what the sampler sent; [`runs`]
-//! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
-
-mod advise;
-mod bench;
-mod bins;
-mod board;
-mod cli;
-mod disasm;
-mod dump;
-mod elf;
-mod exact;
-mod firmware;
-mod init;
-mod itm;
-mod laps;
-mod live;
-mod machine;
-mod project;
-mod qemu;
-mod report;
-mod run;
-mod runs;
-mod serial;
-mod snapshot;
-mod stats;
-mod symbolize;
-mod term;
-mod textdump;
+//! `cargo sample`: the command line over the `cargo_sample` library.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Command};
+use cargo_sample::cli::{Cli, Command};
+use cargo_sample::{advise, bench, init, run, term};
 
 fn main() -> ExitCode {
     // As a cargo subcommand we are invoked as `cargo-sample sample ...`.

@@ -114,6 +114,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
+    /// The core's registers and fault status when the run was cut short.
+    pub core: Option<crate::fault::CoreState>,
     /// With [`Options::live`]: what the host read while the firmware ran.
     pub live: Option<LiveOutcome>,
     pub wall: Duration,
@@ -237,6 +239,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let mut timed_out = false;
     let mut interrupted = false;
     let mut snapshot = None;
+    let mut core = None;
     let mut budget_reached = false;
     let mut polls = 0u32;
     let mut live = opts.live.as_ref().map(|spec| LiveRun {
@@ -312,7 +315,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             interrupted = stop;
             if let Some(region) = opts.snapshot {
                 bar.set_message("saving the samples held by the firmware");
-                snapshot = take_snapshot(&monitor, work.path(), region).ok();
+                if let Ok((s, c)) = take_snapshot(&monitor, work.path(), region) {
+                    snapshot = s;
+                    core = c;
+                }
             }
             if matches!(opts.counting, Some(Counting::Plugin { .. })) {
                 // A clean quit lets the plugin write the counts gathered so far.
@@ -368,6 +374,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         interrupted,
         dump,
         snapshot,
+        core,
         wall,
         command,
         live: live.map(|mut l| {
@@ -582,14 +589,70 @@ pub fn probe(qemu: &Path) -> Result<Probe> {
     Ok(Probe { version, plugins })
 }
 
-/// Stop the guest and save the sampler's state and ring through the human monitor.
-fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<(Vec<u8>, Vec<u8>)> {
+/// What a snapshot saved: the sampler's state and ring (if it had started), and the core.
+type Snapshot = (Option<(Vec<u8>, Vec<u8>)>, Option<crate::fault::CoreState>);
+
+/// Stop the guest and save the sampler's state and ring, and the core's registers and fault
+/// status, through the human monitor.
+fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<Snapshot> {
     let mut sock = UnixStream::connect(monitor).context("connecting to QEMU's monitor")?;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let state_file = dir.join("state.bin");
+    hmp_wait(&mut sock);
     hmp(&mut sock, "stop")?;
+    let core = core_state(&mut sock, dir);
+    let memory = sampler_memory(&mut sock, dir, state).ok();
+    let _ = hmp(&mut sock, "quit");
+    Ok((memory, core))
+}
+
+/// The core's registers (`info registers`) and its fault status registers (`memsave` reads
+/// through the core's own view, where the System Control Block is).
+fn core_state(sock: &mut UnixStream, dir: &Path) -> Option<crate::fault::CoreState> {
+    sock.write_all(b"info registers\n").ok()?;
+    let text = hmp_text(sock);
+    let mut s = crate::fault::CoreState::from_registers(&text)?;
+    let file = dir.join("scb.bin");
+    // CFSR, HFSR, DFSR, MMFAR, BFAR.
+    if hmp(
+        sock,
+        &format!("memsave 0xe000ed28 20 \"{}\"", file.display()),
+    )
+    .is_ok()
+        && let Ok(b) = wait_for_file(&file, 20)
+    {
+        let w = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        s.cfsr = w(0);
+        s.hfsr = w(4);
+        s.mmfar = w(12);
+        s.bfar = w(16);
+    }
+    Some(s)
+}
+
+/// Everything the monitor prints up to its next prompt.
+fn hmp_text(sock: &mut UnixStream) -> String {
+    let mut buf = [0u8; 4096];
+    let mut all = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match sock.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                all.extend_from_slice(&buf[..n]);
+                if all.windows(6).any(|w| w == b"(qemu)") {
+                    break;
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+/// The sampler's state block and its ring (or bins).
+fn sampler_memory(sock: &mut UnixStream, dir: &Path, state: Region) -> Result<(Vec<u8>, Vec<u8>)> {
+    let state_file = dir.join("state.bin");
     hmp(
-        &mut sock,
+        sock,
         &format!(
             "pmemsave {:#x} {} \"{}\"",
             state.addr,
@@ -602,14 +665,13 @@ fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<(Vec<u8>, 
         .context("the sampler had not started when the run was cut short")?;
     let ring_file = dir.join("ring.bin");
     hmp(
-        &mut sock,
+        sock,
         &format!(
             "pmemsave {ring_addr:#x} {ring_len} \"{}\"",
             ring_file.display()
         ),
     )?;
     let ring_bytes = wait_for_file(&ring_file, ring_len as usize)?;
-    let _ = hmp(&mut sock, "quit");
     Ok((state_bytes, ring_bytes))
 }
 

@@ -410,6 +410,26 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         opts,
         &elf::vectors(&elf_bytes),
     );
+    if let Some(c) = meta.core.filter(|c| c.faulted()) {
+        let at = sym.name_address(c.pc);
+        let message = format!(
+            "the firmware faulted: the run ended with the core in {} at {at} (PC {:#010x}). The \
+             samples are those taken before the fault",
+            c.describe(),
+            c.pc
+        );
+        report.warnings.insert(0, message.clone());
+        report.diagnostics.insert(
+            0,
+            report::diagnose::Diagnostic {
+                kind: "fault",
+                severity: "warning",
+                message,
+                percent: None,
+                addresses: vec![c.pc],
+            },
+        );
+    }
     if let Some(l) = &dump.laps {
         // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
         let scale = match l.counter {
@@ -940,8 +960,12 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
     }
     meta.source = Some(source.into());
+    meta.core = outcome.core;
+    let faulted = outcome.core.filter(|c| c.faulted());
     meta.state = if outcome.live.as_ref().is_some_and(|l| l.duration_reached) {
         "duration reached"
+    } else if faulted.is_some() {
+        "faulted"
     } else if outcome.interrupted {
         "interrupted"
     } else if outcome.timed_out {
@@ -955,7 +979,13 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     runs::save_meta(&dir, &meta)?;
 
     let have_dump = dir.join(runs::DUMP).is_file();
-    if outcome.interrupted {
+    if let Some(c) = faulted {
+        term::warn(format!(
+            "the firmware is stuck in {} (PC {:#010x}); reporting the samples taken before",
+            c.describe(),
+            c.pc
+        ));
+    } else if outcome.interrupted {
         term::warn("interrupted: reporting the samples taken so far");
     } else if outcome.timed_out {
         term::warn(format!(
@@ -973,7 +1003,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     term::status("Saved", dir.display());
     if !have_dump {
         let why = if outcome.status.is_some() {
-            "the firmware ended without sending samples. If it exits by itself, call \
+            "the firmware ended without sending samples. Does `main` call `sampler_rt::start()` \
+             (when the sampling feature is on)? If it exits by itself, call \
              `sampler_rt::flush()` (or `sampler_rt::exit(code)`) before it exits"
         } else {
             "no samples could be recovered: the sampler had not started"

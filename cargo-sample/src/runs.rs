@@ -73,6 +73,9 @@ pub struct RunMeta {
     /// On a board: how the samples were taken (`timer`, `dwt`, `pcsr`); `None` in QEMU.
     #[serde(default)]
     pub board: Option<String>,
+    /// The core's state when the run was cut short (a firmware stuck in a fault handler).
+    #[serde(default)]
+    pub core: Option<crate::fault::CoreState>,
 }
 
 /// The directory runs are kept in.

@@ -1,0 +1,108 @@
+//! What each fuzz target (`fuzz/`) does with its input, here so that the committed corpus and
+//! every crash ever found are also replayed by the ordinary test suite (`tests/corpus.rs`,
+//! with overflow checks on). Each function must never panic, whatever the bytes; the asserts
+//! in them are properties that must hold for any input.
+
+use std::io::Write;
+
+use crate::{disasm, dump, elf, itm, laps, project, serial, snapshot, symbolize, textdump};
+
+/// The sampler's dump (every record kind), as read from a run directory, a serial port or a
+/// snapshot of a target's memory.
+pub fn dump(data: &[u8]) {
+    let (d, _) = dump::decode_partial(data);
+    // What decoded re-encodes and decodes to the same samples.
+    if d.hist.is_none() && !d.pcs.is_empty() {
+        let again = if d.tags.len() == d.pcs.len() && !d.tags.is_empty() {
+            dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags)
+        } else {
+            dump::encode(&d.info, d.first_seq, &d.pcs)
+        };
+        let (e, err) = dump::decode_partial(&again);
+        assert!(err.is_none(), "a re-encoded dump does not decode: {err:?}");
+        assert_eq!(e.pcs, d.pcs);
+    }
+    let _ = laps::decode(data);
+    let _ = serial::find_dump(data);
+    if data.len() >= sampler_rt::wire::STATE_LEN {
+        let (state, ring) = data.split_at(sampler_rt::wire::STATE_LEN);
+        let _ = snapshot::ring_region(state);
+        let _ = snapshot::to_dump(state, ring, (0, 0, 0), None);
+    }
+}
+
+/// An ITM/SWO stream: decoded whole and with and without waiting for sync; fed in two pieces
+/// cut anywhere (as reads from a probe arrive) it gives the same events as in one.
+pub fn itm(data: &[u8]) {
+    let _ = itm::event_lines(data, false);
+    let _ = itm::event_lines(data, true);
+    let _ = itm::summarize(data, false);
+    if let Some((&cut, rest)) = data.split_first() {
+        let at = cut as usize % (rest.len() + 1);
+        let mut p = itm::Parser::new(false);
+        let mut pieces = Vec::new();
+        for part in [&rest[..at], &rest[at..]] {
+            p.feed(part, &mut |e| pieces.push(e));
+        }
+        let mut q = itm::Parser::new(false);
+        let mut once = Vec::new();
+        q.feed(rest, &mut |e| once.push(e));
+        assert_eq!(pieces, once, "events depend on where the stream was cut");
+    }
+}
+
+/// The C profiler's text dump.
+pub fn textdump(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = textdump::parse(text);
+    }
+}
+
+/// An ELF file of any shape: inspected, disassembled, symbolized (DWARF is read from a file).
+pub fn elf(data: &[u8]) {
+    let _ = elf::inspect(data);
+    let _ = elf::vectors(data);
+    let _ = elf::code_bytes(data);
+    let _ = elf::unaligned_functions(data, 4);
+    let _ = elf::symbol_address(data, sampler_rt::wire::STATE_SYMBOL);
+    if let Ok(mut code) = disasm::Code::new(data) {
+        let _ = code.function(0, 0x200).len();
+        let _ = code.function(0xFFFF_FF00, 0xFFFF_FFFF).len();
+    }
+    let Ok(mut f) = tempfile::NamedTempFile::new() else {
+        return;
+    };
+    if f.write_all(data).is_err() {
+        return;
+    }
+    if let Ok(mut s) = symbolize::Symbolizer::new(f.path(), data, None) {
+        for pc in [0u32, 0x100, 0x400, 0x0800_0000, 0xFFFF_FFFE] {
+            let _ = s.resolve(pc);
+            let _ = s.name_address(pc);
+        }
+    }
+}
+
+/// `.cargo/config.toml` text and runner command lines.
+pub fn cargo_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut c = project::CargoConfig::default();
+    c.merge(text);
+    c.merge(text);
+    for (_, words) in &c.runners {
+        let _ = project::parse_runner(words);
+    }
+    let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    let _ = project::parse_runner(&words);
+}
+
+/// The targets by name, as `fuzz/fuzz_targets` and the corpus directories call them.
+pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+    ("dump", dump),
+    ("itm", itm),
+    ("textdump", textdump),
+    ("elf", elf),
+    ("cargo_config", cargo_config),
+];

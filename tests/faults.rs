@@ -1,0 +1,324 @@
+//! Fault injection in real QEMU: each fault gets a clear message and a saved run that can be
+//! reported again; nothing the target sent is lost. Each test adds a line to
+//! `target/fault-summary.txt` (fault, survived, raw data lost), which `tests/run` prints.
+
+mod support;
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use support::{cargo_sample, run_dir_of, scenarios};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+/// Record the outcome for the suite's summary.
+fn summary(fault: &str, survived: bool, lost: u64) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fault-summary.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(
+            f,
+            "{fault}\t{}\t{lost}",
+            if survived { "yes" } else { "NO" }
+        );
+    }
+}
+
+/// Files of the raw capture missing from a run directory (the run's facts, the image that ran,
+/// and what the target sent: the dump, or the firmware's output when it sent none).
+fn missing_raw(dir: &Path, dump: bool) -> u64 {
+    let mut want = vec!["run.json", "firmware.elf", "loaded.elf"];
+    want.push(if dump {
+        "sampler.dump"
+    } else {
+        "firmware-output.txt"
+    });
+    want.iter().filter(|f| !dir.join(f).is_file()).count() as u64
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The saved run reports again (JSON), and its samples.
+fn rereport(dir: &Path) -> Value {
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn meta(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn qemu_killed_mid_run_keeps_the_chunks_already_streamed() {
+    let qemu = fixture("qemu-killed.sh");
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "1000000",
+            "--qemu",
+            qemu.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&out);
+    assert!(err.contains("QEMU ended abnormally"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let dir = run_dir_of(&out.stderr);
+    assert_eq!(meta(&dir)["state"], "failed");
+    let r = rereport(&dir);
+    let samples = r["samples"].as_u64().unwrap();
+    // Whole chunks of the 10 240-sample ring arrived before the kill.
+    assert!(samples >= 10_240 && samples % 10_240 == 0, "{samples}");
+    summary("QEMU killed mid-run", true, missing_raw(&dir, true));
+}
+
+#[test]
+fn a_hardfault_is_named_and_the_samples_before_it_reported() {
+    let out = cargo_sample(
+        &scenarios(),
+        &["--release", "--bin", "hardfault", "--timeout", "3"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("stuck in HardFault (escalated): precise data bus error at 0xf0000000"),
+        "{err}"
+    );
+    let dir = run_dir_of(&out.stderr);
+    assert_eq!(meta(&dir)["state"], "faulted");
+    let r = rereport(&dir);
+    assert!(r["samples"].as_u64().unwrap() > 50);
+    let fault = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "fault")
+        .expect("a fault diagnostic");
+    assert!(fault["message"].as_str().unwrap().contains("HardFault"));
+    summary(
+        "firmware HardFault while sampling",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn a_firmware_that_never_finishes_is_recovered_at_the_timeout() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "10000000",
+            "--timeout",
+            "2",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("did not finish within 2 s"), "{err}");
+    let dir = run_dir_of(&out.stderr);
+    assert_eq!(meta(&dir)["state"], "timed out");
+    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 10_000);
+    summary(
+        "firmware never finishes (timeout)",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn a_firmware_that_never_starts_the_sampler_is_told_so() {
+    let out = cargo_sample(&scenarios(), &["--release", "--bin", "no-start"]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("sampler_rt::start()"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // The run is kept, with what the firmware printed.
+    let dir = err
+        .split("are kept in ")
+        .nth(1)
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap();
+    let lost = missing_raw(&dir, false);
+    assert_eq!(lost, 0, "{}", dir.display());
+    summary("firmware never calls start()", true, lost);
+}
+
+#[test]
+fn ctrl_c_during_capture_reports_what_was_taken() {
+    // SIGINT to the whole process group, as a terminal sends it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args([
+            "sample",
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "10000000",
+        ])
+        .current_dir(scenarios())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    // Long enough for the build (cached) and QEMU to start sampling.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: signalling the process group this test created.
+    unsafe { libc::kill(-pgid, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let dir = run_dir_of(&out.stderr);
+    assert_eq!(meta(&dir)["state"], "interrupted");
+    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 1000);
+    summary("Ctrl-C during capture", true, missing_raw(&dir, true));
+}
+
+/// The sysroot's `rust-objcopy`, shipped with every rustup toolchain.
+fn objcopy() -> PathBuf {
+    let out = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap();
+    let sysroot = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let host = String::from_utf8(Command::new("rustc").arg("-vV").output().unwrap().stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
+    sysroot
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/rust-objcopy")
+}
+
+#[test]
+fn stripped_elves_and_elves_without_dwarf_still_report() {
+    let out = cargo_sample(
+        &scenarios(),
+        &["--release", "--bin", "early-exit", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = run_dir_of(&out.stderr);
+    for (flag, expect) in [
+        ("--strip-debug", "no DWARF"),
+        ("--strip-all", "no function symbols"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in ["firmware.elf", "loaded.elf", "run.json", "sampler.dump"] {
+            std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
+        }
+        let status = Command::new(objcopy())
+            .arg(flag)
+            .arg(tmp.path().join("firmware.elf"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = cargo_sample(
+            &scenarios(),
+            &["report", tmp.path().to_str().unwrap(), "--format", "json"],
+        );
+        let err = stderr(&out);
+        assert!(out.status.success(), "{flag}: {err}");
+        assert!(err.contains(expect), "{flag}: {err}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["samples"].as_u64().unwrap(), 61);
+    }
+    summary(
+        "stripped ELF, ELF without DWARF",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn concurrent_runs_in_one_workspace_keep_their_own_runs() {
+    let a = std::thread::spawn(|| {
+        cargo_sample(
+            &scenarios(),
+            &[
+                "--release",
+                "--bin",
+                "hot-loops",
+                "-n",
+                "3000",
+                "--format",
+                "json",
+            ],
+        )
+    });
+    let b = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "4000",
+            "--format",
+            "json",
+        ],
+    );
+    let a = a.join().unwrap();
+    assert!(a.status.success() && b.status.success());
+    let (da, db) = (run_dir_of(&a.stderr), run_dir_of(&b.stderr));
+    assert_ne!(da, db);
+    assert_eq!(rereport(&da)["samples"], 3000);
+    assert_eq!(rereport(&db)["samples"], 4000);
+    summary(
+        "two runs at once in one workspace",
+        true,
+        missing_raw(&da, true) + missing_raw(&db, true),
+    );
+}
+
+#[test]
+fn a_qemu_too_old_for_plugins_is_named_with_what_is_supported() {
+    let qemu = fixture("qemu-old.sh");
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--truth",
+            "--truth-method",
+            "plugin",
+            "--qemu",
+            qemu.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("4.0.0") || err.contains("4.0"), "{err}");
+    assert!(err.contains("4.2"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Refused before anything ran: nothing to lose.
+    summary("QEMU too old for --truth", true, 0);
+}

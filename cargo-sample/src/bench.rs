@@ -158,6 +158,8 @@ pub struct Bench {
     pub itm: ItmSpeed,
     pub live: Vec<LiveRate>,
     pub laps: LapCost,
+    pub m0: Vec<M0Cost>,
+    pub e2e: EndToEnd,
 }
 
 /// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
@@ -490,6 +492,130 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
 }
 
 /// `cargo sample bench`.
+/// The ARMv6-M (Cortex-M0) sampler's cost: instructions of the handler's fast path (entry and
+/// variant) per sample, from the exact counts of a `--truth` run of the microbit example.
+#[derive(Debug, Serialize)]
+pub struct M0Cost {
+    pub name: String,
+    pub instructions_per_sample: f64,
+    pub samples: u64,
+    pub hot_code_bytes: u64,
+}
+
+fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
+    let manifest = examples.join("microbit-m0/Cargo.toml");
+    let mut out = Vec::new();
+    for (name, extra) in [
+        ("M0 ring, constant period", vec!["--no-jitter"]),
+        ("M0 ring + jitter", vec![]),
+    ] {
+        let mut argv = vec![
+            "cargo-sample",
+            "--manifest-path",
+            manifest.to_str().context("path is not UTF-8")?,
+            "--release",
+            "--truth",
+            "--samples",
+            "3000",
+        ];
+        argv.extend_from_slice(&extra);
+        let cli = Cli::try_parse_from(argv)?;
+        let dir = run::capture(&cli.run)?;
+        let counts = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?;
+        let elf = std::fs::read(dir.join(runs::ELF))?;
+        let file = object::File::parse(&*elf)?;
+        let mut ranges = Vec::new();
+        for sym in file.symbols() {
+            let Ok(n) = sym.name() else { continue };
+            let n = rustc_demangle::demangle(n).to_string();
+            let short = n.rsplit("::").next().unwrap_or(&n);
+            if sym.size() > 0
+                && (short == "sampler_rt_entry"
+                    || short.starts_with("sample_ring")
+                    || short.starts_with("sample_hist"))
+            {
+                let a = sym.address() & !1;
+                ranges.push((a, a + sym.size()));
+            }
+        }
+        let used: Vec<(u64, u64)> = ranges
+            .iter()
+            .copied()
+            .filter(|&(a, b)| counts.iter().any(|c| (a..b).contains(&(c.0 as u64))))
+            .collect();
+        let total: u64 = counts
+            .iter()
+            .filter(|c| used.iter().any(|&(a, b)| (a..b).contains(&(c.0 as u64))))
+            .map(|c| c.1)
+            .sum();
+        let taken = run::load_dump(&dir)?.info.taken as u64;
+        if taken == 0 {
+            bail!("the microbit example took no samples");
+        }
+        out.push(M0Cost {
+            name: name.into(),
+            instructions_per_sample: total as f64 / taken as f64,
+            samples: taken,
+            hot_code_bytes: used.iter().map(|(a, b)| b - a).sum(),
+        });
+    }
+    Ok(out)
+}
+
+/// A whole `cargo sample` of the bundled example, split into its parts.
+#[derive(Debug, Serialize)]
+pub struct EndToEnd {
+    pub build: Timing,
+    pub run: Timing,
+    pub report: Timing,
+    pub total: Timing,
+}
+
+fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
+    let (mut build, mut qemu, mut report, mut total) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..5 {
+        let cli = Cli::try_parse_from([
+            "cargo-sample",
+            "--manifest-path",
+            manifest.to_str().context("path is not UTF-8")?,
+            "--release",
+            "--bin",
+            "hot-loops",
+        ])?;
+        let t0 = std::time::Instant::now();
+        // The build step alone (cached, as in everyday use), then the whole capture.
+        let p = crate::project::discover(&cli.run.cargo)?;
+        crate::firmware::build(&p, &cli.run.cargo, true, &[])?;
+        let b = t0.elapsed().as_secs_f64();
+        let t1 = std::time::Instant::now();
+        let dir = run::capture(&cli.run)?;
+        let captured = t1.elapsed().as_secs_f64();
+        let t2 = std::time::Instant::now();
+        let r = run::load_report(&dir, crate::report::Options::default())?;
+        let _ = crate::report::text::render(
+            &r,
+            crate::report::text::Options {
+                lines: false,
+                tree: false,
+                top: 20,
+                min_percent: 0.0,
+            },
+        );
+        let rep = t2.elapsed().as_secs_f64();
+        let meta = runs::load_meta(&dir)?;
+        build.push(b);
+        qemu.push(meta.wall_seconds);
+        report.push(rep);
+        total.push(captured + rep);
+    }
+    Ok(EndToEnd {
+        build: Timing::of(build),
+        run: Timing::of(qemu),
+        report: Timing::of(report),
+        total: Timing::of(total),
+    })
+}
+
 /// What timing a region costs the program, exact in QEMU.
 #[derive(Debug, Serialize)]
 pub struct LapCost {
@@ -690,6 +816,13 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     let live = live_rates(&manifest)?;
     let laps = lap_cost(&manifest)?;
+    let examples = manifest
+        .parent()
+        .and_then(Path::parent)
+        .context("the example's manifest has no parent directory")?
+        .to_path_buf();
+    let m0 = m0_costs(&examples)?;
+    let e2e = end_to_end(&manifest)?;
     let counting = counting_cost(&manifest)?;
     let mut host = pipeline(
         &manifest,
@@ -704,6 +837,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         itm: itm_speed()?,
         live,
         laps,
+        m0,
+        e2e,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -723,6 +858,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                     v.seed_instructions,
                     v.hot_code_bytes,
                     v.samples
+                );
+            }
+            for v in &all.m0 {
+                println!(
+                    "{:<30} {:>12.2} {:>8} {:>10} {:>10}   (microbit, fast path from exact counts)",
+                    v.name, v.instructions_per_sample, 21, v.hot_code_bytes, v.samples
                 );
             }
             println!(
@@ -824,6 +965,20 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 "lap timing (laps firmware, exact in QEMU): {:.1} instructions of sampler-rt per lap; \
                  {:.2} instructions of lap time subtracted; the empty region reads {:.2}",
                 all.laps.instructions_per_lap, all.laps.subtracted, all.laps.empty_region
+            );
+            let e = &all.e2e;
+            let t = |t: &Timing| format!("{:.3} s ({:.3}-{:.3})", t.median_s, t.min_s, t.max_s);
+            println!();
+            println!(
+                "end to end, `cargo sample --release --bin hot-loops` (10 000 samples, firmware built already), medians of {}:",
+                e.total.runs
+            );
+            println!(
+                "  build {}  run (QEMU) {}  report {}  total {}",
+                t(&e.build),
+                t(&e.run),
+                t(&e.report),
+                t(&e.total)
             );
             let i = &all.itm;
             println!();

@@ -264,7 +264,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
                 }
                 let count = u32_at(payload, 12);
-                if !cut && wire::hist_len(count) as usize != len {
+                // In 64 bits: a damaged count must not overflow the length it implies.
+                if !cut && wire::HIST_HEADER_LEN as u64 + 2 * count as u64 != len as u64 {
                     return (
                         dump,
                         Some(DumpError::Malformed(format!(

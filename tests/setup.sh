@@ -22,7 +22,7 @@ for arg in "$@"; do
   esac
 done
 
-targets=(thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf)
+targets=(thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf aarch64-unknown-none)
 installed=$(rustup target list --installed 2>/dev/null || true)
 missing=()
 for t in "${targets[@]}"; do

@@ -527,7 +527,8 @@ fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
         let mut ranges = Vec::new();
         for sym in file.symbols() {
             let Ok(n) = sym.name() else { continue };
-            let n = rustc_demangle::demangle(n).to_string();
+            // Without the hash suffix.
+            let n = format!("{:#}", rustc_demangle::demangle(n));
             let short = n.rsplit("::").next().unwrap_or(&n);
             if sym.size() > 0
                 && (short == "sampler_rt_entry"

@@ -37,6 +37,54 @@ pub enum Command {
     Advise(Box<AdviseArgs>),
     /// Report a recorded SWO capture (DWT periodic PC samples among ITM packets) against its ELF.
     Swo(SwoArgs),
+    /// List an ARMv8-A CPU's PMU events (from Arm's machine-readable data), or search them.
+    Events(EventsArgs),
+    /// Count PMU events around the firmware's regions (ARMv8-A, `sampler_rt::pmu`): events
+    /// split into groups the CPU's counters hold, the firmware run once per group, derived
+    /// metrics.
+    Stat(Box<StatArgs>),
+}
+
+/// `cargo sample events`.
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    /// The CPU (`cortex-a53`, ...).
+    #[arg(long, value_name = "CPU", default_value = "cortex-a53")]
+    pub cpu: String,
+    /// Only events whose name or description contains this (any case).
+    pub search: Option<String>,
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub format: TableFormat,
+}
+
+/// `cargo sample stat`.
+#[derive(Args, Debug)]
+pub struct StatArgs {
+    #[command(flatten)]
+    pub cargo: CargoArgs,
+    /// Events to count, by name or number (`inst_retired,cpu_cycles,0x03`).
+    #[arg(long, value_name = "EVENTS", value_delimiter = ',', required = true)]
+    pub events: Vec<String>,
+    /// The CPU whose event table names the events (default: the runner's `-cpu`, else
+    /// cortex-a53).
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<String>,
+    /// QEMU machine (default: the runner's `-machine`, else `virt`); `virt,virtualization=on`
+    /// starts the firmware at EL2, `virt,secure=on` at EL3.
+    #[arg(long, value_name = "MACHINE")]
+    pub machine: Option<String>,
+    /// The QEMU executable (default: the runner's, else `qemu-system-aarch64`).
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// Events per run (default: the CPU's counters). More than the CPU has is refused by the
+    /// firmware, which is what this is for.
+    #[arg(long, value_name = "N", hide = true)]
+    pub group_size: Option<usize>,
+    /// Give up on a run after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub format: TableFormat,
 }
 
 /// `cargo sample swo`.

@@ -25,6 +25,8 @@ pub struct Dump {
     pub complete: bool,
     /// Lap-timed regions, if the firmware timed any.
     pub laps: Option<crate::laps::Laps>,
+    /// ARMv8-A PMU counts, if the firmware counted events.
+    pub pmu: Option<crate::pmu::Record>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -229,6 +231,15 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     }
                 }
             }
+            wire::REC_PMU if !cut => match crate::pmu::decode(payload) {
+                Some(p) => dump.pmu = Some(p),
+                None => {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed("damaged PMU record".into())),
+                    );
+                }
+            },
             wire::REC_LAPS if !cut => match crate::laps::decode(payload) {
                 Some(l) => dump.laps = Some(l),
                 None => {

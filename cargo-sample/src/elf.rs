@@ -106,29 +106,32 @@ pub fn code_crc(data: &[u8], start: u64, end: u64) -> Result<u32> {
 /// Write the run's configuration block over the initial value of [`wire::CONFIG_SYMBOL`] in
 /// `data` (a copy of the image). The code is not touched.
 pub fn patch_config(data: &mut [u8], config: &wire::Config) -> Result<()> {
-    let bytes = config.encode();
+    patch_symbol(data, wire::CONFIG_SYMBOL, &config.encode())
+        .context("writing the run's configuration into the image")
+}
+
+/// Overwrite the initial bytes of the data object `name` in the image with `bytes`.
+pub fn patch_symbol(data: &mut [u8], name: &str, bytes: &[u8]) -> Result<()> {
     let offset = {
         let file = object::File::parse(&*data)?;
         let symbol = file
             .symbols()
-            .find(|s| s.name() == Ok(wire::CONFIG_SYMBOL))
-            .context("the firmware has no sampler configuration block")?;
+            .find(|s| s.name() == Ok(name))
+            .with_context(|| format!("the firmware has no `{name}` (is sampler-rt linked in?)"))?;
         let index = symbol
             .section_index()
-            .context("the configuration block is in no section")?;
+            .with_context(|| format!("`{name}` is in no section"))?;
         let section = file.section_by_index(index)?;
-        let (file_off, file_len) = section.file_range().context(
-            "the configuration block has no initial bytes in the file (is sampler-rt too old?)",
-        )?;
+        let (file_off, file_len) = section.file_range().with_context(|| {
+            format!("`{name}` has no initial bytes in the file (is sampler-rt too old?)")
+        })?;
         let within = symbol.address() - section.address();
         if within + bytes.len() as u64 > file_len || symbol.size() < bytes.len() as u64 {
-            bail!(
-                "the firmware's configuration block is smaller than this cargo-sample's (version mismatch)"
-            );
+            bail!("the firmware's `{name}` is smaller than this cargo-sample's (version mismatch)");
         }
         (file_off + within) as usize
     };
-    data[offset..offset + bytes.len()].copy_from_slice(&bytes);
+    data[offset..offset + bytes.len()].copy_from_slice(bytes);
     Ok(())
 }
 

@@ -24,6 +24,7 @@ pub mod itm;
 pub mod laps;
 pub mod live;
 pub mod machine;
+pub mod pmu;
 pub mod project;
 pub mod qemu;
 pub mod report;

@@ -180,6 +180,7 @@ impl Live {
             unknown_records: Vec::new(),
             complete: true,
             laps: None,
+            pmu: None,
         }
     }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cargo_sample::cli::{Cli, Command};
-use cargo_sample::{advise, bench, init, run, term};
+use cargo_sample::{advise, bench, init, pmu, run, term};
 
 fn main() -> ExitCode {
     // As a cargo subcommand we are invoked as `cargo-sample sample ...`.
@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Some(Command::Diff(d)) => run::diff(d),
         Some(Command::Advise(a)) => advise::advise(a),
         Some(Command::Swo(s)) => run::swo(s),
+        Some(Command::Events(e)) => pmu::events(e),
+        Some(Command::Stat(s)) => pmu::stat(s),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -162,6 +162,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .arg("-monitor")
         .arg(format!("unix:{},server=on,wait=off", monitor.display()))
         .args(["-semihosting-config", "enable=on,target=native"])
+        // virt's default network card needs a boot ROM Debian ships apart.
+        .args(if opts.machine.starts_with("virt") {
+            &["-nic", "none"][..]
+        } else {
+            &[][..]
+        })
         .arg("-icount")
         .arg(format!("shift={}", opts.icount_shift))
         .arg("-kernel")

@@ -1448,6 +1448,7 @@ pub fn board_dump(
         unknown_records: Vec::new(),
         complete: true,
         laps: None,
+        pmu: None,
     })
 }
 

@@ -96,6 +96,7 @@ pub fn to_dump(
         unknown_records: Vec::new(),
         complete: true,
         laps: None,
+        pmu: None,
     })
 }
 
@@ -142,6 +143,7 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
         unknown_records: Vec::new(),
         complete: true,
         laps: None,
+        pmu: None,
     })
 }
 

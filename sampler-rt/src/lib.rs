@@ -62,6 +62,9 @@ mod target;
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 pub mod laps;
 
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub mod pmu;
+
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 pub use target::{exit, flush, name_tag, samples_taken, set_tag, set_writer, start, stop, tag};
 

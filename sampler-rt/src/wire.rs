@@ -57,6 +57,51 @@ pub const LAP_COUNTER_CYCCNT: u8 = 1;
 /// LAPS: SysTick's current value (its clock: the core clock on the boards cargo-sample drives).
 pub const LAP_COUNTER_SYSTICK: u8 = 2;
 
+/// The PMU group the host asks an ARMv8-A firmware to count, at [`PMU_CONFIG_SYMBOL`].
+pub const PMU_CONFIG_SYMBOL: &str = "SAMPLER_RT_PMU_CONFIG";
+/// `"SPMU"`.
+pub const PMU_CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SPMU");
+/// Events in one group at most (ARMv8-A has up to 31 event counters).
+pub const PMU_MAX_EVENTS: usize = 30;
+/// Size of the PMU configuration block: magic, count (u16) and a reserved u16, flags, then
+/// [`PMU_MAX_EVENTS`] event numbers (u16).
+pub const PMU_CONFIG_LEN: usize = 12 + 2 * PMU_MAX_EVENTS;
+/// PMU record status: counted.
+pub const PMU_OK: u32 = 0;
+/// PMU record status: the group had more events than the CPU has counters; nothing counted.
+pub const PMU_TOO_MANY: u32 = 1;
+/// PMU record status: no PMUv3 (ID_AA64DFR0_EL1.PMUVer).
+pub const PMU_ABSENT: u32 = 2;
+
+/// Encode a PMU configuration block for `events` (at most [`PMU_MAX_EVENTS`] are kept).
+pub fn pmu_config(events: &[u16]) -> [u8; PMU_CONFIG_LEN] {
+    let mut b = [0u8; PMU_CONFIG_LEN];
+    put32(&mut b, 0, PMU_CONFIG_MAGIC);
+    let n = events.len().min(PMU_MAX_EVENTS);
+    b[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+    for (i, e) in events[..n].iter().enumerate() {
+        b[12 + 2 * i..14 + 2 * i].copy_from_slice(&e.to_le_bytes());
+    }
+    b
+}
+
+/// Decode a PMU configuration block: the events, if the block is one.
+pub fn pmu_config_events(b: &[u8]) -> Option<([u16; PMU_MAX_EVENTS], usize)> {
+    if b.len() < PMU_CONFIG_LEN || u32::from_le_bytes([b[0], b[1], b[2], b[3]]) != PMU_CONFIG_MAGIC
+    {
+        return None;
+    }
+    let n = u16::from_le_bytes([b[4], b[5]]) as usize;
+    if n > PMU_MAX_EVENTS {
+        return None;
+    }
+    let mut e = [0u16; PMU_MAX_EVENTS];
+    for (i, slot) in e.iter_mut().enumerate().take(n) {
+        *slot = u16::from_le_bytes([b[12 + 2 * i], b[13 + 2 * i]]);
+    }
+    Some((e, n))
+}
+
 /// Where the dump goes when the run is done.
 pub const SINK_NONE: u8 = 0;
 /// A host file through semihosting (QEMU, or a debugger that serves semihosting).

@@ -1,0 +1,97 @@
+//! PMU regions on an ARMv8-A core in QEMU virt, the way seed 003's library counts them in TF-A:
+//! an empty region (the reading's own cost), a loop of a known instruction count, software
+//! increments, and a summing loop over memory (cache events, which QEMU does not count).
+//! `cargo sample stat --events inst_retired,cpu_cycles,...` chooses the events per run; run by
+//! itself it counts INST_RETIRED and CPU_CYCLES.
+#![no_std]
+#![no_main]
+
+use core::arch::{asm, global_asm};
+use core::hint::black_box;
+
+use sampler_rt::pmu::{self, Region};
+
+// Start-up at EL1, EL2 or EL3: a stack, FP/SIMD on (the compiler uses its registers), .bss
+// zeroed, then main.
+global_asm!(
+    ".section .text.boot, \"ax\"",
+    ".global _start",
+    "_start:",
+    "ldr x0, =__stack_top",
+    "mov sp, x0",
+    "mrs x0, CurrentEL",
+    "lsr x0, x0, #2",
+    "cmp x0, #2",
+    "b.lt 1f",
+    // EL2/EL3: do not trap FP/SIMD (CPTR_ELx.TFP, bit 10).
+    "b.eq 2f",
+    "msr cptr_el3, xzr",
+    "b 1f",
+    "2:",
+    "msr cptr_el2, xzr",
+    "1:",
+    "mov x0, #(3 << 20)",
+    "msr cpacr_el1, x0",
+    "isb",
+    "ldr x0, =__bss_start",
+    "ldr x1, =__bss_end",
+    "3:",
+    "cmp x0, x1",
+    "b.ge 4f",
+    "str xzr, [x0], #8",
+    "b 3b",
+    "4:",
+    "bl main",
+    "5:",
+    "wfi",
+    "b 5b",
+);
+
+static EMPTY: Region = Region::new("empty");
+static LOOP: Region = Region::new("loop 1000");
+static INCR: Region = Region::new("sw_incr 10");
+static SUM: Region = Region::new("sum 4096 words");
+
+/// Exactly 2 * 1000 + 1 instructions: `mov`, then 1000 times `subs` and `b.ne`.
+#[inline(always)]
+fn known_loop() {
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!(
+            "mov {n}, #1000",
+            "1:",
+            "subs {n}, {n}, #1",
+            "b.ne 1b",
+            n = out(reg) _,
+            options(nomem, nostack)
+        )
+    };
+}
+
+static mut DATA: [u64; 4096] = [0; 4096];
+
+#[unsafe(no_mangle)]
+extern "C" fn main() -> ! {
+    pmu::init(&[pmu::INST_RETIRED, pmu::CPU_CYCLES]);
+    for _ in 0..4 {
+        EMPTY.measure(|| ());
+        LOOP.measure(known_loop);
+        INCR.measure(|| {
+            for _ in 0..10 {
+                pmu::sw_incr();
+            }
+        });
+        let s = SUM.measure(|| {
+            // SAFETY: single-threaded; plain reads of a static array.
+            let data = unsafe { &*core::ptr::addr_of!(DATA) };
+            data.iter().fold(0u64, |a, &x| a.wrapping_add(x))
+        });
+        black_box(s);
+    }
+    pmu::finish(0)
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    pmu::finish(101)
+}

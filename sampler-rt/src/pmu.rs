@@ -1,0 +1,377 @@
+//! ARMv8-A PMU event counting around named regions (aarch64).
+//!
+//! ```ignore
+//! use sampler_rt::pmu::{self, Region};
+//!
+//! static WORK: Region = Region::new("work");
+//!
+//! pmu::init(&[pmu::INST_RETIRED, pmu::L1D_CACHE_REFILL]); // unless `cargo sample stat` chose
+//! WORK.measure(|| work());
+//! pmu::finish(0); // the counts to the host (semihosting), then exit
+//! ```
+//!
+//! `init` probes the PMU (ID_AA64DFR0_EL1.PMUVer, PMCR_EL0.N, PMCEID0/1_EL0), takes the group
+//! of events `cargo sample stat` wrote into the image (or the firmware's own), refuses a group
+//! larger than the CPU's counters, and programs the event counters and the cycle counter to
+//! count at the level it runs at (EL1 and EL0; at EL2 the NSH filter bit adds EL2; at EL3 the
+//! counters are enabled in MDCR_EL3). A region's lap reads every counter before and after;
+//! the first pre value, the last post value and the sum of deltas of every counter are kept.
+//! `finish` writes a dump (INFO and PMU records) through semihosting and exits.
+
+use core::arch::asm;
+use core::cell::UnsafeCell;
+use core::ptr::{addr_of, addr_of_mut, read_volatile};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::wire;
+
+/// Software increment (writes to PMSWINC_EL0).
+pub const SW_INCR: u16 = 0x00;
+/// L1 data cache refill.
+pub const L1D_CACHE_REFILL: u16 = 0x03;
+/// L1 data cache access.
+pub const L1D_CACHE: u16 = 0x04;
+/// Instruction architecturally executed.
+pub const INST_RETIRED: u16 = 0x08;
+/// Cycle.
+pub const CPU_CYCLES: u16 = 0x11;
+
+/// Regions kept.
+pub const MAX_REGIONS: usize = 16;
+const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
+
+/// The group the host asks for (`cargo sample stat` writes it into the image). Not zeros, so
+/// that it lands in initialised data, where the host can patch the ELF file.
+#[unsafe(no_mangle)]
+#[used]
+pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
+
+/// What the PMU said and what is counted.
+struct Pmu {
+    ready: bool,
+    status: u32,
+    n: u32,
+    pmceid: [u32; 4],
+    dfr0: u64,
+    el: u32,
+    events: [u16; wire::PMU_MAX_EVENTS],
+    count: usize,
+    /// The counters that count SW_INCR.
+    sw_mask: u64,
+}
+
+static mut PMU: Pmu = Pmu {
+    ready: false,
+    status: wire::PMU_ABSENT,
+    n: 0,
+    pmceid: [0; 4],
+    dfr0: 0,
+    el: 0,
+    events: [0; wire::PMU_MAX_EVENTS],
+    count: 0,
+    sw_mask: 0,
+};
+
+macro_rules! mrs {
+    ($reg:literal) => {{
+        let v: u64;
+        // SAFETY: reading a PMU or identification register has no side effects.
+        unsafe { asm!(concat!("mrs {}, ", $reg), out(reg) v, options(nomem, nostack)) };
+        v
+    }};
+}
+
+macro_rules! msr {
+    ($reg:literal, $v:expr) => {{
+        let v: u64 = $v;
+        // SAFETY: PMU control registers; the caller owns the PMU.
+        unsafe { asm!(concat!("msr ", $reg, ", {}"), "isb", in(reg) v, options(nostack)) };
+    }};
+}
+
+/// Count `events` around regions from now on, unless the host chose a group for this run.
+/// Returns the wire status: `PMU_OK`, `PMU_TOO_MANY` (more events than counters: nothing is
+/// counted and the host is told), or `PMU_ABSENT`.
+pub fn init(events: &[u16]) -> u32 {
+    // SAFETY: single-threaded bare-metal start-up; the host's block is plain memory.
+    let p = unsafe { &mut *addr_of_mut!(PMU) };
+    let mut cfg = [0u8; wire::PMU_CONFIG_LEN];
+    for (i, b) in cfg.iter_mut().enumerate() {
+        // SAFETY: reading the block the host may have written behind the compiler's back.
+        *b = unsafe { read_volatile((addr_of!(SAMPLER_RT_PMU_CONFIG) as *const u8).add(i)) };
+    }
+    let (list, count) = match wire::pmu_config_events(&cfg) {
+        Some(h) => h,
+        None => {
+            let mut e = [0u16; wire::PMU_MAX_EVENTS];
+            let n = events.len().min(wire::PMU_MAX_EVENTS);
+            e[..n].copy_from_slice(&events[..n]);
+            (e, events.len())
+        }
+    };
+    p.events = list;
+    p.count = count.min(wire::PMU_MAX_EVENTS);
+    p.ready = true;
+    p.el = ((mrs!("CurrentEL") >> 2) & 3) as u32;
+    p.dfr0 = mrs!("ID_AA64DFR0_EL1");
+    let pmuver = (p.dfr0 >> 8) & 0xF;
+    if pmuver == 0 || pmuver == 0xF {
+        p.status = wire::PMU_ABSENT;
+        return p.status;
+    }
+    p.n = ((mrs!("PMCR_EL0") >> 11) & 0x1F) as u32;
+    let e0 = mrs!("PMCEID0_EL0");
+    let e1 = mrs!("PMCEID1_EL0");
+    p.pmceid = [e0 as u32, e1 as u32, (e0 >> 32) as u32, (e1 >> 32) as u32];
+    if count > p.n as usize {
+        p.status = wire::PMU_TOO_MANY;
+        return p.status;
+    }
+    // Let the lower levels count: at EL3 secure counting, at EL2 all counters to EL1.
+    if p.el == 3 {
+        // MDCR_EL3.SPME (bit 17): counting in Secure state.
+        let v = mrs!("MDCR_EL3");
+        msr!("MDCR_EL3", v | 1 << 17);
+    }
+    if p.el >= 2 {
+        // MDCR_EL2.HPMN = N (all counters belong to EL1/EL0), HPME off.
+        let v = mrs!("MDCR_EL2");
+        msr!("MDCR_EL2", (v & !0x9F) | p.n as u64);
+    }
+    // Count at EL1 and EL0; at EL2 and above also there (NSH, bit 27).
+    let filter: u64 = if p.el >= 2 { 1 << 27 } else { 0 };
+    p.sw_mask = 0;
+    for (i, &e) in p.events[..p.count].iter().enumerate() {
+        msr!("PMSELR_EL0", i as u64);
+        msr!("PMXEVTYPER_EL0", filter | e as u64);
+        if e == SW_INCR {
+            p.sw_mask |= 1 << i;
+        }
+    }
+    msr!("PMCCFILTR_EL0", filter);
+    let mask = (1u64 << p.count) - 1;
+    msr!("PMCNTENCLR_EL0", !mask & 0x7FFF_FFFF);
+    msr!("PMCNTENSET_EL0", mask | 1 << 31);
+    // E (enable), P (reset event counters), C (reset cycle counter), LC (64-bit cycle counter).
+    let pmcr = mrs!("PMCR_EL0");
+    msr!("PMCR_EL0", pmcr | 1 | 1 << 1 | 1 << 2 | 1 << 6);
+    p.status = wire::PMU_OK;
+    p.status
+}
+
+/// The counters now: the group's event counters, then the cycle counter.
+#[inline(always)]
+fn read_all(out: &mut [u64; SLOTS], count: usize) {
+    for (i, slot) in out.iter_mut().enumerate().take(count) {
+        msr!("PMSELR_EL0", i as u64);
+        *slot = mrs!("PMXEVCNTR_EL0");
+    }
+    out[count] = mrs!("PMCCNTR_EL0");
+}
+
+/// A named region whose events are counted.
+pub struct Region {
+    name: &'static str,
+    registered: AtomicBool,
+    data: UnsafeCell<Data>,
+}
+
+// SAFETY: single core, and regions are not measured from interrupt handlers.
+unsafe impl Sync for Region {}
+
+#[derive(Clone, Copy)]
+struct Data {
+    calls: u32,
+    pre: [u64; SLOTS],
+    post: [u64; SLOTS],
+    sum: [u64; SLOTS],
+}
+
+impl Region {
+    /// A region.
+    pub const fn new(name: &'static str) -> Region {
+        Region {
+            name,
+            registered: AtomicBool::new(false),
+            data: UnsafeCell::new(Data {
+                calls: 0,
+                pre: [0; SLOTS],
+                post: [0; SLOTS],
+                sum: [0; SLOTS],
+            }),
+        }
+    }
+
+    /// Count the events of `f`.
+    #[inline(never)]
+    pub fn measure<R>(&self, f: impl FnOnce() -> R) -> R {
+        if !self.registered.load(Ordering::Relaxed) {
+            self.register();
+        }
+        // SAFETY: set once by `init`.
+        let (ok, count) = unsafe {
+            let p = &*addr_of!(PMU);
+            (p.status == wire::PMU_OK, p.count)
+        };
+        if !ok {
+            return f();
+        }
+        let mut pre = [0u64; SLOTS];
+        let mut post = [0u64; SLOTS];
+        read_all(&mut pre, count);
+        let r = f();
+        read_all(&mut post, count);
+        // SAFETY: single core; nothing else touches this region's data.
+        let d = unsafe { &mut *self.data.get() };
+        if d.calls == 0 {
+            d.pre = pre;
+        }
+        d.post = post;
+        for i in 0..=count {
+            d.sum[i] = d.sum[i].wrapping_add(post[i].wrapping_sub(pre[i]));
+        }
+        d.calls += 1;
+        r
+    }
+
+    fn register(&self) {
+        self.registered.store(true, Ordering::Relaxed);
+        // SAFETY: single core.
+        let t = unsafe { &mut *addr_of_mut!(TABLE) };
+        if t.len < MAX_REGIONS {
+            t.regions[t.len] = self as *const Region;
+            t.len += 1;
+        }
+    }
+}
+
+struct Table {
+    regions: [*const Region; MAX_REGIONS],
+    len: usize,
+}
+
+static mut TABLE: Table = Table {
+    regions: [core::ptr::null(); MAX_REGIONS],
+    len: 0,
+};
+
+/// Add one to the counters that count `SW_INCR` (if the group has it).
+pub fn sw_incr() {
+    // SAFETY: set once by `init`.
+    let mask = unsafe { (*addr_of!(PMU)).sw_mask };
+    msr!("PMSWINC_EL0", mask);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dump, through semihosting (AArch64: `hlt #0xf000`, operation in w0, block in x1).
+
+const SYS_OPEN: u64 = 0x01;
+const SYS_CLOSE: u64 = 0x02;
+const SYS_WRITE: u64 = 0x05;
+const SYS_EXIT: u64 = 0x18;
+const ADP_STOPPED_APPLICATION_EXIT: u64 = 0x20026;
+
+fn semihost(op: u64, block: *const u64) -> i64 {
+    let r: i64;
+    // SAFETY: the semihosting call reads the block the caller built.
+    unsafe {
+        asm!("hlt #0xf000", inout("x0") op as i64 => r, in("x1") block, options(nostack));
+    }
+    r
+}
+
+struct Out {
+    handle: u64,
+    crc: wire::Crc32,
+}
+
+impl Out {
+    fn raw(&mut self, b: &[u8]) {
+        let block = [self.handle, b.as_ptr() as u64, b.len() as u64];
+        semihost(SYS_WRITE, block.as_ptr());
+    }
+    fn put(&mut self, b: &[u8]) {
+        self.crc.update(b);
+        self.raw(b);
+    }
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+    fn put64(&mut self, v: u64) {
+        self.put(&v.to_le_bytes());
+    }
+}
+
+/// Payload length of the PMU record.
+fn pmu_len(p: &Pmu, t: &Table) -> u32 {
+    let mut len = 44 + 4 * p.count as u32 + 4;
+    for &r in &t.regions[..t.len] {
+        // SAFETY: registered regions are statics.
+        let r = unsafe { &*r };
+        len += 4 + (r.name.len() as u32).div_ceil(4) * 4 + 8 + 24 * (p.count as u32 + 1);
+    }
+    len
+}
+
+/// Send the counts to the host (a `sampler.dump` file through semihosting) and exit with
+/// `code`.
+pub fn finish(code: i32) -> ! {
+    // SAFETY: single core; counting is over.
+    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
+    let name = b"sampler.dump\0";
+    let block = [name.as_ptr() as u64, 5, (name.len() - 1) as u64];
+    let handle = semihost(SYS_OPEN, block.as_ptr());
+    if handle >= 0 {
+        let mut o = Out {
+            handle: handle as u64,
+            crc: wire::Crc32::new(),
+        };
+        o.put(&wire::file_header());
+        let info = wire::Info {
+            mode: wire::MODE_OFF,
+            arch: 8,
+            rt_version: crate::RT_VERSION,
+            ..wire::Info::default()
+        };
+        o.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        o.put(&info.encode());
+        o.put(&wire::record_header(wire::REC_PMU, pmu_len(p, t)));
+        for v in p.pmceid {
+            o.put32(v);
+        }
+        o.put64(p.dfr0);
+        o.put32(p.n);
+        o.put32(p.el);
+        o.put32(if p.ready { p.status } else { wire::PMU_ABSENT });
+        o.put32(0);
+        o.put32(p.count as u32);
+        for &e in &p.events[..p.count] {
+            o.put32(e as u32);
+        }
+        o.put32(t.len as u32);
+        for &r in &t.regions[..t.len] {
+            // SAFETY: registered regions are statics; counting is over.
+            let (r, d) = unsafe { (&*r, &*(*r).data.get()) };
+            o.put32(r.name.len() as u32);
+            o.put(r.name.as_bytes());
+            o.put(&[0, 0, 0][..(4 - r.name.len() % 4) % 4]);
+            o.put32(d.calls);
+            o.put32(0);
+            for i in 0..=p.count {
+                o.put64(d.pre[i]);
+                o.put64(d.post[i]);
+                o.put64(d.sum[i]);
+            }
+        }
+        let crc = o.crc.finish();
+        o.raw(&wire::record_header(wire::REC_END, 4));
+        o.raw(&crc.to_le_bytes());
+        semihost(SYS_CLOSE, [o.handle].as_ptr());
+    }
+    let block = [ADP_STOPPED_APPLICATION_EXIT, code as u64];
+    semihost(SYS_EXIT, block.as_ptr());
+    loop {
+        // SAFETY: waiting has no memory effects.
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}

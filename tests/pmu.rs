@@ -1,0 +1,175 @@
+//! ARMv8-A PMU counting in real QEMU (`qemu-system-aarch64 -M virt -cpu cortex-a53`, the
+//! `aarch64-pmu` example): `cargo sample events` and `cargo sample stat`, at EL1, EL2 and EL3.
+//! The known loop is `mov` and 1000 × (`subs`, `b.ne`): exactly 2001 instructions, and with
+//! `-icount shift=0` QEMU's cycle counter ticks once per instruction.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu")
+}
+
+fn cargo_sample(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .arg("sample")
+        .args(args)
+        .current_dir(example())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn stat(extra: &[&str]) -> Value {
+    let mut args = vec!["stat", "--release", "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = cargo_sample(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn count<'a>(s: &'a Value, region: &str, event: &str) -> &'a Value {
+    let r = s["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == region)
+        .unwrap_or_else(|| panic!("no region {region}"));
+    r["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["event"] == event)
+        .unwrap_or_else(|| panic!("no {event} in {region}"))
+}
+
+fn per_call(s: &Value, region: &str, event: &str) -> f64 {
+    count(s, region, event)["per_call"].as_f64().unwrap()
+}
+
+#[test]
+fn the_event_list_comes_from_arms_data_and_can_be_searched() {
+    let out = cargo_sample(&["events", "--cpu", "cortex-a53", "--format", "json"]);
+    assert!(out.status.success());
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 59);
+    assert!(
+        all.iter()
+            .any(|e| e["code"] == 8 && e["name"] == "INST_RETIRED")
+    );
+    // Entries without a name keep their number and description.
+    let nameless = all.iter().find(|e| e["code"] == 0xC0).unwrap();
+    assert_eq!(nameless["name"], "");
+    assert_eq!(nameless["description"], "External memory request");
+    let out = cargo_sample(&["events", "--cpu", "cortex-a53", "l1d"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("L1D_CACHE_REFILL") && text.contains("L1D_TLB_REFILL"));
+    assert!(!text.contains("INST_RETIRED"));
+    let out = cargo_sample(&["events", "--cpu", "cortex-z9"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shipped: cortex-a53"));
+}
+
+#[test]
+fn instructions_cycles_and_software_increments_count_exactly_at_el1_el2_and_el3() {
+    for (machine, el) in [
+        ("virt", 1),
+        ("virt,virtualization=on", 2),
+        ("virt,secure=on", 3),
+    ] {
+        let s = stat(&[
+            "--machine",
+            machine,
+            "--events",
+            "inst_retired,cpu_cycles,sw_incr",
+        ]);
+        assert_eq!(s["exception_level"], el, "{machine}");
+        assert_eq!(s["groups"].as_array().unwrap().len(), 1);
+        for event in ["INST_RETIRED", "CPU_CYCLES"] {
+            // The empty region is the reading's own cost; the loop adds exactly its 2001.
+            let lap = per_call(&s, "loop 1000", event) - per_call(&s, "empty", event);
+            assert_eq!(lap, 2001.0, "{machine} {event}");
+        }
+        assert_eq!(per_call(&s, "sw_incr 10", "SW_INCR"), 10.0, "{machine}");
+        assert_eq!(per_call(&s, "loop 1000", "SW_INCR"), 0.0);
+        let loop_calls = s["regions"][1]["calls"].as_u64().unwrap();
+        assert_eq!(loop_calls, 4);
+    }
+}
+
+#[test]
+fn more_events_than_counters_run_in_groups_and_merge() {
+    let events = "inst_retired,cpu_cycles,sw_incr,l1d_cache_refill,l1d_cache,l1i_cache,l1i_cache_refill,l2d_cache,br_pred";
+    let s = stat(&["--events", events]);
+    // Eight event counters wanted (cycles have their own), six on a Cortex-A53: two runs.
+    let groups = s["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0].as_array().unwrap().len(), 6);
+    assert_eq!(groups[1].as_array().unwrap().len(), 2);
+    // Every event once per region, in the order asked; with six counters read the reading
+    // costs more, and the loop is still exactly 2001 instructions beyond the empty region.
+    for region in ["empty", "loop 1000", "sw_incr 10"] {
+        let names: Vec<&str> = s["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == region)
+            .unwrap()["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["event"].as_str().unwrap())
+            .collect();
+        assert_eq!(names.len(), 9);
+        assert_eq!(names[0], "INST_RETIRED");
+    }
+    let lap = per_call(&s, "loop 1000", "INST_RETIRED") - per_call(&s, "empty", "INST_RETIRED");
+    assert_eq!(lap, 2001.0);
+    assert_eq!(per_call(&s, "sw_incr 10", "SW_INCR"), 10.0);
+    // QEMU counts no cache or branch event: "not counted", never 0.
+    let refill = count(&s, "sum 4096 words", "L1D_CACHE_REFILL");
+    assert!(refill["delta"].is_null());
+    assert!(refill["note"].as_str().unwrap().contains("not counted"));
+    assert_eq!(count(&s, "sum 4096 words", "L2D_CACHE")["group"], 2);
+    // Metrics: IPC from two counted events, miss ratios refused.
+    let metrics = s["regions"][1]["metrics"].as_array().unwrap();
+    let ipc = metrics.iter().find(|m| m["name"] == "IPC").unwrap();
+    let v = ipc["value"].as_f64().unwrap();
+    assert!((v - 1.0).abs() < 0.01, "{v}");
+    assert_eq!(ipc["formula"], "INST_RETIRED / CPU_CYCLES");
+    let l1d = metrics
+        .iter()
+        .find(|m| m["name"] == "L1D miss ratio")
+        .unwrap();
+    assert!(l1d["value"].is_null());
+}
+
+#[test]
+fn a_group_larger_than_the_counters_is_refused_by_the_firmware() {
+    let out = cargo_sample(&[
+        "stat",
+        "--release",
+        "--group-size",
+        "7",
+        "--events",
+        "inst_retired,sw_incr,l1d_cache,l1d_cache_refill,l1i_cache,l2d_cache,br_pred",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("refused a group of 7 events: this CPU has 6 event counters"),
+        "{err}"
+    );
+    let out = cargo_sample(&["stat", "--release", "--events", "inst_retird"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("did you mean") || err.contains("no event"),
+        "{err}"
+    );
+}

@@ -98,8 +98,11 @@ pub fn cargo_config(data: &[u8]) {
     let _ = project::parse_runner(&words);
 }
 
+/// A fuzz target's body.
+pub type Target = fn(&[u8]);
+
 /// The targets by name, as `fuzz/fuzz_targets` and the corpus directories call them.
-pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+pub const TARGETS: [(&str, Target); 5] = [
     ("dump", dump),
     ("itm", itm),
     ("textdump", textdump),

@@ -87,7 +87,10 @@ fn qemu_killed_mid_run_keeps_the_chunks_already_streamed() {
     let r = rereport(&dir);
     let samples = r["samples"].as_u64().unwrap();
     // Whole chunks of the 10 240-sample ring arrived before the kill.
-    assert!(samples >= 10_240 && samples % 10_240 == 0, "{samples}");
+    assert!(
+        samples >= 10_240 && samples.is_multiple_of(10_240),
+        "{samples}"
+    );
     summary("QEMU killed mid-run", true, missing_raw(&dir, true));
 }
 
@@ -169,7 +172,7 @@ fn a_firmware_that_never_starts_the_sampler_is_told_so() {
 #[test]
 fn ctrl_c_during_capture_reports_what_was_taken() {
     // SIGINT to the whole process group, as a terminal sends it.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+    let child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
         .args([
             "sample",
             "--release",

@@ -1,5 +1,6 @@
-//! ARMv8-A PMU counting in real QEMU (`qemu-system-aarch64 -M virt -cpu cortex-a53`, the
-//! `aarch64-pmu` example): `cargo sample events` and `cargo sample stat`, at EL1, EL2 and EL3.
+//! ARMv8-A in real QEMU (`qemu-system-aarch64 -M virt -cpu cortex-a53`, the `aarch64-pmu`
+//! example): `cargo sample events` and `cargo sample stat` at EL1, EL2 and EL3, and PC sampling
+//! by the generic timer against exact instruction counts.
 //! The known loop is `mov` and 1000 × (`subs`, `b.ne`): exactly 2001 instructions, and with
 //! `-icount shift=0` QEMU's cycle counter ticks once per instruction.
 
@@ -23,7 +24,14 @@ fn cargo_sample(args: &[&str]) -> Output {
 }
 
 fn stat(extra: &[&str]) -> Value {
-    let mut args = vec!["stat", "--release", "--format", "json"];
+    let mut args = vec![
+        "stat",
+        "--release",
+        "--bin",
+        "aarch64-pmu",
+        "--format",
+        "json",
+    ];
     args.extend_from_slice(extra);
     let out = cargo_sample(&args);
     assert!(
@@ -155,6 +163,8 @@ fn a_group_larger_than_the_counters_is_refused_by_the_firmware() {
     let out = cargo_sample(&[
         "stat",
         "--release",
+        "--bin",
+        "aarch64-pmu",
         "--group-size",
         "7",
         "--events",
@@ -166,10 +176,58 @@ fn a_group_larger_than_the_counters_is_refused_by_the_firmware() {
         err.contains("refused a group of 7 events: this CPU has 6 event counters"),
         "{err}"
     );
-    let out = cargo_sample(&["stat", "--release", "--events", "inst_retird"]);
+    let out = cargo_sample(&[
+        "stat",
+        "--release",
+        "--bin",
+        "aarch64-pmu",
+        "--events",
+        "inst_retird",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("did you mean") || err.contains("no event"),
         "{err}"
+    );
+}
+
+#[test]
+fn timer_sampling_on_aarch64_matches_exact_counts_within_3_sigma() {
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "hot-loops",
+        "-n",
+        "20000",
+        "--truth",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["samples"], 20000);
+    assert_eq!(r["timer"], "generic timer");
+    assert_eq!(r["machine"], "virt (QEMU)");
+    for name in ["hot_a", "hot_b", "hot_c"] {
+        let row = r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap();
+        let sigma = row["error_sigma"].as_f64().unwrap();
+        assert!(sigma.abs() < 3.0, "{name}: {sigma} sigma ({row})");
+    }
+    // The sampler's own vectors and handler are not in the exact profile's functions.
+    assert!(
+        r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| !f["name"].as_str().unwrap().contains("sampler_rt"))
     );
 }

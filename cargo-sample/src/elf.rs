@@ -25,10 +25,14 @@ pub struct Firmware {
 /// collect what the run needs from it.
 pub fn inspect(data: &[u8]) -> Result<Firmware> {
     let file = object::File::parse(data).context("the firmware is not a readable ELF file")?;
-    if file.architecture() != object::Architecture::Arm || file.is_64() || !file.is_little_endian()
+    let aarch64 = file.architecture() == object::Architecture::Aarch64 && file.is_little_endian();
+    if !aarch64
+        && (file.architecture() != object::Architecture::Arm
+            || file.is_64()
+            || !file.is_little_endian())
     {
         bail!(
-            "the firmware is not 32-bit little-endian Arm code (found {:?}); is `--target` a thumb triple?",
+            "the firmware is not little-endian Arm code (found {:?}); is `--target` a thumb or aarch64 triple?",
             file.architecture()
         );
     }
@@ -40,7 +44,8 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
     let has_code = file
         .sections()
         .any(|s| s.kind() == SectionKind::Text && s.size() > 0);
-    if !vt_ok || !has_code || file.entry() == 0 {
+    // ARMv8-A firmware has no Cortex-M vector table (the sampler installs its own vectors).
+    if (!vt_ok && !aarch64) || !has_code || file.entry() == 0 {
         bail!(
             "the firmware has no vector table or no code (entry {:#x}): the linker script was not used. \
              Is `-C link-arg=-Tlink.x` in the target's rustflags, and is RUSTFLAGS unset (it replaces them)?",

@@ -32,6 +32,14 @@ const V8M: &[&str] = &[
 /// Machines measured with QEMU 7.2 (one instruction per nanosecond under `-icount shift=0`).
 pub const MACHINES: &[Machine] = &[
     Machine {
+        // ARMv8-A: the generic timer's 62.5 MHz stands in for SysTick.
+        name: "virt",
+        cpu: "cortex-a53",
+        systick_hz: 62_500_000,
+        targets: &["aarch64-unknown-none", "aarch64-unknown-none-softfloat"],
+        cmsdk_timer: None,
+    },
+    Machine {
         name: "mps2-an385",
         cpu: "cortex-m3",
         systick_hz: 25_000_000,
@@ -127,6 +135,7 @@ pub fn default_for(triple: &str) -> Option<&'static Machine> {
         t if t.starts_with("thumbv7m") => "mps2-an385",
         t if t.starts_with("thumbv7em") => "mps2-an386",
         t if t.starts_with("thumbv8m") => "mps2-an505",
+        t if t.starts_with("aarch64") => "virt",
         _ => return None,
     };
     find(name)

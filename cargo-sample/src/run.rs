@@ -289,6 +289,7 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
         timer: match i.timer {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_DWT => "DWT".into(),
+            wire::TIMER_GENERIC => "generic timer".into(),
             wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
             _ => "SysTick".into(),
         },
@@ -742,6 +743,14 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         (None, true) => 0,
         (None, false) => DEFAULT_SAMPLES,
     };
+    if p.triple.starts_with("aarch64")
+        && (live || args.mode != crate::cli::Mode::Ring || args.tag.is_some() || args.laps)
+    {
+        bail!(
+            "on ARMv8-A cargo-sample samples into a ring sent at the end (no `--live`, `--mode \
+             hist`, `--tag` or `--laps` there yet); PMU events: `cargo sample stat`"
+        );
+    }
     if live && args.mode != crate::cli::Mode::Ring {
         bail!("`--live` reads a ring; bins are read once at the end (drop `--live`/`--duration`)");
     }

@@ -65,6 +65,12 @@ pub mod laps;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub mod pmu;
 
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+mod a64;
+
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub use a64::{exit, flush, start};
+
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 pub use target::{exit, flush, name_tag, samples_taken, set_tag, set_writer, start, stop, tag};
 

@@ -271,7 +271,8 @@ const SYS_WRITE: u64 = 0x05;
 const SYS_EXIT: u64 = 0x18;
 const ADP_STOPPED_APPLICATION_EXIT: u64 = 0x20026;
 
-fn semihost(op: u64, block: *const u64) -> i64 {
+/// An AArch64 semihosting call.
+pub(crate) fn semihost(op: u64, block: *const u64) -> i64 {
     let r: i64;
     // SAFETY: the semihosting call reads the block the caller built.
     unsafe {
@@ -368,6 +369,11 @@ pub fn finish(code: i32) -> ! {
         o.raw(&crc.to_le_bytes());
         semihost(SYS_CLOSE, [o.handle].as_ptr());
     }
+    semihosting_exit(code)
+}
+
+/// End the program through semihosting with `code` (QEMU exits with it).
+pub(crate) fn semihosting_exit(code: i32) -> ! {
     let block = [ADP_STOPPED_APPLICATION_EXIT, code as u64];
     semihost(SYS_EXIT, block.as_ptr());
     loop {

@@ -124,6 +124,8 @@ pub const TIMER_CMSDK: u8 = 1;
 pub const TIMER_DWT: u8 = 2;
 /// No timer: the host read DWT_PCSR through the debug port as fast as it could.
 pub const TIMER_PCSR: u8 = 3;
+/// The ARMv8-A EL1 virtual generic timer (aarch64 sampling).
+pub const TIMER_GENERIC: u8 = 4;
 
 /// No tag per sample.
 pub const TAG_NONE: u8 = 0;
@@ -692,6 +694,16 @@ impl Crc32 {
     /// The checksum of everything fed so far.
     pub fn finish(&self) -> u32 {
         !self.0
+    }
+
+    /// The running register, to keep in a plain word between calls.
+    pub const fn state(&self) -> u32 {
+        self.0
+    }
+
+    /// Continue from a running register kept by [`Crc32::state`].
+    pub const fn resume(state: u32) -> Self {
+        Crc32(state)
     }
 }
 

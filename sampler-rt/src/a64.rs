@@ -1,0 +1,514 @@
+//! PC sampling on ARMv8-A (aarch64, at EL1): the EL1 virtual generic timer interrupts through
+//! a GICv2 (QEMU `virt`'s layout), and the handler stores the interrupted PC (ELR_EL1) in a
+//! ring. The common path is assembly and touches no FP/SIMD register; at the end of a chunk
+//! (the ring's end, or the requested count) a Rust slow path, entered with every
+//! caller-saved register saved (FP/SIMD too), streams the chunk through semihosting or ends
+//! the run. PCs are stored as 32 bits: the image must live below 4 GiB (bare-metal images
+//! on virt sit at 0x4000_0000).
+
+use core::arch::{asm, global_asm};
+use core::mem::MaybeUninit;
+use core::ptr::{addr_of, addr_of_mut, read_volatile};
+
+use crate::wire::{self, Config};
+
+const fn parse_usize(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as usize;
+        i += 1;
+    }
+    v
+}
+
+const RING_SLOTS: usize = parse_usize(env!("SAMPLER_RT_RING_SLOTS"));
+
+/// GICv2 distributor and CPU interface of QEMU `virt`.
+const GICD: usize = 0x0800_0000;
+const GICC: usize = 0x0801_0000;
+/// The EL1 virtual timer's interrupt (PPI 11).
+const VTIMER_IRQ: u32 = 27;
+
+/// The run's configuration, written into the image by `cargo sample`.
+#[unsafe(no_mangle)]
+#[used]
+#[unsafe(link_section = ".data.SAMPLER_RT_CONFIG")]
+static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = [0; wire::CONFIG_LEN];
+
+/// The sampler's state (the handler's fields first, at fixed offsets).
+#[repr(C)]
+pub struct State {
+    wptr: u64,
+    remaining: u32,
+    rng: u32,
+    reload: u32,
+    mask: u32,
+    before: u32,
+    chunk: u32,
+    limit: u32,
+    capacity: u32,
+    ring: u64,
+    phase: u32,
+    sink: u32,
+    sent: u32,
+    handle: u32,
+    config_found: u32,
+    open: u32,
+    crc: u32,
+}
+
+/// The state: the host finds it by name.
+#[unsafe(no_mangle)]
+pub static mut SAMPLER_RT_STATE: State = State {
+    wptr: 0,
+    remaining: 0,
+    rng: 0,
+    reload: 0,
+    mask: 0,
+    before: 0,
+    chunk: 0,
+    limit: 0,
+    capacity: 0,
+    ring: 0,
+    phase: 0,
+    sink: 0,
+    sent: 0,
+    handle: 0,
+    config_found: 0,
+    open: 0,
+    crc: 0,
+};
+
+static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
+
+const IDLE: u32 = 0;
+const RUNNING: u32 = 1;
+const STOPPED: u32 = 2;
+const DUMPED: u32 = 3;
+
+unsafe extern "C" {
+    static __stext: u8;
+    static __etext: u8;
+}
+
+global_asm!(
+    ".section .text.sampler_rt_vectors, \"ax\"",
+    ".balign 2048",
+    ".global sampler_rt_vectors",
+    // One sized function over the vectors and the handler, so that profiles know it as the
+    // sampler's own code.
+    ".type sampler_rt_vectors, %function",
+    "sampler_rt_vectors:",
+    // Current EL with SP0: sync, IRQ, FIQ, SError.
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    // Current EL with SPx.
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_irq", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    // Lower EL, AArch64 and AArch32.
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    "sampler_rt_unexpected:",
+    "wfi",
+    "b sampler_rt_unexpected",
+    // The sampling interrupt: x0 GICC, w1 IAR, x3 the state.
+    "sampler_rt_irq:",
+    "stp x0, x1, [sp, #-48]!",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x30, [sp, #32]",
+    "ldr x0, ={gicc}",
+    "ldr w1, [x0, #0x0c]",
+    "and w2, w1, #0x3ff",
+    "cmp w2, #{irq}",
+    "b.ne 8f",
+    "ldr x3, ={state}",
+    "ldr x2, [x3]",
+    "mrs x4, elr_el1",
+    "str w4, [x2], #4",
+    "str x2, [x3]",
+    // The next period: reload + (xorshift32 & mask).
+    "ldr w2, [x3, #12]",
+    "eor w2, w2, w2, lsl #13",
+    "eor w2, w2, w2, lsr #17",
+    "eor w2, w2, w2, lsl #5",
+    "str w2, [x3, #12]",
+    "ldr w4, [x3, #20]",
+    "and w2, w2, w4",
+    "ldr w4, [x3, #16]",
+    "add w2, w2, w4",
+    "msr cntv_tval_el0, x2",
+    "ldr w4, [x3, #8]",
+    "subs w4, w4, #1",
+    "str w4, [x3, #8]",
+    "b.ne 9f",
+    "bl sampler_rt_a64_slow_entry",
+    "9:",
+    "ldr x0, ={gicc}",
+    "str w1, [x0, #0x10]",
+    "ldp x4, x30, [sp, #32]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x0, x1, [sp], #48",
+    "eret",
+    // Not ours (or spurious): end it if it is an interrupt, and return.
+    "8:",
+    "cmp w2, #1020",
+    "b.hs 7f",
+    "str w1, [x0, #0x10]",
+    "7:",
+    "ldp x4, x30, [sp, #32]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x0, x1, [sp], #48",
+    "eret",
+    // The slow path: every other caller-saved register, FP/SIMD included, around Rust.
+    "sampler_rt_a64_slow_entry:",
+    "stp x29, x30, [sp, #-16]!",
+    "sub sp, sp, #512",
+    "stp x5, x6, [sp, #0]",
+    "stp x7, x8, [sp, #16]",
+    "stp x9, x10, [sp, #32]",
+    "stp x11, x12, [sp, #48]",
+    "stp x13, x14, [sp, #64]",
+    "stp x15, x16, [sp, #80]",
+    "stp x17, x18, [sp, #96]",
+    "stp x1, x0, [sp, #112]",
+    "stp q0, q1, [sp, #128]",
+    "stp q2, q3, [sp, #160]",
+    "stp q4, q5, [sp, #192]",
+    "stp q6, q7, [sp, #224]",
+    "stp q16, q17, [sp, #256]",
+    "stp q18, q19, [sp, #288]",
+    "stp q20, q21, [sp, #320]",
+    "stp q22, q23, [sp, #352]",
+    "stp q24, q25, [sp, #384]",
+    "stp q26, q27, [sp, #416]",
+    "stp q28, q29, [sp, #448]",
+    "stp q30, q31, [sp, #480]",
+    "mrs x5, fpsr",
+    "mrs x6, fpcr",
+    "stp x5, x6, [sp, #-16]!",
+    "bl {slow}",
+    "ldp x5, x6, [sp], #16",
+    "msr fpsr, x5",
+    "msr fpcr, x6",
+    "ldp q30, q31, [sp, #480]",
+    "ldp q28, q29, [sp, #448]",
+    "ldp q26, q27, [sp, #416]",
+    "ldp q24, q25, [sp, #384]",
+    "ldp q22, q23, [sp, #352]",
+    "ldp q20, q21, [sp, #320]",
+    "ldp q18, q19, [sp, #288]",
+    "ldp q16, q17, [sp, #256]",
+    "ldp q6, q7, [sp, #224]",
+    "ldp q4, q5, [sp, #192]",
+    "ldp q2, q3, [sp, #160]",
+    "ldp q0, q1, [sp, #128]",
+    "ldp x1, x0, [sp, #112]",
+    "ldp x17, x18, [sp, #96]",
+    "ldp x15, x16, [sp, #80]",
+    "ldp x13, x14, [sp, #64]",
+    "ldp x11, x12, [sp, #48]",
+    "ldp x9, x10, [sp, #32]",
+    "ldp x7, x8, [sp, #16]",
+    "ldp x5, x6, [sp, #0]",
+    "add sp, sp, #512",
+    "ldp x29, x30, [sp], #16",
+    "ret",
+    ".ltorg",
+    ".size sampler_rt_vectors, . - sampler_rt_vectors",
+    gicc = const GICC,
+    irq = const VTIMER_IRQ,
+    state = sym SAMPLER_RT_STATE,
+    slow = sym sampler_rt_a64_slow,
+);
+
+fn state() -> *mut State {
+    addr_of_mut!(SAMPLER_RT_STATE)
+}
+
+fn read_config() -> Option<Config> {
+    let mut b = [0u8; wire::CONFIG_LEN];
+    for (i, byte) in b.iter_mut().enumerate() {
+        // SAFETY: plain memory the host may have written.
+        *byte = unsafe { read_volatile((addr_of!(SAMPLER_RT_CONFIG) as *const u8).add(i)) };
+    }
+    Config::decode(&b)
+}
+
+/// Start sampling with the configuration `cargo sample` placed in the image (ring mode; the
+/// built-in defaults otherwise). Installs the sampler's exception vectors (VBAR_EL1), enables
+/// the virtual timer's interrupt in the GIC and unmasks IRQs. EL1 only.
+pub fn start() {
+    let s = state();
+    // SAFETY: single core; the timer interrupt is not enabled until the end.
+    unsafe {
+        if (*s).phase != IDLE {
+            return;
+        }
+        let el = {
+            let v: u64;
+            asm!("mrs {}, CurrentEL", out(reg) v, options(nomem, nostack));
+            (v >> 2) & 3
+        };
+        let found = read_config();
+        let cfg = found.unwrap_or(Config {
+            mode: wire::MODE_RING,
+            reload: 10_000,
+            jitter_mask: 0x3FFF,
+            limit: RING_SLOTS as u32,
+            seed: 0x9E37_79B9,
+            ..Config::default()
+        });
+        (*s).config_found = found.is_some() as u32;
+        (*s).sink = cfg.sink as u32;
+        if el != 1 || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+            (*s).phase = STOPPED;
+            return;
+        }
+        (*s).reload = cfg.reload.max(1);
+        (*s).mask = cfg.jitter_mask;
+        (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        (*s).limit = cfg.limit;
+        (*s).capacity = RING_SLOTS as u32;
+        (*s).ring = addr_of_mut!(RING) as u64;
+        (*s).before = 0;
+        next_chunk(s);
+        (*s).phase = RUNNING;
+        asm!("adr {t}, sampler_rt_vectors", "msr vbar_el1, {t}", "isb", t = out(reg) _);
+        let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
+        let r = |a: usize| core::ptr::read_volatile(a as *const u32);
+        w(GICD, 1);
+        w(GICD + 0x100, r(GICD + 0x100) | 1 << VTIMER_IRQ);
+        let prio = GICD + 0x400 + VTIMER_IRQ as usize;
+        core::ptr::write_volatile(prio as *mut u8, 0);
+        w(GICC + 0x4, 0xFF);
+        w(GICC, 1);
+        asm!(
+            "msr cntv_tval_el0, {t}",
+            "msr cntv_ctl_el0, {one}",
+            "isb",
+            "msr daifclr, #2",
+            t = in(reg) (*s).reload as u64,
+            one = in(reg) 1u64,
+        );
+    }
+}
+
+/// # Safety
+/// The sampling interrupt cannot run.
+unsafe fn next_chunk(s: *mut State) {
+    // SAFETY: see the contract.
+    unsafe {
+        let cap = (*s).capacity;
+        let pos = (*s).before % cap;
+        let mut chunk = cap - pos;
+        if (*s).limit != 0 {
+            chunk = chunk.min((*s).limit - (*s).before);
+        }
+        (*s).chunk = chunk;
+        (*s).remaining = chunk;
+        (*s).wptr = (*s).ring + 4 * pos as u64;
+    }
+}
+
+/// The end of a chunk, from the interrupt.
+extern "C" fn sampler_rt_a64_slow() {
+    let s = state();
+    // SAFETY: inside the sampling interrupt, which cannot preempt itself.
+    unsafe {
+        (*s).before += (*s).chunk;
+        (*s).chunk = 0;
+        if (*s).limit != 0 && (*s).before >= (*s).limit {
+            asm!("msr cntv_ctl_el0, xzr", "isb");
+            (*s).phase = STOPPED;
+            if (*s).sink == wire::SINK_SEMIHOSTING as u32 {
+                send_dump(s, wire::STOP_LIMIT);
+                crate::pmu::semihosting_exit(0);
+            }
+        } else {
+            if (*s).sink == wire::SINK_SEMIHOSTING as u32 {
+                stream(s, (*s).before);
+            }
+            next_chunk(s);
+        }
+    }
+}
+
+fn taken(s: *mut State) -> u32 {
+    // SAFETY: plain reads.
+    unsafe { (*s).before + (*s).chunk - (*s).remaining }
+}
+
+/// Stop sampling and send the samples (call before the firmware ends by itself).
+pub fn flush() {
+    let s = state();
+    // SAFETY: IRQs masked while the state changes.
+    unsafe {
+        asm!("msr daifset, #2", "msr cntv_ctl_el0, xzr", "isb");
+        if (*s).phase == RUNNING {
+            (*s).phase = STOPPED;
+        }
+        if (*s).sink == wire::SINK_SEMIHOSTING as u32 && (*s).phase == STOPPED {
+            send_dump(s, wire::STOP_FIRMWARE);
+        }
+    }
+}
+
+/// Send the samples and end the program through semihosting with `code`.
+pub fn exit(code: i32) -> ! {
+    flush();
+    crate::pmu::semihosting_exit(code)
+}
+
+/// Open the dump file (header and a first INFO) if needed.
+///
+/// # Safety
+/// Called with the sampling interrupt unable to run.
+unsafe fn open(s: *mut State) -> bool {
+    // SAFETY: see the contract.
+    unsafe {
+        if (*s).open == 0 {
+            let name = b"sampler.dump\0";
+            let block = [name.as_ptr() as u64, 5, (name.len() - 1) as u64];
+            let h = crate::pmu::semihost(0x01, block.as_ptr());
+            if h < 0 {
+                return false;
+            }
+            (*s).handle = h as u32;
+            (*s).open = 1;
+            (*s).crc = wire::Crc32::new().state();
+            put(s, &wire::file_header());
+            let info = info_now(s, 0, wire::STOP_RUNNING);
+            put(
+                s,
+                &wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32),
+            );
+            put(s, &info.encode());
+        }
+        true
+    }
+}
+
+/// Write bytes, folding them into the running CRC-32.
+///
+/// # Safety
+/// The file is open.
+unsafe fn put(s: *mut State, b: &[u8]) {
+    // SAFETY: see the contract.
+    unsafe {
+        let mut c = wire::Crc32::resume((*s).crc);
+        c.update(b);
+        (*s).crc = c.state();
+        raw(s, b);
+    }
+}
+
+/// # Safety
+/// The file is open.
+unsafe fn raw(s: *mut State, b: &[u8]) {
+    // SAFETY: see the contract.
+    unsafe {
+        let block = [(*s).handle as u64, b.as_ptr() as u64, b.len() as u64];
+        crate::pmu::semihost(0x05, block.as_ptr());
+    }
+}
+
+/// Append the samples from `sent` to `upto` (those still in the ring) as a PCS record.
+///
+/// # Safety
+/// The sampling interrupt cannot run.
+unsafe fn stream(s: *mut State, upto: u32) {
+    // SAFETY: see the contract; the ring holds sample q in slot q % capacity.
+    unsafe {
+        if !open(s) {
+            return;
+        }
+        let cap = (*s).capacity;
+        let from = (*s).sent.max(upto.saturating_sub(cap));
+        let n = upto - from;
+        if n == 0 {
+            return;
+        }
+        put(s, &wire::record_header(wire::REC_PCS, 8 + 4 * n));
+        put(s, &from.to_le_bytes());
+        put(s, &n.to_le_bytes());
+        let ring = (*s).ring as *const u32;
+        let mut q = from;
+        while q < upto {
+            let slot = q % cap;
+            let run = (cap - slot).min(upto - q);
+            let bytes =
+                core::slice::from_raw_parts(ring.add(slot as usize) as *const u8, 4 * run as usize);
+            put(s, bytes);
+            q += run;
+        }
+        (*s).sent = upto;
+    }
+}
+
+/// # Safety
+/// The state does not change meanwhile.
+unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
+    // SAFETY: the code range is the image's own.
+    unsafe {
+        let a = addr_of!(__stext) as usize;
+        let b = addr_of!(__etext) as usize;
+        let code = core::slice::from_raw_parts(a as *const u8, b - a);
+        wire::Info {
+            mode: wire::MODE_RING,
+            timer: wire::TIMER_GENERIC,
+            stop,
+            arch: 8,
+            reload: (*s).reload,
+            jitter_mask: (*s).mask,
+            limit: (*s).limit,
+            capacity: (*s).capacity,
+            taken,
+            lost: 0,
+            code_start: a as u32,
+            code_end: b as u32,
+            code_crc: wire::crc32(code),
+            config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
+            config_found: (*s).config_found as u8,
+            priority: 0,
+            rt_version: crate::RT_VERSION,
+            tag_kind: 0,
+        }
+    }
+}
+
+/// # Safety
+/// Sampling is stopped.
+unsafe fn send_dump(s: *mut State, stop: u8) {
+    // SAFETY: see the contract.
+    unsafe {
+        if (*s).phase == DUMPED || !open(s) {
+            return;
+        }
+        (*s).phase = DUMPED;
+        let n = taken(s);
+        stream(s, n);
+        let info = info_now(s, n, stop);
+        put(
+            s,
+            &wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32),
+        );
+        put(s, &info.encode());
+        let crc = wire::Crc32::resume((*s).crc).finish();
+        raw(s, &wire::record_header(wire::REC_END, 4));
+        raw(s, &crc.to_le_bytes());
+        crate::pmu::semihost(0x02, [(*s).handle as u64].as_ptr());
+        (*s).open = 0;
+    }
+}

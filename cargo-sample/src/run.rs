@@ -35,7 +35,14 @@ pub const DEFAULT_SEED: u32 = 0x2545_F491;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {
     SysTick,
-    Cmsdk { base: u32, irq: u32 },
+    Cmsdk {
+        base: u32,
+        irq: u32,
+    },
+    /// ARMv8-A: PMU event counter 0 overflowing every period events.
+    Pmu {
+        event: u16,
+    },
 }
 
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
@@ -51,6 +58,18 @@ pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
         r.map_err(|_| anyhow!("`{t}` is not a number"))
     };
     let parts: Vec<&str> = s.split(':').collect();
+    if let ["pmu", event] = parts.as_slice() {
+        if !m.targets.iter().any(|t| t.starts_with("aarch64")) {
+            bail!(
+                "`--timer pmu:EVENT` samples on ARMv8-A PMU overflows; {} is a Cortex-M",
+                m.name
+            );
+        }
+        let table = crate::pmu::table(m.cpu)?;
+        return Ok(Timer::Pmu {
+            event: table.find(event)?,
+        });
+    }
     match parts.as_slice() {
         ["cmsdk"] => m
             .cmsdk_timer
@@ -61,7 +80,8 @@ pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
             irq: num(irq)?,
         }),
         _ => bail!(
-            "unknown timer `{s}`: use `systick` or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`)"
+            "unknown timer `{s}`: use `systick`, `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`), or on \
+             ARMv8-A `pmu:EVENT` (e.g. `pmu:inst_retired`)"
         ),
     }
 }
@@ -290,6 +310,7 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_DWT => "DWT".into(),
             wire::TIMER_GENERIC => "generic timer".into(),
+            wire::TIMER_PMU => "PMU counter overflow".into(),
             wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
             _ => "SysTick".into(),
         },
@@ -683,6 +704,15 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
     let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
     let timer = parse_timer(&args.timer, m)?;
+    if let Timer::Pmu { .. } = timer {
+        // Measured: QEMU 7.2 and 10.0 set the overflow flag only when the counter is read, and
+        // never raise the PMU interrupt by themselves, so this mode would take no sample.
+        bail!(
+            "`--timer pmu:EVENT` samples on PMU counter overflows, which QEMU (7.2 to 10.0) does \
+             not signal: use the generic timer in QEMU (the default). The mode is for boards, \
+             where it is not yet verified"
+        );
+    }
     let counting = if args.truth {
         Some(choose_counting(
             args.truth_method,
@@ -754,11 +784,21 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if live && args.mode != crate::cli::Mode::Ring {
         bail!("`--live` reads a ring; bins are read once at the end (drop `--live`/`--duration`)");
     }
-    let timer_hz = m.systick_hz;
+    let timer_hz = if matches!(timer, Timer::Pmu { .. }) {
+        0
+    } else {
+        m.systick_hz
+    };
     let shift = args
         .icount_shift
         .unwrap_or_else(|| m.default_icount_shift());
-    let units_per_tick = m.instructions_per_tick(shift);
+    // A PMU period counts events: instructions for INST_RETIRED, QEMU's 1 GHz cycles for
+    // CPU_CYCLES (2^shift a instruction).
+    let units_per_tick = match timer {
+        Timer::Pmu { event } if event == crate::pmu::CPU_CYCLES => 1.0 / f64::from(1u32 << shift),
+        Timer::Pmu { .. } => 1.0,
+        _ => m.instructions_per_tick(shift),
+    };
     let period = match &args.period {
         Some(s) => parse_period(s, timer_hz)?,
         None => (DEFAULT_PERIOD_INSTRUCTIONS / units_per_tick)
@@ -770,6 +810,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let (timer_kind, timer_base, timer_irq) = match timer {
         Timer::SysTick => (wire::TIMER_SYSTICK, 0, 0),
         Timer::Cmsdk { base, irq } => (wire::TIMER_CMSDK, base, irq),
+        Timer::Pmu { event } => (wire::TIMER_PMU, event as u32, 0),
     };
     let (mode, hist_base, hist_shift) = match args.mode {
         _ if args.laps => (wire::MODE_OFF, 0, 0),
@@ -1974,6 +2015,22 @@ mod tests {
         assert!(e.to_string().contains("--bin-size 4"), "{e}");
         assert!(hist_layout((0, 100), 2048, Some(3)).is_err());
         assert!(hist_layout((0, 100), 0, None).is_err());
+    }
+
+    #[test]
+    fn pmu_overflow_timers_name_their_event_on_armv8_a_only() {
+        let virt = machine::find("virt").unwrap();
+        assert_eq!(
+            parse_timer("pmu:inst_retired", virt).unwrap(),
+            Timer::Pmu { event: 0x08 }
+        );
+        assert_eq!(
+            parse_timer("pmu:0x11", virt).unwrap(),
+            Timer::Pmu { event: 0x11 }
+        );
+        assert!(parse_timer("pmu:no_such", virt).is_err());
+        let mps2 = machine::find("mps2-an385").unwrap();
+        assert!(parse_timer("pmu:inst_retired", mps2).is_err());
     }
 
     #[test]

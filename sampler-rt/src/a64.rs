@@ -30,6 +30,8 @@ const GICD: usize = 0x0800_0000;
 const GICC: usize = 0x0801_0000;
 /// The EL1 virtual timer's interrupt (PPI 11).
 const VTIMER_IRQ: u32 = 27;
+/// The PMU's overflow interrupt on `virt` (PPI 7).
+const PMU_IRQ: u32 = 23;
 
 /// The run's configuration, written into the image by `cargo sample`.
 #[unsafe(no_mangle)]
@@ -57,6 +59,7 @@ pub struct State {
     config_found: u32,
     open: u32,
     crc: u32,
+    timer: u32,
 }
 
 /// The state: the host finds it by name.
@@ -79,6 +82,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     config_found: 0,
     open: 0,
     crc: 0,
+    timer: 0,
 };
 
 static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
@@ -132,7 +136,10 @@ global_asm!(
     "ldr w1, [x0, #0x0c]",
     "and w2, w1, #0x3ff",
     "cmp w2, #{irq}",
+    "b.eq 6f",
+    "cmp w2, #{pmu_irq}",
     "b.ne 8f",
+    "6:",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
     "mrs x4, elr_el1",
@@ -148,7 +155,22 @@ global_asm!(
     "and w2, w2, w4",
     "ldr w4, [x3, #16]",
     "add w2, w2, w4",
+    "and w4, w1, #0x3ff",
+    "cmp w4, #{irq}",
+    "b.ne 5f",
     "msr cntv_tval_el0, x2",
+    "b 4f",
+    // PMU counter 0: count the next period up to the overflow, clear the overflow.
+    "5:",
+    "add w2, w2, #1",
+    "neg w2, w2",
+    "msr pmselr_el0, xzr",
+    "isb",
+    "msr pmxevcntr_el0, x2",
+    "mov x4, #1",
+    "msr pmovsclr_el0, x4",
+    "isb",
+    "4:",
     "ldr w4, [x3, #8]",
     "subs w4, w4, #1",
     "str w4, [x3, #8]",
@@ -229,6 +251,7 @@ global_asm!(
     ".size sampler_rt_vectors, . - sampler_rt_vectors",
     gicc = const GICC,
     irq = const VTIMER_IRQ,
+    pmu_irq = const PMU_IRQ,
     state = sym SAMPLER_RT_STATE,
     slow = sym sampler_rt_a64_slow,
 );
@@ -288,20 +311,49 @@ pub fn start() {
         asm!("adr {t}, sampler_rt_vectors", "msr vbar_el1, {t}", "isb", t = out(reg) _);
         let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
         let r = |a: usize| core::ptr::read_volatile(a as *const u32);
+        (*s).timer = cfg.timer as u32;
+        let irq = if cfg.timer == wire::TIMER_PMU {
+            PMU_IRQ
+        } else {
+            VTIMER_IRQ
+        };
         w(GICD, 1);
-        w(GICD + 0x100, r(GICD + 0x100) | 1 << VTIMER_IRQ);
-        let prio = GICD + 0x400 + VTIMER_IRQ as usize;
+        w(GICD + 0x100, r(GICD + 0x100) | 1 << irq);
+        let prio = GICD + 0x400 + irq as usize;
         core::ptr::write_volatile(prio as *mut u8, 0);
         w(GICC + 0x4, 0xFF);
         w(GICC, 1);
-        asm!(
-            "msr cntv_tval_el0, {t}",
-            "msr cntv_ctl_el0, {one}",
-            "isb",
-            "msr daifclr, #2",
-            t = in(reg) (*s).reload as u64,
-            one = in(reg) 1u64,
-        );
+        if cfg.timer == wire::TIMER_PMU {
+            // Counter 0 counts the event from -(period) up to its overflow.
+            let period = (*s).reload as u64 + 1;
+            asm!(
+                "msr pmselr_el0, xzr",
+                "isb",
+                "msr pmxevtyper_el0, {ev}",
+                "msr pmxevcntr_el0, {cnt}",
+                "msr pmovsclr_el0, {one}",
+                "msr pmintenset_el1, {one}",
+                "msr pmcntenset_el0, {one}",
+                "mrs {t}, pmcr_el0",
+                "orr {t}, {t}, #1",
+                "msr pmcr_el0, {t}",
+                "isb",
+                "msr daifclr, #2",
+                ev = in(reg) cfg.timer_base as u64 & 0xFFFF,
+                cnt = in(reg) (period as u32).wrapping_neg() as u64,
+                one = in(reg) 1u64,
+                t = out(reg) _,
+            );
+        } else {
+            asm!(
+                "msr cntv_tval_el0, {t}",
+                "msr cntv_ctl_el0, {one}",
+                "isb",
+                "msr daifclr, #2",
+                t = in(reg) (*s).reload as u64,
+                one = in(reg) 1u64,
+            );
+        }
     }
 }
 
@@ -330,7 +382,7 @@ extern "C" fn sampler_rt_a64_slow() {
         (*s).before += (*s).chunk;
         (*s).chunk = 0;
         if (*s).limit != 0 && (*s).before >= (*s).limit {
-            asm!("msr cntv_ctl_el0, xzr", "isb");
+            stop_timers();
             (*s).phase = STOPPED;
             if (*s).sink == wire::SINK_SEMIHOSTING as u32 {
                 send_dump(s, wire::STOP_LIMIT);
@@ -345,6 +397,19 @@ extern "C" fn sampler_rt_a64_slow() {
     }
 }
 
+/// Stop both sampling sources (the virtual timer, PMU counter 0's interrupt).
+fn stop_timers() {
+    // SAFETY: timer and PMU control registers the sampler set up.
+    unsafe {
+        asm!(
+            "msr cntv_ctl_el0, xzr",
+            "msr pmintenclr_el1, {one}",
+            "isb",
+            one = in(reg) 1u64,
+        )
+    };
+}
+
 fn taken(s: *mut State) -> u32 {
     // SAFETY: plain reads.
     unsafe { (*s).before + (*s).chunk - (*s).remaining }
@@ -355,7 +420,8 @@ pub fn flush() {
     let s = state();
     // SAFETY: IRQs masked while the state changes.
     unsafe {
-        asm!("msr daifset, #2", "msr cntv_ctl_el0, xzr", "isb");
+        asm!("msr daifset, #2");
+        stop_timers();
         if (*s).phase == RUNNING {
             (*s).phase = STOPPED;
         }
@@ -467,7 +533,11 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
         let code = core::slice::from_raw_parts(a as *const u8, b - a);
         wire::Info {
             mode: wire::MODE_RING,
-            timer: wire::TIMER_GENERIC,
+            timer: if (*s).timer == wire::TIMER_PMU as u32 {
+                wire::TIMER_PMU
+            } else {
+                wire::TIMER_GENERIC
+            },
             stop,
             arch: 8,
             reload: (*s).reload,

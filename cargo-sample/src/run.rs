@@ -663,7 +663,8 @@ fn choose_machine(
             ),
         },
     };
-    let m = machine::find(&name).with_context(|| {
+    // `virt,virtualization=on`: options after the name go to QEMU as they are.
+    let m = machine::find(name.split(',').next().unwrap_or(&name)).with_context(|| {
         format!(
             "QEMU machine `{name}` is not one cargo-sample knows the clocks of (known: {})",
             machine::names()
@@ -922,7 +923,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     }
     let outcome = qemu::run(&qemu::Options {
         qemu: qemu_path,
-        machine: m.name.to_owned(),
+        machine: args
+            .machine
+            .clone()
+            .filter(|a| a.contains(','))
+            .unwrap_or_else(|| m.name.to_owned()),
         cpu,
         kernel: dir.join(runs::LOADED_ELF),
         icount_shift: shift,

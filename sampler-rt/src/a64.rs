@@ -1,4 +1,4 @@
-//! PC sampling on ARMv8-A (aarch64, at EL1): the EL1 virtual generic timer interrupts through
+//! PC sampling on ARMv8-A (aarch64, at EL1 or EL2): the virtual generic timer interrupts through
 //! a GICv2 (QEMU `virt`'s layout), and the handler stores the interrupted PC (ELR_EL1) in a
 //! ring. The common path is assembly and touches no FP/SIMD register; at the end of a chunk
 //! (the ring's end, or the requested count) a Rust slow path, entered with every
@@ -142,7 +142,15 @@ global_asm!(
     "6:",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
+    // The interrupted PC: ELR of the level the sampler runs at (EL1 or EL2).
+    "mrs x4, CurrentEL",
+    "cmp x4, #8",
+    "b.eq 3f",
     "mrs x4, elr_el1",
+    "b 2f",
+    "3:",
+    "mrs x4, elr_el2",
+    "2:",
     "str w4, [x2], #4",
     "str x2, [x3]",
     // The next period: reload + (xorshift32 & mask).
@@ -270,8 +278,9 @@ fn read_config() -> Option<Config> {
 }
 
 /// Start sampling with the configuration `cargo sample` placed in the image (ring mode; the
-/// built-in defaults otherwise). Installs the sampler's exception vectors (VBAR_EL1), enables
-/// the virtual timer's interrupt in the GIC and unmasks IRQs. EL1 only.
+/// built-in defaults otherwise). Installs the sampler's exception vectors (VBAR_EL1/EL2), enables
+/// the virtual timer's interrupt in the GIC and unmasks IRQs. At EL1 or EL2 (where it routes
+/// physical IRQs to EL2); at EL3 it does not start.
 pub fn start() {
     let s = state();
     // SAFETY: single core; the timer interrupt is not enabled until the end.
@@ -295,7 +304,7 @@ pub fn start() {
         });
         (*s).config_found = found.is_some() as u32;
         (*s).sink = cfg.sink as u32;
-        if el != 1 || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+        if !(1..=2).contains(&el) || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
             (*s).phase = STOPPED;
             return;
         }
@@ -308,7 +317,20 @@ pub fn start() {
         (*s).before = 0;
         next_chunk(s);
         (*s).phase = RUNNING;
-        asm!("adr {t}, sampler_rt_vectors", "msr vbar_el1, {t}", "isb", t = out(reg) _);
+        if el == 2 {
+            // Take physical IRQs at EL2 (HCR_EL2.IMO), where the sampler's vectors are.
+            asm!(
+                "adr {t}, sampler_rt_vectors",
+                "msr vbar_el2, {t}",
+                "mrs {t}, hcr_el2",
+                "orr {t}, {t}, #(1 << 4)",
+                "msr hcr_el2, {t}",
+                "isb",
+                t = out(reg) _,
+            );
+        } else {
+            asm!("adr {t}, sampler_rt_vectors", "msr vbar_el1, {t}", "isb", t = out(reg) _);
+        }
         let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
         let r = |a: usize| core::ptr::read_volatile(a as *const u32);
         (*s).timer = cfg.timer as u32;

@@ -240,3 +240,30 @@ fn timer_sampling_within_3_sigma(machine: &str) {
             .all(|f| !f["name"].as_str().unwrap().contains("sampler_rt"))
     );
 }
+
+#[test]
+fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
+    let out = cargo_sample(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let laps = &r["laps"];
+    assert_eq!(laps["counter"], "PMCCNTR_EL0");
+    let region = |name: &str| {
+        laps["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    // QEMU's cycle counter ticks 16 times an instruction here (icount shift 4): the corrected
+    // laps are exact.
+    assert_eq!(region("empty")["median"].as_f64().unwrap(), 0.0);
+    assert_eq!(region("loop 1000")["median"].as_f64().unwrap(), 2001.0);
+    assert_eq!(region("loop 1000")["calls"], 20);
+}

@@ -425,6 +425,8 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
         counter: match l.counter {
             wire::LAP_COUNTER_CYCCNT => "DWT CYCCNT",
             wire::LAP_COUNTER_SYSTICK => "SysTick",
+            wire::LAP_COUNTER_PMCCNTR => "PMCCNTR_EL0",
+            wire::LAP_COUNTER_GENERIC => "CNTVCT_EL0",
             _ => "no counter",
         },
         overhead: over * u,

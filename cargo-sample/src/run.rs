@@ -455,9 +455,15 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     if let Some(l) = &dump.laps {
         // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
         let scale = match l.counter {
-            wire::LAP_COUNTER_SYSTICK => crate::laps::Scale {
+            // The machine's timer (SysTick; on ARMv8-A the generic timer).
+            wire::LAP_COUNTER_SYSTICK | wire::LAP_COUNTER_GENERIC => crate::laps::Scale {
                 units_per_tick: meta.units_per_tick,
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+            // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an instruction.
+            wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::laps::Scale {
+                units_per_tick: 1.0 / f64::from(1u32 << meta.icount_shift.min(20)),
+                hz: Some(1e9),
             },
             _ => crate::laps::Scale {
                 units_per_tick: 1.0,
@@ -775,11 +781,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         (None, false) => DEFAULT_SAMPLES,
     };
     if p.triple.starts_with("aarch64")
-        && (live || args.mode != crate::cli::Mode::Ring || args.tag.is_some() || args.laps)
+        && (live || args.mode != crate::cli::Mode::Ring || args.tag.is_some())
     {
         bail!(
             "on ARMv8-A cargo-sample samples into a ring sent at the end (no `--live`, `--mode \
-             hist`, `--tag` or `--laps` there yet); PMU events: `cargo sample stat`"
+             hist` or `--tag` there yet); PMU events: `cargo sample stat`"
         );
     }
     if live && args.mode != crate::cli::Mode::Ring {

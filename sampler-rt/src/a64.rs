@@ -554,7 +554,11 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
         let b = addr_of!(__etext) as usize;
         let code = core::slice::from_raw_parts(a as *const u8, b - a);
         wire::Info {
-            mode: wire::MODE_RING,
+            mode: if (*s).capacity == 0 {
+                wire::MODE_OFF
+            } else {
+                wire::MODE_RING
+            },
             timer: if (*s).timer == wire::TIMER_PMU as u32 {
                 wire::TIMER_PMU
             } else {
@@ -591,6 +595,10 @@ unsafe fn send_dump(s: *mut State, stop: u8) {
         (*s).phase = DUMPED;
         let n = taken(s);
         stream(s, n);
+        if let Some(len) = crate::laps::record_len() {
+            put(s, &wire::record_header(wire::REC_LAPS, len));
+            crate::laps::write_record(|b| put(s, b));
+        }
         let info = info_now(s, n, stop);
         put(
             s,

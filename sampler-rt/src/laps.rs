@@ -28,7 +28,7 @@
 //! Regions are registered at their first lap, up to [`MAX_REGIONS`].
 
 use core::cell::UnsafeCell;
-use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::wire;
@@ -37,13 +37,6 @@ use crate::wire;
 pub const VALUES: usize = 32;
 /// Regions the runtime keeps.
 pub const MAX_REGIONS: usize = 16;
-
-const DEMCR: *mut u32 = 0xE000_EDFC as *mut u32;
-const DWT_CTRL: *mut u32 = 0xE000_1000 as *mut u32;
-const DWT_CYCCNT: *mut u32 = 0xE000_1004 as *mut u32;
-const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
-const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
-const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
 
 /// A named region whose laps are timed.
 pub struct Region {
@@ -247,6 +240,7 @@ static mut TABLE: Table = Table {
 /// The counter in use: `wire::LAP_COUNTER_*`, chosen at the first lap.
 static mut COUNTER: u8 = 0xFF;
 /// SysTick's period (RVR + 1) when SysTick is the counter.
+#[cfg(target_arch = "arm")]
 static mut SYSTICK_SPAN: u32 = 1 << 24;
 /// The shortest empty lap, in counter ticks.
 static mut OVERHEAD: u32 = 0;
@@ -256,83 +250,212 @@ fn counter() -> u8 {
     unsafe {
         if COUNTER == 0xFF {
             COUNTER = choose_counter();
-            COUNTER_ADDR = match COUNTER {
-                wire::LAP_COUNTER_CYCCNT => DWT_CYCCNT as u32,
-                wire::LAP_COUNTER_SYSTICK => SYST_CVR as u32,
-                _ => addr_of!(ZERO) as u32,
-            };
+            arch::set_address(COUNTER);
             OVERHEAD = calibrate();
         }
         COUNTER
     }
 }
 
-fn choose_counter() -> u8 {
-    // SAFETY: architected debug and SysTick registers of every ARMv7-M/ARMv8-M core (ARMv6-M
-    // has no DWT cycle counter: the writes are ignored and CYCCNT reads zero there).
-    unsafe {
-        write_volatile(DEMCR, read_volatile(DEMCR) | 1 << 24);
-        write_volatile(DWT_CTRL, read_volatile(DWT_CTRL) | 1);
-        let a = read_volatile(DWT_CYCCNT);
-        for _ in 0..8 {
-            core::arch::asm!("nop", options(nomem, nostack, preserves_flags));
-        }
-        if read_volatile(DWT_CYCCNT) != a {
-            return wire::LAP_COUNTER_CYCCNT;
-        }
-        let csr = read_volatile(SYST_CSR);
-        if csr & 1 == 0 {
-            // Free: run it from 0xFFFFFF on the core clock, without its interrupt.
-            write_volatile(SYST_RVR, 0x00FF_FFFF);
-            write_volatile(SYST_CVR, 0);
-            write_volatile(SYST_CSR, 0b101);
-            SYSTICK_SPAN = 1 << 24;
-            return wire::LAP_COUNTER_SYSTICK;
-        }
-        if crate::target::sampling_on_systick() {
-            // The sampler reloads SysTick with random periods: no lap can be read from it.
-            return wire::LAP_COUNTER_NONE;
-        }
-        // The application's SysTick: laps shorter than its period are fine.
-        SYSTICK_SPAN = (read_volatile(SYST_RVR) & 0x00FF_FFFF) + 1;
-        wire::LAP_COUNTER_SYSTICK
-    }
-}
+/// Cortex-M: DWT CYCCNT, else SysTick.
+#[cfg(target_arch = "arm")]
+mod arch {
+    use core::ptr::{addr_of, read_volatile, write_volatile};
 
-/// The address the counter is read from (a zero word when there is none).
-static mut COUNTER_ADDR: u32 = 0;
-static ZERO: u32 = 0;
+    use super::{COUNTER, SYSTICK_SPAN};
+    use crate::wire;
 
-/// The counter's raw value: one load from the counter's register, in assembly so that the
-/// compiler neither merges two reads nor moves code across one; every lap then counts the same
-/// instructions of its own (the address load), which the calibration measures.
-#[inline(always)]
-fn read_counter() -> u32 {
-    let v: u32;
-    // SAFETY: COUNTER_ADDR is a readable word (a counter register, or ZERO).
-    unsafe {
-        let a = read_volatile(addr_of!(COUNTER_ADDR));
-        core::arch::asm!("ldr {v}, [{a}]", a = in(reg) a, v = lateout(reg) v,
-            options(nostack, readonly, preserves_flags));
-    }
-    v
-}
+    const DEMCR: *mut u32 = 0xE000_EDFC as *mut u32;
+    const DWT_CTRL: *mut u32 = 0xE000_1000 as *mut u32;
+    const DWT_CYCCNT: *mut u32 = 0xE000_1004 as *mut u32;
+    const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+    const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+    const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
 
-/// Ticks from `start` to `end`, if the counter can tell.
-fn elapsed(start: u32, end: u32) -> Option<u32> {
-    // SAFETY: plain reads of values set once.
-    unsafe {
-        match COUNTER {
-            wire::LAP_COUNTER_CYCCNT => Some(end.wrapping_sub(start)),
-            wire::LAP_COUNTER_SYSTICK => {
-                // SysTick counts down from RVR to 0, then reloads.
-                let (s, e) = (start & 0x00FF_FFFF, end & 0x00FF_FFFF);
-                Some(if s >= e { s - e } else { s + SYSTICK_SPAN - e })
+    /// The address the counter is read from (a zero word when there is none).
+    static mut COUNTER_ADDR: u32 = 0;
+    static ZERO: u32 = 0;
+
+    pub(super) fn choose_counter() -> u8 {
+        // SAFETY: architected debug and SysTick registers of every ARMv7-M/ARMv8-M core (ARMv6-M
+        // has no DWT cycle counter: the writes are ignored and CYCCNT reads zero there).
+        unsafe {
+            write_volatile(DEMCR, read_volatile(DEMCR) | 1 << 24);
+            write_volatile(DWT_CTRL, read_volatile(DWT_CTRL) | 1);
+            let a = read_volatile(DWT_CYCCNT);
+            for _ in 0..8 {
+                core::arch::asm!("nop", options(nomem, nostack, preserves_flags));
             }
-            _ => None,
+            if read_volatile(DWT_CYCCNT) != a {
+                return wire::LAP_COUNTER_CYCCNT;
+            }
+            let csr = read_volatile(SYST_CSR);
+            if csr & 1 == 0 {
+                // Free: run it from 0xFFFFFF on the core clock, without its interrupt.
+                write_volatile(SYST_RVR, 0x00FF_FFFF);
+                write_volatile(SYST_CVR, 0);
+                write_volatile(SYST_CSR, 0b101);
+                SYSTICK_SPAN = 1 << 24;
+                return wire::LAP_COUNTER_SYSTICK;
+            }
+            if crate::target::sampling_on_systick() {
+                // The sampler reloads SysTick with random periods: no lap can be read from it.
+                return wire::LAP_COUNTER_NONE;
+            }
+            // The application's SysTick: laps shorter than its period are fine.
+            SYSTICK_SPAN = (read_volatile(SYST_RVR) & 0x00FF_FFFF) + 1;
+            wire::LAP_COUNTER_SYSTICK
         }
     }
+
+    /// Where `read` reads from, once the counter is chosen.
+    pub(super) fn set_address(counter: u8) {
+        // SAFETY: written once, before any lap.
+        unsafe {
+            COUNTER_ADDR = match counter {
+                wire::LAP_COUNTER_CYCCNT => DWT_CYCCNT as u32,
+                wire::LAP_COUNTER_SYSTICK => SYST_CVR as u32,
+                _ => addr_of!(ZERO) as u32,
+            };
+        }
+    }
+
+    /// The counter's raw value: one load from the counter's register, in assembly so that the
+    /// compiler neither merges two reads nor moves code across one; every lap then counts the
+    /// same instructions of its own (the address load), which the calibration measures.
+    #[inline(always)]
+    pub(super) fn read() -> u32 {
+        let v: u32;
+        // SAFETY: COUNTER_ADDR is a readable word (a counter register, or ZERO).
+        unsafe {
+            let a = read_volatile(addr_of!(COUNTER_ADDR));
+            core::arch::asm!("ldr {v}, [{a}]", a = in(reg) a, v = lateout(reg) v,
+                options(nostack, readonly, preserves_flags));
+        }
+        v
+    }
+
+    /// Ticks from `start` to `end`, if the counter can tell.
+    pub(super) fn elapsed(start: u32, end: u32) -> Option<u32> {
+        // SAFETY: plain reads of values set once.
+        unsafe {
+            match COUNTER {
+                wire::LAP_COUNTER_CYCCNT => Some(end.wrapping_sub(start)),
+                wire::LAP_COUNTER_SYSTICK => {
+                    // SysTick counts down from RVR to 0, then reloads.
+                    let (s, e) = (start & 0x00FF_FFFF, end & 0x00FF_FFFF);
+                    Some(if s >= e { s - e } else { s + SYSTICK_SPAN - e })
+                }
+                _ => None,
+            }
+        }
+    }
+
+    pub(super) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+        let primask: u32;
+        // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
+        unsafe {
+            core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
+        };
+        let r = f();
+        if primask & 1 == 0 {
+            // SAFETY: interrupts were enabled on entry.
+            unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
+        }
+        r
+    }
 }
+
+/// ARMv8-A: the PMU's cycle counter (PMCCNTR_EL0) where there is a PMU, else the virtual
+/// generic timer's count (CNTVCT_EL0).
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    use core::arch::asm;
+    use core::ptr::{addr_of, addr_of_mut, read_volatile};
+
+    use crate::wire;
+
+    /// 1: read PMCCNTR_EL0, 0: CNTVCT_EL0.
+    static mut USE_PMCCNTR: u32 = 0;
+
+    pub(super) fn choose_counter() -> u8 {
+        let dfr0: u64;
+        // SAFETY: an identification register.
+        unsafe { asm!("mrs {}, ID_AA64DFR0_EL1", out(reg) dfr0, options(nomem, nostack)) };
+        let pmuver = (dfr0 >> 8) & 0xF;
+        if pmuver == 0 || pmuver == 0xF {
+            return wire::LAP_COUNTER_GENERIC;
+        }
+        // SAFETY: the cycle counter on (PMCR_EL0.E and LC, PMCNTENSET_EL0 bit 31), counting
+        // at the level we run at and below (NSH for EL2); other counters are left as they are.
+        unsafe {
+            let el: u64;
+            asm!("mrs {}, CurrentEL", out(reg) el, options(nomem, nostack));
+            let filter: u64 = if (el >> 2) & 3 >= 2 { 1 << 27 } else { 0 };
+            asm!(
+                "msr pmccfiltr_el0, {f}",
+                "mrs {t}, pmcr_el0",
+                "orr {t}, {t}, #1",
+                "orr {t}, {t}, #(1 << 6)",
+                "msr pmcr_el0, {t}",
+                "msr pmcntenset_el0, {c}",
+                "isb",
+                f = in(reg) filter,
+                t = out(reg) _,
+                c = in(reg) 1u64 << 31,
+            );
+            *addr_of_mut!(USE_PMCCNTR) = 1;
+        }
+        wire::LAP_COUNTER_PMCCNTR
+    }
+
+    pub(super) fn set_address(_counter: u8) {}
+
+    /// The counter's low 32 bits, read in one assembly block whose instructions are the same
+    /// at every lap.
+    #[inline(always)]
+    pub(super) fn read() -> u32 {
+        let v: u64;
+        // SAFETY: reading counters; USE_PMCCNTR is plain memory set once.
+        unsafe {
+            asm!(
+                "ldr {w:w}, [{flag}]",
+                "cbz {w:w}, 1f",
+                "mrs {v}, pmccntr_el0",
+                "b 2f",
+                "1:",
+                "mrs {v}, cntvct_el0",
+                "2:",
+                flag = in(reg) addr_of!(USE_PMCCNTR),
+                w = out(reg) _,
+                v = out(reg) v,
+                options(nostack, readonly),
+            );
+        }
+        v as u32
+    }
+
+    /// Ticks from `start` to `end` (both counters count up).
+    pub(super) fn elapsed(start: u32, end: u32) -> Option<u32> {
+        // SAFETY: a plain read of a value set once.
+        let chosen = unsafe { read_volatile(addr_of!(super::COUNTER)) };
+        (chosen != wire::LAP_COUNTER_NONE).then(|| end.wrapping_sub(start))
+    }
+
+    pub(super) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+        let daif: u64;
+        // SAFETY: reading DAIF and masking IRQs has no memory effects.
+        unsafe { asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif, options(nomem, nostack)) };
+        let r = f();
+        if daif & (1 << 7) == 0 {
+            // SAFETY: IRQs were unmasked on entry.
+            unsafe { asm!("msr daifclr, #2", options(nomem, nostack)) };
+        }
+        r
+    }
+}
+
+use arch::{choose_counter, elapsed, read as read_counter, without_interrupts};
 
 /// The shortest of several empty laps: what a lap costs by itself, through the very code a
 /// real lap runs.
@@ -350,20 +473,6 @@ fn calibrate() -> u32 {
     // SAFETY: only this function uses CAL.
     let d = unsafe { &*CAL.data.get() };
     if d.calls == 0 { 0 } else { d.min }
-}
-
-fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
-    let primask: u32;
-    // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
-    unsafe {
-        core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
-    };
-    let r = f();
-    if primask & 1 == 0 {
-        // SAFETY: interrupts were enabled on entry.
-        unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
-    }
-    r
 }
 
 /// The LAPS record's payload length.

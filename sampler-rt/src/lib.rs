@@ -59,7 +59,7 @@ pub mod wire;
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 mod target;
 
-#[cfg(all(target_arch = "arm", target_os = "none"))]
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 pub mod laps;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]

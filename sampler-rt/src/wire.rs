@@ -56,6 +56,10 @@ pub const LAP_COUNTER_NONE: u8 = 0;
 pub const LAP_COUNTER_CYCCNT: u8 = 1;
 /// LAPS: SysTick's current value (its clock: the core clock on the boards cargo-sample drives).
 pub const LAP_COUNTER_SYSTICK: u8 = 2;
+/// LAPS: the ARMv8-A PMU cycle counter (PMCCNTR_EL0).
+pub const LAP_COUNTER_PMCCNTR: u8 = 3;
+/// LAPS: the ARMv8-A virtual generic timer's count (CNTVCT_EL0).
+pub const LAP_COUNTER_GENERIC: u8 = 4;
 
 /// The PMU group the host asks an ARMv8-A firmware to count, at [`PMU_CONFIG_SYMBOL`].
 pub const PMU_CONFIG_SYMBOL: &str = "SAMPLER_RT_PMU_CONFIG";

@@ -160,6 +160,7 @@ pub struct Bench {
     pub laps: LapCost,
     pub m0: Vec<M0Cost>,
     pub e2e: EndToEnd,
+    pub transfer: DumpTransfer,
 }
 
 /// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
@@ -563,6 +564,45 @@ fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
     Ok(out)
 }
 
+/// The semihosting sink streaming a large dump: bytes over QEMU's wall time (emulation of the
+/// program included, so a lower bound on the transfer itself).
+#[derive(Debug, Serialize)]
+pub struct DumpTransfer {
+    pub samples: u64,
+    pub bytes: u64,
+    pub wall: Timing,
+    pub mb_per_s: f64,
+}
+
+fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
+    let mut walls = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let cli = Cli::try_parse_from([
+            "cargo-sample",
+            "--manifest-path",
+            manifest.to_str().context("path is not UTF-8")?,
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--samples",
+            "1000000",
+            "--period",
+            "64",
+        ])?;
+        let dir = run::capture(&cli.run)?;
+        walls.push(runs::load_meta(&dir)?.wall_seconds);
+        bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
+    }
+    let wall = Timing::of(walls);
+    Ok(DumpTransfer {
+        samples: 1_000_000,
+        bytes,
+        mb_per_s: bytes as f64 / 1e6 / wall.median_s,
+        wall,
+    })
+}
+
 /// A whole `cargo sample` of the bundled example, split into its parts.
 #[derive(Debug, Serialize)]
 pub struct EndToEnd {
@@ -824,6 +864,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         .to_path_buf();
     let m0 = m0_costs(&examples)?;
     let e2e = end_to_end(&manifest)?;
+    let transfer = dump_transfer(&manifest)?;
     let counting = counting_cost(&manifest)?;
     let mut host = pipeline(
         &manifest,
@@ -840,6 +881,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         laps,
         m0,
         e2e,
+        transfer,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -980,6 +1022,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 t(&e.run),
                 t(&e.report),
                 t(&e.total)
+            );
+            let d = &all.transfer;
+            println!(
+                "semihosting dump: {} samples ({:.1} MB) streamed in {} of QEMU: at least {:.1} MB/s (emulation included), none lost",
+                d.samples,
+                d.bytes as f64 / 1e6,
+                t(&d.wall),
+                d.mb_per_s
             );
             let i = &all.itm;
             println!();

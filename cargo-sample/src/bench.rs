@@ -593,6 +593,14 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
         let dir = run::capture(&cli.run)?;
         walls.push(runs::load_meta(&dir)?.wall_seconds);
         bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
+        let d = run::load_dump(&dir)?;
+        if d.pcs.len() != 1_000_000 || d.info.taken != 1_000_000 {
+            bail!(
+                "the streamed dump holds {} of {} samples",
+                d.pcs.len(),
+                d.info.taken
+            );
+        }
     }
     let wall = Timing::of(walls);
     Ok(DumpTransfer {

@@ -45,6 +45,15 @@
 //! `--tag symbol:NAME` any word of the firmware (an RTOS's current-task pointer). [`name_tag`]
 //! gives tags names for the report. Tags need ARMv7-M or later.
 //!
+//! # Lap timing
+//! [`laps`] times named regions (`Region::measure`, cyclic executives with `iterate`) on DWT
+//! CYCCNT or SysTick (Cortex-M), or PMCCNTR_EL0 / CNTVCT_EL0 (ARMv8-A); `cargo sample --laps`.
+//!
+//! # ARMv8-A (aarch64)
+//! [`start`], [`flush`] and [`exit`] sample at EL1 or EL2 with the virtual generic timer
+//! through a GICv2 (QEMU `virt`); [`pmu`] counts PMU events around regions for
+//! `cargo sample stat`.
+//!
 //! # Build-time settings
 //! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring
 //!   costs 4 bytes of RAM per slot, plus 64 bytes of state and 40 of configuration.

@@ -10,6 +10,7 @@ use core::arch::global_asm;
 global_asm!(
     ".section .text.boot, \"ax\"",
     ".global _start",
+    ".type _start, %function",
     "_start:",
     "ldr x0, =__stack_top",
     "mov sp, x0",
@@ -39,6 +40,7 @@ global_asm!(
     "5:",
     "wfi",
     "b 5b",
+    ".size _start, . - _start",
 );
 
 #[panic_handler]

@@ -267,3 +267,28 @@ fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     assert_eq!(region("loop 1000")["median"].as_f64().unwrap(), 2001.0);
     assert_eq!(region("loop 1000")["calls"], 20);
 }
+
+#[test]
+fn an_aarch64_run_cut_short_is_recovered_from_memory() {
+    // 10^7 samples would take minutes; the timeout cuts it and the monitor reads the state and
+    // ring of the ARMv8-A sampler, joined to the chunks already streamed.
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "hot-loops",
+        "-n",
+        "10000000",
+        "--timeout",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("did not finish within 2 s"), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["stop"], "run cut short; samples read from the target's memory");
+    let samples = r["samples"].as_u64().unwrap();
+    assert!(samples > 10_240, "{samples}");
+    assert_eq!(r["taken"].as_u64().unwrap(), samples);
+}

@@ -1067,10 +1067,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             "the firmware ended without sending samples. Does `main` call `sampler_rt::start()` \
              (when the sampling feature is on)? If it exits by itself, call \
              `sampler_rt::flush()` (or `sampler_rt::exit(code)`) before it exits"
-        } else if p.triple.starts_with("aarch64") {
-            "on ARMv8-A a run cut short keeps only the whole rings of samples the firmware had \
-             streamed (the ring in memory is not read back there yet), and this one had sent none: \
-             give `-n` fewer samples, or a longer `--timeout`"
         } else {
             "no samples could be recovered: the sampler had not started"
         };

@@ -60,7 +60,23 @@ pub struct State {
     open: u32,
     crc: u32,
     timer: u32,
+    magic: u32,
 }
+
+// The host reads this block by these offsets (`wire::StateView`); the handler uses the first.
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(State, remaining) == 8);
+    assert!(offset_of!(State, reload) == 16);
+    assert!(offset_of!(State, before) == 24);
+    assert!(offset_of!(State, capacity) == 36);
+    assert!(offset_of!(State, ring) == 40);
+    assert!(offset_of!(State, phase) == 48);
+    assert!(offset_of!(State, config_found) == 64);
+    assert!(offset_of!(State, timer) == 76);
+    assert!(offset_of!(State, magic) == 80);
+    assert!(core::mem::size_of::<State>() <= wire::STATE_LEN);
+};
 
 /// The state: the host finds it by name.
 #[unsafe(no_mangle)]
@@ -83,6 +99,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     open: 0,
     crc: 0,
     timer: 0,
+    magic: 0,
 };
 
 static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
@@ -317,6 +334,7 @@ pub fn start() {
         (*s).before = 0;
         next_chunk(s);
         (*s).phase = RUNNING;
+        (*s).magic = wire::A64_STATE_MAGIC;
         if el == 2 {
             // Take physical IRQs at EL2 (HCR_EL2.IMO), where the sampler's vectors are.
             asm!(

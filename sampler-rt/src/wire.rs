@@ -571,11 +571,25 @@ pub fn jitter_mask(arch: u8, jitter: u32) -> u32 {
     }
 }
 
+/// `"SA64"`: the last word of the ARMv8-A sampler's state block (offset 80) once it started.
+/// That block is laid out for its assembly handler:
+///
+/// ```text
+///  0 wptr (u64)   8 remaining  12 rng      16 reload    20 mask      24 before   28 chunk
+/// 32 limit       36 capacity  40 ring (u64)             48 phase     52 sink     56 sent
+/// 60 handle      64 config_found          68 open      72 crc       76 timer    80 magic
+/// ```
+pub const A64_STATE_MAGIC: u32 = u32::from_le_bytes(*b"SA64");
+
 impl StateView {
-    /// Decode a state block; `None` unless it is whole and the sampler had started.
+    /// Decode a state block (Cortex-M's, or the ARMv8-A one); `None` unless it is whole and the
+    /// sampler had started.
     pub fn decode(b: &[u8]) -> Option<StateView> {
-        if b.len() < STATE_LEN || get32(b, 60) != STATE_MAGIC {
+        if b.len() < STATE_LEN {
             return None;
+        }
+        if get32(b, 60) != STATE_MAGIC {
+            return Self::decode_a64(b);
         }
         Some(StateView {
             remaining: get32(b, 4),
@@ -599,6 +613,29 @@ impl StateView {
             last_bin: get32(b, 76),
             tag_addr: get32(b, 80),
             tag_kind: get32(b, 84),
+        })
+    }
+
+    fn decode_a64(b: &[u8]) -> Option<StateView> {
+        if get32(b, 80) != A64_STATE_MAGIC {
+            return None;
+        }
+        Some(StateView {
+            remaining: get32(b, 8),
+            mask: get32(b, 20),
+            reload: get32(b, 16),
+            chunk: get32(b, 28),
+            before: get32(b, 24),
+            limit: get32(b, 32),
+            capacity: get32(b, 36),
+            ring: get32(b, 40),
+            mode: MODE_RING,
+            stop: STOP_RUNNING,
+            timer: get32(b, 76) as u8,
+            phase: get32(b, 48) as u8,
+            config_found: get32(b, 64) as u8,
+            arch: 8,
+            ..StateView::default()
         })
     }
 

@@ -287,7 +287,10 @@ fn an_aarch64_run_cut_short_is_recovered_from_memory() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("did not finish within 2 s"), "{err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["stop"], "run cut short; samples read from the target's memory");
+    assert_eq!(
+        r["stop"],
+        "run cut short; samples read from the target's memory"
+    );
     let samples = r["samples"].as_u64().unwrap();
     assert!(samples > 10_240, "{samples}");
     assert_eq!(r["taken"].as_u64().unwrap(), samples);

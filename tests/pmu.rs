@@ -295,3 +295,46 @@ fn an_aarch64_run_cut_short_is_recovered_from_memory() {
     assert!(samples > 10_240, "{samples}");
     assert_eq!(r["taken"].as_u64().unwrap(), samples);
 }
+
+#[test]
+fn aarch64_rings_are_read_live_and_board_images_prepared_like_cortex_m_ones() {
+    // The host reads the ARMv8-A sampler's ring while the firmware runs (its state block has
+    // its own layout), as a probe reads it on a board.
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--live",
+        "-n",
+        "30000",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["source"], "live");
+    assert_eq!(
+        (r["taken"].as_u64(), r["lost"].as_u64()),
+        (Some(30000), Some(0))
+    );
+    assert_eq!(r["samples"], 30000);
+    assert_eq!(r["stop"], "sample limit reached");
+
+    // On a board (no probe here): the image is built and configured for a host that reads the
+    // ring, then the probe is looked for.
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--chip",
+        "some-a53-board",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("no debug probe found"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

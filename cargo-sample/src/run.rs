@@ -781,11 +781,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         (None, false) => DEFAULT_SAMPLES,
     };
     if p.triple.starts_with("aarch64")
-        && (live || args.mode != crate::cli::Mode::Ring || args.tag.is_some())
+        && (args.mode != crate::cli::Mode::Ring || args.tag.is_some())
     {
         bail!(
-            "on ARMv8-A cargo-sample samples into a ring sent at the end (no `--live`, `--mode \
-             hist` or `--tag` there yet); PMU events: `cargo sample stat`"
+            "on ARMv8-A cargo-sample samples into a ring (no `--mode hist` or `--tag` there yet); \
+             PMU events: `cargo sample stat`"
         );
     }
     if live && args.mode != crate::cli::Mode::Ring {

@@ -53,8 +53,9 @@ pub struct State {
     capacity: u32,
     ring: u64,
     phase: u32,
-    sink: u32,
     sent: u32,
+    /// At the Cortex-M state's `sink` offset: a host that read the last samples clears it.
+    sink: u32,
     handle: u32,
     config_found: u32,
     open: u32,
@@ -72,6 +73,7 @@ const _: () = {
     assert!(offset_of!(State, capacity) == 36);
     assert!(offset_of!(State, ring) == 40);
     assert!(offset_of!(State, phase) == 48);
+    assert!(offset_of!(State, sink) == wire::state_offsets::SINK);
     assert!(offset_of!(State, config_found) == 64);
     assert!(offset_of!(State, timer) == 76);
     assert!(offset_of!(State, magic) == 80);
@@ -92,8 +94,8 @@ pub static mut SAMPLER_RT_STATE: State = State {
     capacity: 0,
     ring: 0,
     phase: 0,
-    sink: 0,
     sent: 0,
+    sink: 0,
     handle: 0,
     config_found: 0,
     open: 0,
@@ -455,7 +457,8 @@ fn taken(s: *mut State) -> u32 {
     unsafe { (*s).before + (*s).chunk - (*s).remaining }
 }
 
-/// Stop sampling and send the samples (call before the firmware ends by itself).
+/// Stop sampling and send the samples (call before the firmware ends by itself). With a host
+/// reading the ring (a probe, QEMU's monitor), wait a bounded time for it to read the last ones.
 pub fn flush() {
     let s = state();
     // SAFETY: IRQs masked while the state changes.
@@ -467,6 +470,13 @@ pub fn flush() {
         }
         if (*s).sink == wire::SINK_SEMIHOSTING as u32 && (*s).phase == STOPPED {
             send_dump(s, wire::STOP_FIRMWARE);
+        }
+        if (*s).sink == wire::SINK_HOST as u32 {
+            let sink = addr_of!((*s).sink);
+            let mut turns = 0u32;
+            while read_volatile(sink) == wire::SINK_HOST as u32 && turns < 1 << 24 {
+                turns += 1;
+            }
         }
     }
 }

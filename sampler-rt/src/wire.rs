@@ -576,9 +576,11 @@ pub fn jitter_mask(arch: u8, jitter: u32) -> u32 {
 ///
 /// ```text
 ///  0 wptr (u64)   8 remaining  12 rng      16 reload    20 mask      24 before   28 chunk
-/// 32 limit       36 capacity  40 ring (u64)             48 phase     52 sink     56 sent
+/// 32 limit       36 capacity  40 ring (u64)             48 phase     52 sent     56 sink
 /// 60 handle      64 config_found          68 open      72 crc       76 timer    80 magic
 /// ```
+///
+/// (`sink` sits where the Cortex-M block has it, so that a host releases either the same way.)
 pub const A64_STATE_MAGIC: u32 = u32::from_le_bytes(*b"SA64");
 
 impl StateView {
@@ -620,6 +622,16 @@ impl StateView {
         if get32(b, 80) != A64_STATE_MAGIC {
             return None;
         }
+        let phase = get32(b, 48) as u8;
+        let (before, chunk, remaining, limit) =
+            (get32(b, 24), get32(b, 28), get32(b, 8), get32(b, 32));
+        let taken = before.wrapping_add(chunk).wrapping_sub(remaining);
+        // Stopped at the limit, or by the firmware (`flush`, `exit`).
+        let stop = match phase {
+            0 | 1 => STOP_RUNNING,
+            _ if limit != 0 && taken >= limit => STOP_LIMIT,
+            _ => STOP_FIRMWARE,
+        };
         Some(StateView {
             remaining: get32(b, 8),
             mask: get32(b, 20),
@@ -630,9 +642,9 @@ impl StateView {
             capacity: get32(b, 36),
             ring: get32(b, 40),
             mode: MODE_RING,
-            stop: STOP_RUNNING,
+            stop,
             timer: get32(b, 76) as u8,
-            phase: get32(b, 48) as u8,
+            phase,
             config_found: get32(b, 64) as u8,
             arch: 8,
             ..StateView::default()

@@ -869,38 +869,21 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         timer_irq,
     };
 
-    let own = firmware::own_dir(&p);
-    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
-    std::fs::write(dir.join(runs::ELF), &elf_bytes)
-        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
-    let mut loaded = elf_bytes.clone();
-    elf::patch_config(&mut loaded, &config)?;
-    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
+    let dir = save_images(&p, &elf_bytes, Some(&config))?;
 
     let mut meta = RunMeta {
-        format_version: 1,
-        package: p.package.clone(),
-        target_name: p.target_name.clone(),
-        triple: p.triple.clone(),
-        profile: firmware::profile_name(&args.cargo),
         machine: m.name.to_owned(),
         cpu: cpu.clone(),
         timer_hz,
         unit: "instructions".into(),
         units_per_tick,
         icount_shift: shift,
-        workspace_root: Some(p.workspace_root.clone()),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        state: "running".into(),
         requested_samples: requested,
         mode: "sampled".into(),
         align: alignment.as_ref().map(|a| a.0),
         code_growth: alignment.as_ref().map(|a| (a.1, a.2)),
         unaligned_functions: alignment.map(|a| a.3).unwrap_or_default(),
-        ..RunMeta::default()
+        ..project_meta(&p, &args.cargo)
     };
     runs::save_meta(&dir, &meta)?;
 
@@ -1131,10 +1114,6 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     let fw = elf::inspect(&elf_bytes)?;
-    let own = firmware::own_dir(p);
-    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
-    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
-    let mut loaded = elf_bytes.clone();
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
     let requested = args.samples.unwrap_or(if args.duration.is_some() {
@@ -1143,56 +1122,37 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         DEFAULT_SAMPLES
     });
     let mut state_addr = None;
+    let mut config = None;
     if method == Method::Timer {
-        let (Some(_), Some(state)) = (fw.config, fw.state) else {
+        let Some(state) = fw.state.filter(|_| fw.config.is_some()) else {
             bail!(
-                "the firmware does not contain sampler-rt's runtime: does `main` call                  `sampler_rt::start()` when the `{}` feature is on?",
+                "the firmware does not contain sampler-rt's runtime: does `main` call \
+                 `sampler_rt::start()` when the `{}` feature is on?",
                 args.cargo.feature_name
             );
         };
         state_addr = Some(state.0 as u32);
-        let (tag_kind, tag_addr) = match &args.tag {
-            Some(what) => parse_tag(what, &elf_bytes)?,
-            None => (wire::TAG_NONE, 0),
-        };
-        let config = wire::Config {
-            mode: wire::MODE_RING,
-            sink: wire::SINK_HOST,
-            priority: args.priority.unwrap_or(0),
-            timer: wire::TIMER_SYSTICK,
-            reload,
-            jitter_mask,
-            limit: requested,
-            seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
-            tag_kind,
-            tag_addr,
-            ..wire::Config::default()
-        };
-        elf::patch_config(&mut loaded, &config)?;
+        config = Some(board_config(
+            args,
+            &elf_bytes,
+            &fw,
+            wire::SINK_HOST,
+            (reload, jitter_mask),
+            requested,
+        )?);
     }
-    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
+    let dir = save_images(p, &elf_bytes, config.as_ref())?;
     let how = format!("{method:?}").to_lowercase();
     let mut meta = RunMeta {
-        format_version: 1,
-        package: p.package.clone(),
-        target_name: p.target_name.clone(),
-        triple: p.triple.clone(),
-        profile: firmware::profile_name(&args.cargo),
         machine: chip.to_owned(),
         cpu: String::new(),
         timer_hz: clock,
         unit: "cycles".into(),
         units_per_tick: 1.0,
-        workspace_root: Some(p.workspace_root.clone()),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        state: "running".into(),
         requested_samples: requested,
         mode: "sampled".into(),
         board: Some(how.clone()),
-        ..RunMeta::default()
+        ..project_meta(p, &args.cargo)
     };
     runs::save_meta(&dir, &meta)?;
     let cap = crate::board::capture(&crate::board::Options {
@@ -1279,62 +1239,27 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     }
-    let (tag_kind, tag_addr) = match &args.tag {
-        Some(what) => parse_tag(what, &elf_bytes)?,
-        None => (wire::TAG_NONE, 0),
-    };
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
-    let (mode, hist_base, hist_shift) = match args.mode {
-        crate::cli::Mode::Ring => (wire::MODE_RING, 0, 0),
-        crate::cli::Mode::Hist => {
-            let text = fw.text.context("the firmware has no `__stext`/`__etext`")?;
-            let (base, shift) = hist_layout(text, fw.hist_counters, args.bin_size)?;
-            (wire::MODE_HIST, base, shift)
-        }
-    };
-    let config = wire::Config {
-        mode,
-        hist_base,
-        hist_shift,
-        sink: wire::SINK_WRITER,
-        priority: args.priority.unwrap_or(0),
-        timer: wire::TIMER_SYSTICK,
-        reload,
-        jitter_mask,
-        limit: requested,
-        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
-        tag_kind,
-        tag_addr,
-        ..wire::Config::default()
-    };
-    let own = firmware::own_dir(p);
-    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
-    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
-    let mut loaded = elf_bytes.clone();
-    elf::patch_config(&mut loaded, &config)?;
+    let config = board_config(
+        args,
+        &elf_bytes,
+        &fw,
+        wire::SINK_WRITER,
+        (reload, jitter_mask),
+        requested,
+    )?;
+    let dir = save_images(p, &elf_bytes, Some(&config))?;
     let image = dir.join(runs::LOADED_ELF);
-    std::fs::write(&image, &loaded)?;
     let mut meta = RunMeta {
-        format_version: 1,
-        package: p.package.clone(),
-        target_name: p.target_name.clone(),
-        triple: p.triple.clone(),
-        profile: firmware::profile_name(&args.cargo),
         machine: port.display().to_string(),
         timer_hz: clock,
         unit: "cycles".into(),
         units_per_tick: 1.0,
-        workspace_root: Some(p.workspace_root.clone()),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        state: "running".into(),
         requested_samples: requested,
         mode: "sampled".into(),
         board: Some("serial".into()),
         source: Some("serial".into()),
-        ..RunMeta::default()
+        ..project_meta(p, &args.cargo)
     };
     runs::save_meta(&dir, &meta)?;
 
@@ -1533,6 +1458,77 @@ fn note_live(l: &crate::live::Live, lo: &qemu::LiveOutcome) {
     }
 }
 
+/// What every run's `run.json` starts with: the project, the build and the start.
+fn project_meta(p: &Project, cargo: &crate::cli::CargoArgs) -> RunMeta {
+    RunMeta {
+        format_version: 1,
+        package: p.package.clone(),
+        target_name: p.target_name.clone(),
+        triple: p.triple.clone(),
+        profile: firmware::profile_name(cargo),
+        workspace_root: Some(p.workspace_root.clone()),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        state: "running".into(),
+        ..RunMeta::default()
+    }
+}
+
+/// The sampler's configuration on a board (through a probe or a serial port): SysTick at the
+/// core clock, the period and random span in cycles, ring or bins, tags.
+fn board_config(
+    args: &RunArgs,
+    elf_bytes: &[u8],
+    fw: &elf::Firmware,
+    sink: u8,
+    (reload, jitter_mask): (u32, u32),
+    requested: u32,
+) -> Result<wire::Config> {
+    let (tag_kind, tag_addr) = match &args.tag {
+        Some(what) => parse_tag(what, elf_bytes)?,
+        None => (wire::TAG_NONE, 0),
+    };
+    let (mode, hist_base, hist_shift) = match args.mode {
+        crate::cli::Mode::Ring => (wire::MODE_RING, 0, 0),
+        crate::cli::Mode::Hist => {
+            let text = fw.text.context("the firmware has no `__stext`/`__etext`")?;
+            let (base, shift) = hist_layout(text, fw.hist_counters, args.bin_size)?;
+            (wire::MODE_HIST, base, shift)
+        }
+    };
+    Ok(wire::Config {
+        mode,
+        hist_base,
+        hist_shift,
+        sink,
+        priority: args.priority.unwrap_or(0),
+        timer: wire::TIMER_SYSTICK,
+        reload,
+        jitter_mask,
+        limit: requested,
+        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+        tag_kind,
+        tag_addr,
+        ..wire::Config::default()
+    })
+}
+
+/// A new run directory holding the image as built and, with the sampler's configuration
+/// written into it, the image that runs (the same bytes when there is none).
+fn save_images(p: &Project, elf_bytes: &[u8], config: Option<&wire::Config>) -> Result<PathBuf> {
+    let dir = runs::create(&runs::runs_dir(&firmware::own_dir(p)), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), elf_bytes)
+        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
+    let mut loaded = elf_bytes.to_vec();
+    if let Some(c) = config {
+        elf::patch_config(&mut loaded, c)?;
+    }
+    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
+    Ok(dir)
+}
+
 /// How to count every executed instruction with this QEMU.
 pub fn choose_counting(method: TruthMethod, qemu: &Path, own: &Path) -> Result<Counting> {
     let probe = qemu::probe(qemu)?;
@@ -1633,27 +1629,16 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         .with_context(|| format!("saving the ELF in {}", dir.display()))?;
     let budget = args.instructions.instructions(shift);
     let mut meta = RunMeta {
-        format_version: 1,
-        package: p.package.clone(),
-        target_name: p.target_name.clone(),
-        triple: p.triple.clone(),
-        profile: firmware::profile_name(&args.cargo),
         machine: m.name.to_owned(),
         cpu: cpu.clone(),
         timer_hz: m.systick_hz,
         unit: "instructions".into(),
         units_per_tick: m.instructions_per_tick(shift),
         icount_shift: shift,
-        workspace_root: Some(p.workspace_root.clone()),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        state: "running".into(),
         mode: "exact".into(),
         instruction_budget: Some(budget),
         counted_by: Some(counting.describe()),
-        ..RunMeta::default()
+        ..project_meta(&p, &args.cargo)
     };
     runs::save_meta(&dir, &meta)?;
     term::status(

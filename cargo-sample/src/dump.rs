@@ -41,6 +41,22 @@ pub struct Hist {
     pub bins: Vec<u16>,
 }
 
+impl Dump {
+    /// A whole dump of samples (and their tags, if any) made on the host: from memory read off a
+    /// target, a live capture, SWO or PCSR.
+    pub fn of_samples(info: Info, first_seq: u32, pcs: Vec<u32>, tags: Vec<u32>) -> Dump {
+        Dump {
+            version: wire::DUMP_VERSION,
+            info,
+            first_seq,
+            pcs,
+            tags,
+            complete: true,
+            ..Dump::default()
+        }
+    }
+}
+
 impl Hist {
     /// Samples in the bins and outside them.
     pub fn total(&self) -> u64 {

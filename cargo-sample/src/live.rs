@@ -12,7 +12,7 @@
 //! Every sample is either delivered or counted: `taken = delivered + lost`.
 
 use anyhow::{Result, bail};
-use sampler_rt::wire::{self, Info, StateView};
+use sampler_rt::wire::{self, StateView};
 
 use crate::dump::Dump;
 
@@ -147,41 +147,10 @@ impl Live {
 
     /// The samples so far as a dump: `lost` says how many were taken but never read.
     pub fn to_dump(&self, code: (u32, u32, u32), stop: u8) -> Dump {
-        let s = &self.state;
-        let info = Info {
-            mode: s.mode,
-            timer: s.timer,
-            stop,
-            arch: s.arch,
-            reload: s.reload,
-            jitter_mask: s.mask,
-            limit: s.limit,
-            capacity: s.capacity,
-            // Every sample before `next` was delivered or counted as lost.
-            taken: self.next,
-            lost: self.lost.min(u32::MAX as u64) as u32,
-            code_start: code.0,
-            code_end: code.1,
-            code_crc: code.2,
-            config_addr: 0,
-            config_found: s.config_found,
-            priority: s.priority,
-            rt_version: 0,
-            tag_kind: s.tag_kind as u8,
-        };
-        Dump {
-            version: wire::DUMP_VERSION,
-            info,
-            first_seq: self.first_seq,
-            pcs: self.pcs.clone(),
-            tags: self.tags.clone(),
-            names: Vec::new(),
-            hist: None,
-            unknown_records: Vec::new(),
-            complete: true,
-            laps: None,
-            pmu: None,
-        }
+        // Every sample before `next` was delivered or counted as lost.
+        let lost = self.lost.min(u32::MAX as u64) as u32;
+        let info = crate::snapshot::info_of(&self.state, stop, self.next, lost, code);
+        Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone())
     }
 
     /// The bytes of `count` entries from sample `from` on (in one or two reads around the

@@ -1423,19 +1423,7 @@ pub fn board_dump(
         code_crc: code.2,
         ..Info::default()
     };
-    Some(Dump {
-        version: wire::DUMP_VERSION,
-        info,
-        first_seq: 0,
-        pcs,
-        tags: Vec::new(),
-        names: Vec::new(),
-        hist: None,
-        unknown_records: Vec::new(),
-        complete: true,
-        laps: None,
-        pmu: None,
-    })
+    Some(Dump::of_samples(info, 0, pcs, Vec::new()))
 }
 
 /// Say how a live capture went: losses, and a firmware that ended between two reads.

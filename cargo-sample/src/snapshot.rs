@@ -25,6 +25,30 @@ fn entry_bytes(s: &StateView) -> usize {
     }
 }
 
+/// The INFO of samples read off a target whose sampler's state is `s`.
+pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: (u32, u32, u32)) -> Info {
+    Info {
+        mode: s.mode,
+        timer: s.timer,
+        stop,
+        arch: s.arch,
+        reload: s.reload,
+        jitter_mask: s.mask,
+        limit: s.limit,
+        capacity: s.capacity,
+        taken,
+        lost,
+        code_start: code.0,
+        code_end: code.1,
+        code_crc: code.2,
+        config_addr: 0,
+        config_found: s.config_found,
+        priority: s.priority,
+        rt_version: 0,
+        tag_kind: s.tag_kind as u8,
+    }
+}
+
 /// Build a dump from a state block and the ring's bytes. `code` is the fingerprinted range of
 /// the image that ran (the snapshot comes from that very process, so the ELF's own fingerprint
 /// is the right one). `streamed` is what the firmware had already written to its dump file (a
@@ -65,39 +89,8 @@ pub fn to_dump(
     if e == 8 {
         tags.extend((from..taken).map(tag));
     }
-    let info = Info {
-        mode: s.mode,
-        timer: s.timer,
-        stop: wire::STOP_SNAPSHOT,
-        arch: s.arch,
-        reload: s.reload,
-        jitter_mask: s.mask,
-        limit: s.limit,
-        capacity: s.capacity,
-        taken,
-        lost: 0,
-        code_start: code.0,
-        code_end: code.1,
-        code_crc: code.2,
-        config_addr: 0,
-        config_found: s.config_found,
-        priority: s.priority,
-        rt_version: 0,
-        tag_kind: s.tag_kind as u8,
-    };
-    Some(Dump {
-        version: wire::DUMP_VERSION,
-        info,
-        first_seq,
-        pcs,
-        tags,
-        names: Vec::new(),
-        hist: None,
-        unknown_records: Vec::new(),
-        complete: true,
-        laps: None,
-        pmu: None,
-    })
+    let info = info_of(&s, wire::STOP_SNAPSHOT, taken, 0, code);
+    Some(Dump::of_samples(info, first_seq, pcs, tags))
 }
 
 /// A histogram dump from a state block and the counters' bytes.
@@ -108,42 +101,18 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
     }
     let word = |i: usize| u16::from_le_bytes([counters[2 * i], counters[2 * i + 1]]);
     let info = Info {
-        mode: s.mode,
-        timer: s.timer,
-        stop: wire::STOP_SNAPSHOT,
-        arch: s.arch,
-        reload: s.reload,
-        jitter_mask: s.mask,
-        limit: s.limit,
         capacity: s.last_bin,
-        taken: s.taken(),
-        lost: 0,
-        code_start: code.0,
-        code_end: code.1,
-        code_crc: code.2,
-        config_addr: 0,
-        config_found: s.config_found,
-        priority: s.priority,
-        rt_version: 0,
         tag_kind: 0,
+        ..info_of(s, wire::STOP_SNAPSHOT, s.taken(), 0, code)
     };
     Some(Dump {
-        version: wire::DUMP_VERSION,
-        info,
-        first_seq: 0,
-        pcs: Vec::new(),
-        tags: Vec::new(),
-        names: Vec::new(),
         hist: Some(crate::dump::Hist {
             base: s.hist_base,
             shift: s.hist_shift(),
             outside: word(n) as u32,
             bins: (0..n).map(word).collect(),
         }),
-        unknown_records: Vec::new(),
-        complete: true,
-        laps: None,
-        pmu: None,
+        ..Dump::of_samples(info, 0, Vec::new(), Vec::new())
     })
 }
 

@@ -503,6 +503,35 @@ pub struct M0Cost {
     pub hot_code_bytes: u64,
 }
 
+/// A function of an ELF: its name without the hash, start, end.
+type Function = (String, u64, u64);
+
+/// The exact counts of a `--truth` run, and the functions of its ELF.
+fn exact_functions(dir: &Path) -> Result<(Counts, Vec<Function>)> {
+    let counts = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?;
+    let elf = std::fs::read(dir.join(runs::ELF))?;
+    let file = object::File::parse(&*elf)?;
+    let functions = file
+        .symbols()
+        .filter(|s| s.size() > 0)
+        .filter_map(|s| {
+            let a = s.address() & !1;
+            let name = format!("{:#}", rustc_demangle::demangle(s.name().ok()?));
+            Some((name, a, a + s.size()))
+        })
+        .collect();
+    Ok((counts, functions))
+}
+
+/// Instructions executed in `[start, end)`.
+fn executed(counts: &[(u32, u64)], start: u64, end: u64) -> u64 {
+    counts
+        .iter()
+        .filter(|c| (start..end).contains(&(c.0 as u64)))
+        .map(|c| c.1)
+        .sum()
+}
+
 fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
     let manifest = examples.join("microbit-m0/Cargo.toml");
     let mut out = Vec::new();
@@ -522,34 +551,20 @@ fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
         argv.extend_from_slice(&extra);
         let cli = Cli::try_parse_from(argv)?;
         let dir = run::capture(&cli.run)?;
-        let counts = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?;
-        let elf = std::fs::read(dir.join(runs::ELF))?;
-        let file = object::File::parse(&*elf)?;
-        let mut ranges = Vec::new();
-        for sym in file.symbols() {
-            let Ok(n) = sym.name() else { continue };
-            // Without the hash suffix.
-            let n = format!("{:#}", rustc_demangle::demangle(n));
-            let short = n.rsplit("::").next().unwrap_or(&n);
-            if sym.size() > 0
-                && (short == "sampler_rt_entry"
+        let (counts, functions) = exact_functions(&dir)?;
+        // The handler's fast path: the entry and the variants that ran.
+        let used: Vec<(u64, u64)> = functions
+            .iter()
+            .filter(|(n, a, b)| {
+                let short = n.rsplit("::").next().unwrap_or(n);
+                (short == "sampler_rt_entry"
                     || short.starts_with("sample_ring")
                     || short.starts_with("sample_hist"))
-            {
-                let a = sym.address() & !1;
-                ranges.push((a, a + sym.size()));
-            }
-        }
-        let used: Vec<(u64, u64)> = ranges
-            .iter()
-            .copied()
-            .filter(|&(a, b)| counts.iter().any(|c| (a..b).contains(&(c.0 as u64))))
+                    && executed(&counts, *a, *b) > 0
+            })
+            .map(|&(_, a, b)| (a, b))
             .collect();
-        let total: u64 = counts
-            .iter()
-            .filter(|c| used.iter().any(|&(a, b)| (a..b).contains(&(c.0 as u64))))
-            .map(|c| c.1)
-            .sum();
+        let total: u64 = used.iter().map(|&(a, b)| executed(&counts, a, b)).sum();
         let taken = run::load_dump(&dir)?.info.taken as u64;
         if taken == 0 {
             bail!("the microbit example took no samples");
@@ -691,31 +706,21 @@ fn lap_cost(manifest: &Path) -> Result<LapCost> {
     ];
     let cli = Cli::try_parse_from(argv)?;
     let dir = run::capture(&cli.run)?;
-    let counts = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?;
-    let elf = std::fs::read(dir.join(runs::ELF))?;
-    let file = object::File::parse(&*elf)?;
+    let (counts, functions) = exact_functions(&dir)?;
     // Per call: every instruction of a function over the count of its first.
-    let per_call = |start: u64, size: u64| -> Option<f64> {
+    let per_call = |start: u64, end: u64| -> Option<f64> {
         let entry = counts.iter().find(|c| c.0 as u64 == start)?.1;
-        let all: u64 = counts
-            .iter()
-            .filter(|c| (start..start + size).contains(&(c.0 as u64)))
-            .map(|c| c.1)
-            .sum();
-        (entry > 0).then(|| all as f64 / entry as f64)
+        (entry > 0).then(|| executed(&counts, start, end) as f64 / entry as f64)
     };
     let mut measure = f64::INFINITY;
     let mut record = 0.0;
-    for sym in file.symbols() {
-        let Ok(name) = sym.name() else { continue };
-        let name = rustc_demangle::demangle(name).to_string();
-        let (a, n) = (sym.address() & !1, sym.size());
+    for (name, a, b) in &functions {
         if name.starts_with("sampler_rt::laps::Region::measure") {
-            if let Some(c) = per_call(a, n) {
+            if let Some(c) = per_call(*a, *b) {
                 measure = measure.min(c);
             }
         } else if name.starts_with("sampler_rt::laps::record_into") {
-            record = per_call(a, n).unwrap_or(0.0);
+            record = per_call(*a, *b).unwrap_or(0.0);
         }
     }
     if !measure.is_finite() {

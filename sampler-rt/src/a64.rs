@@ -288,12 +288,7 @@ fn state() -> *mut State {
 }
 
 fn read_config() -> Option<Config> {
-    let mut b = [0u8; wire::CONFIG_LEN];
-    for (i, byte) in b.iter_mut().enumerate() {
-        // SAFETY: plain memory the host may have written.
-        *byte = unsafe { read_volatile((addr_of!(SAMPLER_RT_CONFIG) as *const u8).add(i)) };
-    }
-    Config::decode(&b)
+    Config::decode(&crate::host_block(addr_of!(SAMPLER_RT_CONFIG)))
 }
 
 /// Start sampling with the configuration `cargo sample` placed in the image (ring mode; the

@@ -89,6 +89,18 @@ pub mod __private {
     pub use crate::target::{SAMPLER_RT_STATE, sampler_rt_entry};
 }
 
+/// A block `cargo sample` wrote into the image (the run's configuration, a PMU group), read
+/// byte by byte as volatile: the compiler cannot know its initial bytes changed.
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+fn host_block<const N: usize>(block: *const [u8; N]) -> [u8; N] {
+    let mut b = [0u8; N];
+    for (i, byte) in b.iter_mut().enumerate() {
+        // SAFETY: `block` points at N bytes of plain memory (a static of the crate).
+        *byte = unsafe { core::ptr::read_volatile((block as *const u8).add(i)) };
+    }
+    b
+}
+
 /// Version of this crate as carried in dumps: `major << 8 | minor`.
 pub const RT_VERSION: u16 = {
     let major = parse_u16(env!("CARGO_PKG_VERSION_MAJOR"));

@@ -20,7 +20,7 @@
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
-use core::ptr::{addr_of, addr_of_mut, read_volatile};
+use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::wire;
@@ -95,11 +95,7 @@ macro_rules! msr {
 pub fn init(events: &[u16]) -> u32 {
     // SAFETY: single-threaded bare-metal start-up; the host's block is plain memory.
     let p = unsafe { &mut *addr_of_mut!(PMU) };
-    let mut cfg = [0u8; wire::PMU_CONFIG_LEN];
-    for (i, b) in cfg.iter_mut().enumerate() {
-        // SAFETY: reading the block the host may have written behind the compiler's back.
-        *b = unsafe { read_volatile((addr_of!(SAMPLER_RT_PMU_CONFIG) as *const u8).add(i)) };
-    }
+    let cfg = crate::host_block(addr_of!(SAMPLER_RT_PMU_CONFIG));
     let (list, count) = match wire::pmu_config_events(&cfg) {
         Some(h) => h,
         None => {

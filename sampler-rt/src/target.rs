@@ -236,14 +236,7 @@ fn defaults() -> Config {
 }
 
 fn read_config() -> Option<Config> {
-    let mut b = [0u8; wire::CONFIG_LEN];
-    let src = addr_of!(SAMPLER_RT_CONFIG) as *const u8;
-    for (i, byte) in b.iter_mut().enumerate() {
-        // SAFETY: the block is CONFIG_LEN bytes of plain memory; volatile because the host
-        // wrote it behind the compiler's back.
-        *byte = unsafe { read_volatile(src.add(i)) };
-    }
-    Config::decode(&b)
+    Config::decode(&crate::host_block(addr_of!(SAMPLER_RT_CONFIG)))
 }
 
 /// Start sampling with the configuration `cargo sample` placed in RAM for this run (or the

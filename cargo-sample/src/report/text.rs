@@ -90,31 +90,7 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
         r.samples.unwrap_or(0),
         f.unit
     );
-    if f.timer_hz == 0 && f.period_ticks > 1.0 {
-        // A board whose clock was not given: cycles, without times.
-        let _ = writeln!(
-            s,
-            "period {:.0} {} mean ({}{}), priority {:#04x} · clock not given (`--clock HZ`)",
-            f.period_units,
-            f.unit,
-            f.timer,
-            if f.jitter_ticks == 0 {
-                ", constant period".to_owned()
-            } else {
-                format!(", random span {}", f.jitter_ticks)
-            },
-            f.priority
-        );
-        let _ = writeln!(
-            s,
-            "taken {} · lost {} · run ≈ {} {} · {}",
-            f.taken,
-            f.lost,
-            big(f.duration_units),
-            f.unit,
-            f.stop
-        );
-    } else if f.timer_hz == 0 {
+    if f.timer_hz == 0 && f.period_ticks <= 1.0 {
         // A text dump says nothing of the timer.
         let _ = writeln!(
             s,
@@ -122,20 +98,34 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             f.taken
         );
     } else {
-        let jitter = if f.jitter_ticks == 0 {
-            "constant period".to_owned()
+        // A board whose clock was not given has cycles and no times.
+        let board = f.timer_hz == 0;
+        let jitter = match (f.jitter_ticks, board) {
+            (0, _) => "constant period".to_owned(),
+            (n, true) => format!("random span {n}"),
+            (n, false) => format!("random span {n} ticks"),
+        };
+        let timer = if board {
+            f.timer.clone()
         } else {
-            format!("random span {} ticks", f.jitter_ticks)
+            format!(
+                "{:.1} ticks of {} {}",
+                f.period_ticks,
+                f.timer,
+                si(f.timer_hz)
+            )
         };
         let _ = writeln!(
             s,
-            "period {:.0} {} mean ({:.1} ticks of {} {}, {jitter}), priority {:#04x}",
+            "period {:.0} {} mean ({timer}, {jitter}), priority {:#04x}{}",
             f.period_units,
             f.unit,
-            f.period_ticks,
-            f.timer,
-            si(f.timer_hz),
-            f.priority
+            f.priority,
+            if board {
+                " · clock not given (`--clock HZ`)"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,

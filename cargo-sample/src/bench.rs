@@ -40,24 +40,25 @@ fn sym_size(elf: &[u8], pred: impl Fn(&str) -> bool) -> u64 {
         .unwrap_or(0)
 }
 
-fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
-    // 25 600 ticks = 16 000 instructions at the machine's default shift: about 3 750 samples
-    // during the measured workload, fewer than the ring holds (no chunk is streamed meanwhile).
-    let period = "25600";
+/// `cargo sample --manifest-path MANIFEST --release ARGS...`, parsed as the command line is.
+fn release_args(manifest: &Path, args: &[&str]) -> Result<Cli> {
     let mut argv = vec![
         "cargo-sample",
         "--manifest-path",
         manifest.to_str().context("path is not UTF-8")?,
         "--release",
-        "--bin",
-        "cost",
-        "--samples",
-        "0",
-        "--period",
-        period,
     ];
-    argv.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(argv)?;
+    argv.extend_from_slice(args);
+    Ok(Cli::try_parse_from(argv)?)
+}
+
+fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
+    // 25 600 ticks = 16 000 instructions at the machine's default shift: about 3 750 samples
+    // during the measured workload, fewer than the ring holds (no chunk is streamed meanwhile).
+    let period = "25600";
+    let mut args = vec!["--bin", "cost", "--samples", "0", "--period", period];
+    args.extend_from_slice(extra);
+    let cli = release_args(manifest, &args)?;
     let dir = run::capture(&cli.run)?;
     let out = std::fs::read_to_string(dir.join(runs::OUTPUT))?;
     let line = out
@@ -289,17 +290,7 @@ fn image_bytes(elf: &[u8]) -> u64 {
 
 /// Time the report of `n` synthetic samples of `bin`, stage by stage.
 fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTiming>> {
-    let cli = Cli::try_parse_from([
-        "cargo-sample",
-        "--manifest-path",
-        manifest.to_str().context("path is not UTF-8")?,
-        "--release",
-        "--bin",
-        bin,
-        "--samples",
-        "2000",
-        "--truth",
-    ])?;
+    let cli = release_args(manifest, &["--bin", bin, "--samples", "2000", "--truth"])?;
     let real = run::capture(&cli.run)?;
     let elf = std::fs::read(real.join(runs::ELF))?;
     let mut out = Vec::new();
@@ -420,16 +411,7 @@ fn time_qemu(
 /// runs interleaved so both see the same machine; the exec log on a shorter run.
 fn counting_cost(manifest: &Path) -> Result<CountingCost> {
     let sampled = |n: &str| -> Result<PathBuf> {
-        let cli = Cli::try_parse_from([
-            "cargo-sample",
-            "--manifest-path",
-            manifest.to_str().context("path is not UTF-8")?,
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--samples",
-            n,
-        ])?;
+        let cli = release_args(manifest, &["--bin", "hot-loops", "--samples", n])?;
         run::capture(&cli.run)
     };
     let dir = sampled("10000")?;
@@ -539,17 +521,9 @@ fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
         ("M0 ring, constant period", vec!["--no-jitter"]),
         ("M0 ring + jitter", vec![]),
     ] {
-        let mut argv = vec![
-            "cargo-sample",
-            "--manifest-path",
-            manifest.to_str().context("path is not UTF-8")?,
-            "--release",
-            "--truth",
-            "--samples",
-            "3000",
-        ];
-        argv.extend_from_slice(&extra);
-        let cli = Cli::try_parse_from(argv)?;
+        let mut args = vec!["--truth", "--samples", "3000"];
+        args.extend_from_slice(&extra);
+        let cli = release_args(&manifest, &args)?;
         let dir = run::capture(&cli.run)?;
         let (counts, functions) = exact_functions(&dir)?;
         // The handler's fast path: the entry and the variants that ran.
@@ -593,18 +567,17 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
     let mut walls = Vec::new();
     let mut bytes = 0;
     for _ in 0..3 {
-        let cli = Cli::try_parse_from([
-            "cargo-sample",
-            "--manifest-path",
-            manifest.to_str().context("path is not UTF-8")?,
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--samples",
-            "1000000",
-            "--period",
-            "64",
-        ])?;
+        let cli = release_args(
+            manifest,
+            &[
+                "--bin",
+                "hot-loops",
+                "--samples",
+                "1000000",
+                "--period",
+                "64",
+            ],
+        )?;
         let dir = run::capture(&cli.run)?;
         walls.push(runs::load_meta(&dir)?.wall_seconds);
         bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
@@ -638,14 +611,7 @@ pub struct EndToEnd {
 fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
     let (mut build, mut qemu, mut report, mut total) = (vec![], vec![], vec![], vec![]);
     for _ in 0..5 {
-        let cli = Cli::try_parse_from([
-            "cargo-sample",
-            "--manifest-path",
-            manifest.to_str().context("path is not UTF-8")?,
-            "--release",
-            "--bin",
-            "hot-loops",
-        ])?;
+        let cli = release_args(manifest, &["--bin", "hot-loops"])?;
         let t0 = std::time::Instant::now();
         // The build step alone (cached, as in everyday use), then the whole capture.
         let p = crate::project::discover(&cli.run.cargo)?;
@@ -694,17 +660,7 @@ pub struct LapCost {
 }
 
 fn lap_cost(manifest: &Path) -> Result<LapCost> {
-    let argv = vec![
-        "cargo-sample",
-        "--manifest-path",
-        manifest.to_str().context("path is not UTF-8")?,
-        "--release",
-        "--bin",
-        "laps",
-        "--laps",
-        "--truth",
-    ];
-    let cli = Cli::try_parse_from(argv)?;
+    let cli = release_args(manifest, &["--bin", "laps", "--laps", "--truth"])?;
     let dir = run::capture(&cli.run)?;
     let (counts, functions) = exact_functions(&dir)?;
     // Per call: every instruction of a function over the count of its first.
@@ -759,20 +715,18 @@ pub struct LiveRate {
 fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
     let mut out = Vec::new();
     for period in ["16000", "1600", "400", "160", "64"] {
-        let argv = vec![
-            "cargo-sample",
-            "--manifest-path",
-            manifest.to_str().context("path is not UTF-8")?,
-            "--release",
-            "--bin",
-            "hot-loops",
-            "--live",
-            "--samples",
-            "200000",
-            "--period",
-            period,
-        ];
-        let cli = Cli::try_parse_from(argv)?;
+        let cli = release_args(
+            manifest,
+            &[
+                "--bin",
+                "hot-loops",
+                "--live",
+                "--samples",
+                "200000",
+                "--period",
+                period,
+            ],
+        )?;
         let started = std::time::Instant::now();
         let dir = run::capture(&cli.run)?;
         let wall = started.elapsed().as_secs_f64();

@@ -473,7 +473,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         let mut laps = crate::laps::analyse(l, scale);
         if !dump.pcs.is_empty() || dump.hist.is_some() {
             laps.warnings.push(
-                "the sampler's own interrupt also lengthened laps while it sampled: clusters then                  mix its cost with the application's interrupts. Time laps without sampling                  (`--laps`) to infer an interrupt's cost"
+                "the sampler's own interrupt also lengthened laps while it sampled: clusters then \
+                 mix its cost with the application's interrupts. Time laps without sampling \
+                 (`--laps`) to infer an interrupt's cost"
                     .into(),
             );
         }

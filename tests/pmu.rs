@@ -81,7 +81,73 @@ fn the_event_list_comes_from_arms_data_and_can_be_searched() {
     assert!(text.contains("L1D_CACHE_REFILL") && text.contains("L1D_TLB_REFILL"));
     assert!(!text.contains("INST_RETIRED"));
     let out = cargo_sample(&["events", "--cpu", "cortex-z9"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("shipped: cortex-a53"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("shipped: cortex-a53, cortex-a57, cortex-a72") && err.contains("--pmu-data")
+    );
+    let out = cargo_sample(&["events", "--cpu", "cortex-a72", "l1d_cache_refill"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("L1D_CACHE_REFILL_RD") && text.contains("0x0042"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_file_of_arms_data_names_the_events_of_any_cpu() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pmu-data.json");
+    let data = data.to_str().unwrap();
+    let out = cargo_sample(&["events", "--pmu-data", data, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<u64> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_u64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![0, 3, 8, 17, 192]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 event without a code left out"));
+    // Its two counters split four events into two runs in QEMU, and the names come from it.
+    let s = stat(&[
+        "--pmu-data",
+        data,
+        "--events",
+        "inst_retired,sw_incr,l1d_cache_refill,cpu_cycles",
+    ]);
+    assert_eq!(s["cpu"], "Cortex-Example");
+    assert_eq!(s["groups"].as_array().unwrap().len(), 2);
+    let lap = per_call(&s, "loop 1000", "INST_RETIRED") - per_call(&s, "empty", "INST_RETIRED");
+    assert_eq!(lap, 2001.0);
+    assert_eq!(per_call(&s, "sw_incr 10", "SW_INCR"), 10.0);
+    assert!(count(&s, "loop 1000", "L1D_CACHE_REFILL")["delta"].is_null());
+    let out = cargo_sample(&["events", "--pmu-data", "/nonexistent/cortex.json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/cortex.json"));
+}
+
+#[test]
+fn cortex_a57_and_a72_count_with_their_own_tables() {
+    for cpu in ["cortex-a57", "cortex-a72"] {
+        let s = stat(&[
+            "--cpu",
+            cpu,
+            "--events",
+            "inst_retired,cpu_cycles,l1d_cache_refill_rd",
+        ]);
+        assert_eq!(s["cpu"], cpu);
+        for event in ["INST_RETIRED", "CPU_CYCLES"] {
+            let lap = per_call(&s, "loop 1000", event) - per_call(&s, "empty", event);
+            assert_eq!(lap, 2001.0, "{cpu} {event}");
+        }
+        // QEMU implements no cache events: not counted, never 0.
+        let refill = count(&s, "loop 1000", "L1D_CACHE_REFILL_RD");
+        assert!(refill["delta"].is_null(), "{cpu}: {refill}");
+    }
 }
 
 #[test]

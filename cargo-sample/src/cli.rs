@@ -48,9 +48,13 @@ pub enum Command {
 /// `cargo sample events`.
 #[derive(Args, Debug)]
 pub struct EventsArgs {
-    /// The CPU (`cortex-a53`, ...).
+    /// The CPU: one of the tables shipped (`cortex-a53`, `cortex-a57`, `cortex-a72`).
     #[arg(long, value_name = "CPU", default_value = "cortex-a53")]
     pub cpu: String,
+    /// Read the events from a file of Arm's machine-readable data instead (`pmu/<cpu>.json`
+    /// of github.com/ARM-software/data), for a CPU whose table is not shipped.
+    #[arg(long, value_name = "FILE.json")]
+    pub pmu_data: Option<PathBuf>,
     /// Only events whose name or description contains this (any case).
     pub search: Option<String>,
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
@@ -66,9 +70,13 @@ pub struct StatArgs {
     #[arg(long, value_name = "EVENTS", value_delimiter = ',', required = true)]
     pub events: Vec<String>,
     /// The CPU whose event table names the events (default: the runner's `-cpu`, else
-    /// cortex-a53).
+    /// cortex-a53); also QEMU's `-cpu`.
     #[arg(long, value_name = "CPU")]
     pub cpu: Option<String>,
+    /// Name the events from a file of Arm's machine-readable data (`pmu/<cpu>.json` of
+    /// github.com/ARM-software/data) instead of a shipped table.
+    #[arg(long, value_name = "FILE.json")]
+    pub pmu_data: Option<PathBuf>,
     /// QEMU machine (default: the runner's `-machine`, else `virt`); `virt,virtualization=on`
     /// starts the firmware at EL2, `virt,secure=on` at EL3.
     #[arg(long, value_name = "MACHINE")]

@@ -15,7 +15,11 @@ use crate::cli::{EventsArgs, StatArgs, TableFormat};
 use crate::{dump, elf, firmware, project, qemu, runs, term};
 
 /// The CPU tables shipped: (name, TSV).
-const TABLES: [(&str, &str); 1] = [("cortex-a53", include_str!("../data/pmu/cortex-a53.tsv"))];
+const TABLES: [(&str, &str); 3] = [
+    ("cortex-a53", include_str!("../data/pmu/cortex-a53.tsv")),
+    ("cortex-a57", include_str!("../data/pmu/cortex-a57.tsv")),
+    ("cortex-a72", include_str!("../data/pmu/cortex-a72.tsv")),
+];
 
 /// The dedicated cycle counter's event.
 pub const CPU_CYCLES: u16 = 0x11;
@@ -75,6 +79,93 @@ fn parse_table(cpu: &str, text: &str) -> Table {
     t
 }
 
+/// A CPU's table from a file of Arm's machine-readable PMU data (`pmu/<cpu>.json`): the
+/// top-level `cpu` and `counters`, and per event `code`, `name`, `type`, `architectural` and
+/// `description`. Events without a name keep an empty one (shown by number); events without a
+/// code cannot be programmed and are left out, their number returned beside the table.
+pub fn parse_arm_json(text: &str) -> Result<(Table, usize)> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).context("not JSON (expected Arm's pmu/<cpu>.json)")?;
+    let events = v
+        .get("events")
+        .and_then(|e| e.as_array())
+        .context("no `events` array: not a file of Arm's PMU data (pmu/<cpu>.json)")?;
+    let cpu = v
+        .get("cpu")
+        .and_then(|c| c.as_str())
+        .unwrap_or("unnamed CPU")
+        .to_owned();
+    let counters = v
+        .get("counters")
+        .and_then(|c| c.as_u64())
+        .and_then(|c| u32::try_from(c).ok())
+        .filter(|&c| c <= 31)
+        .unwrap_or(6);
+    let text_of = |e: &serde_json::Value, k: &str| {
+        e.get(k)
+            .and_then(|x| x.as_str())
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut t = Table {
+        cpu,
+        counters,
+        events: Vec::new(),
+    };
+    let mut no_code = 0;
+    for e in events {
+        let code = match e.get("code") {
+            Some(serde_json::Value::Number(n)) => n.as_u64().and_then(|c| u16::try_from(c).ok()),
+            Some(serde_json::Value::String(s)) => {
+                let s = s.trim();
+                match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => u16::from_str_radix(h, 16).ok(),
+                    None => s.parse().ok(),
+                }
+            }
+            _ => None,
+        };
+        let Some(code) = code else {
+            no_code += 1;
+            continue;
+        };
+        t.events.push(Event {
+            code,
+            name: text_of(e, "name"),
+            kind: text_of(e, "type"),
+            architectural: e.get("architectural").and_then(|a| a.as_bool()),
+            description: text_of(e, "description"),
+        });
+    }
+    if t.events.is_empty() {
+        bail!("the file lists no event with a code");
+    }
+    t.events.sort_by_key(|e| e.code);
+    t.events.dedup_by_key(|e| e.code);
+    Ok((t, no_code))
+}
+
+/// The table from `--pmu-data FILE` when given, else the shipped one of `cpu`.
+pub fn table_for(cpu: &str, pmu_data: Option<&std::path::Path>) -> Result<Table> {
+    let Some(path) = pmu_data else {
+        return table(cpu);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the PMU data {}", path.display()))?;
+    let (t, no_code) =
+        parse_arm_json(&text).with_context(|| format!("reading {}", path.display()))?;
+    if no_code > 0 {
+        term::warn(format!(
+            "{}: {no_code} event{} without a code left out",
+            path.display(),
+            if no_code == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(t)
+}
+
 /// The table of `cpu`, with the names of those shipped in the error.
 pub fn table(cpu: &str) -> Result<Table> {
     let want = cpu.to_ascii_lowercase();
@@ -84,7 +175,9 @@ pub fn table(cpu: &str) -> Result<Table> {
         .map(|(n, text)| parse_table(n, text))
         .with_context(|| {
             format!(
-                "no PMU event table for `{cpu}`; shipped: {}",
+                "no PMU event table for `{cpu}`; shipped: {}. For another CPU, pass its file \
+                 of Arm's data: --pmu-data cortex-x1.json (pmu/<cpu>.json of \
+                 github.com/ARM-software/data)",
                 TABLES.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
             )
         })
@@ -144,7 +237,7 @@ impl Table {
 
 /// `cargo sample events`.
 pub fn events(args: &EventsArgs) -> Result<()> {
-    let t = table(&args.cpu)?;
+    let t = table_for(&args.cpu, args.pmu_data.as_deref())?;
     let want = args.search.as_deref().map(str::to_ascii_lowercase);
     let list: Vec<&Event> = t
         .events
@@ -521,7 +614,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         .clone()
         .or(runner.cpu.clone())
         .unwrap_or_else(|| "cortex-a53".to_owned());
-    let t = table(&cpu)?;
+    let t = table_for(&cpu, args.pmu_data.as_deref())?;
     let machine = args
         .machine
         .clone()
@@ -712,6 +805,85 @@ mod tests {
         let e = t.find("l1d_cache_refil").unwrap_err().to_string();
         assert!(e.contains("did you mean"), "{e}");
         assert!(table("cortex-z9").is_err());
+    }
+
+    #[test]
+    fn every_shipped_table_is_whole() {
+        for (name, _) in TABLES {
+            let t = table(name).unwrap();
+            assert_eq!(t.counters, 6, "{name}");
+            for (ev, code) in [
+                ("sw_incr", 0x00),
+                ("inst_retired", 0x08),
+                ("cpu_cycles", 0x11),
+            ] {
+                assert_eq!(t.find(ev).unwrap(), code, "{name} {ev}");
+            }
+            assert_eq!(t.find("l1d_cache_refill").unwrap(), 0x03, "{name}");
+            let mut codes: Vec<u16> = t.events.iter().map(|e| e.code).collect();
+            let n = codes.len();
+            codes.dedup();
+            assert_eq!(codes.len(), n, "{name}: codes sorted and distinct");
+            let mut names: Vec<&str> = t
+                .events
+                .iter()
+                .map(|e| e.name.as_str())
+                .filter(|n| !n.is_empty())
+                .collect();
+            names.sort_unstable();
+            let n = names.len();
+            names.dedup();
+            assert_eq!(names.len(), n, "{name}: names distinct");
+            assert!(t.events.iter().all(|e| !e.description.is_empty()));
+        }
+        // The bigger cores have the ARMv8 recommended events the A53 lacks.
+        assert_eq!(
+            table("cortex-a72")
+                .unwrap()
+                .find("l1d_cache_refill_rd")
+                .unwrap(),
+            0x42
+        );
+        assert!(
+            table("cortex-a53")
+                .unwrap()
+                .find("l1d_cache_refill_rd")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn arm_json_reads_with_nameless_and_codeless_events() {
+        let text = r#"{
+            "_type": "Events", "cpu": "Cortex-Test", "counters": 4,
+            "events": [
+                {"code": 17, "name": "CPU_CYCLES", "type": "CYCLE", "architectural": false,
+                 "description": "Cycle"},
+                {"code": 8, "name": "INST_RETIRED", "type": "INS", "architectural": true,
+                 "description": "Instruction  architecturally\n executed"},
+                {"code": "0xC0", "type": "UEVT", "description": "External memory request"},
+                {"name": "NO_CODE", "description": "an event Arm gives no number"},
+                {"code": 8, "name": "INST_RETIRED", "description": "duplicate"}
+            ]
+        }"#;
+        let (t, no_code) = parse_arm_json(text).unwrap();
+        assert_eq!((t.cpu.as_str(), t.counters, no_code), ("Cortex-Test", 4, 1));
+        assert_eq!(
+            t.events.iter().map(|e| e.code).collect::<Vec<_>>(),
+            vec![0x08, 0x11, 0xC0]
+        );
+        assert_eq!(
+            t.events[0].description,
+            "Instruction architecturally executed"
+        );
+        assert_eq!(t.events[0].architectural, Some(true));
+        assert_eq!(t.events[2].architectural, None);
+        assert_eq!(t.name(0xC0), "0x00c0");
+        assert_eq!(t.find("inst_retired").unwrap(), 8);
+        assert!(t.find("no_code").is_err());
+        assert!(parse_arm_json("{}").is_err());
+        assert!(parse_arm_json("not json").is_err());
+        assert!(parse_arm_json(r#"{"events": [{"name": "X"}]}"#).is_err());
     }
 
     #[test]

@@ -311,7 +311,9 @@ pub struct RunArgs {
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
     pub priority: Option<u8>,
-    /// Timer that paces the sampler: `systick`, or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`).
+    /// Timer that paces the sampler: `systick`, or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`);
+    /// on ARMv8-A the generic timer (`generic`, the default) or a PMU overflow every period
+    /// events (`pmu:cpu_cycles` on the cycle counter, `pmu:EVENT` on event counter 0).
     #[arg(long, value_name = "TIMER", default_value = "systick")]
     pub timer: String,
     /// QEMU machine (default: from the crate's runner in `.cargo/config.toml`).

@@ -22,7 +22,7 @@ const TABLES: [(&str, &str); 3] = [
 ];
 
 /// The dedicated cycle counter's event.
-pub const CPU_CYCLES: u16 = 0x11;
+pub const CPU_CYCLES: u16 = wire::PMU_CPU_CYCLES;
 
 /// One event of a CPU's table.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

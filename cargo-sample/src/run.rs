@@ -47,7 +47,9 @@ pub enum Timer {
 
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
 pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
-    if s == "systick" {
+    let armv8 = m.targets.iter().any(|t| t.starts_with("aarch64"));
+    // On ARMv8-A the default (`systick`) is the generic timer, which may be named so.
+    if s == "systick" || (armv8 && s == "generic") {
         return Ok(Timer::SysTick);
     }
     let num = |t: &str| -> Result<u32> {
@@ -59,7 +61,7 @@ pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
     };
     let parts: Vec<&str> = s.split(':').collect();
     if let ["pmu", event] = parts.as_slice() {
-        if !m.targets.iter().any(|t| t.starts_with("aarch64")) {
+        if !armv8 {
             bail!(
                 "`--timer pmu:EVENT` samples on ARMv8-A PMU overflows; {} is a Cortex-M",
                 m.name
@@ -81,7 +83,7 @@ pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
         }),
         _ => bail!(
             "unknown timer `{s}`: use `systick`, `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`), or on \
-             ARMv8-A `pmu:EVENT` (e.g. `pmu:inst_retired`)"
+             ARMv8-A `generic` or `pmu:EVENT` (e.g. `pmu:cpu_cycles`)"
         ),
     }
 }
@@ -310,7 +312,9 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_DWT => "DWT".into(),
             wire::TIMER_GENERIC => "generic timer".into(),
-            wire::TIMER_PMU => "PMU counter overflow".into(),
+            // Only the cycle counter has a rate.
+            wire::TIMER_PMU if meta.timer_hz > 0 => "PMU cycle counter".into(),
+            wire::TIMER_PMU => "PMU event counter".into(),
             wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
             _ => "SysTick".into(),
         },
@@ -713,13 +717,21 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
     let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
     let timer = parse_timer(&args.timer, m)?;
-    if let Timer::Pmu { .. } = timer {
-        // Measured: QEMU 7.2 and 10.0 set the overflow flag only when the counter is read, and
-        // never raise the PMU interrupt by themselves, so this mode would take no sample.
+    if let Timer::Pmu { event } = timer
+        && event != crate::pmu::CPU_CYCLES
+    {
+        // Measured (QEMU 7.2 and 10.0): an event counter's overflow is never signalled. QEMU
+        // arms its overflow timer for one event short of the overflow (the counter then reads
+        // 0xFFFFFFFF) and does not arm it again, so the flag appears only when the counter is
+        // next read. The cycle counter's timer is armed for the overflow itself and works.
         bail!(
-            "`--timer pmu:EVENT` samples on PMU counter overflows, which QEMU (7.2 to 10.0) does \
-             not signal: use the generic timer in QEMU (the default). The mode is for boards, \
-             where it is not yet verified"
+            "`--timer pmu:{}` samples on an event counter's overflow, which QEMU (7.2 to 10.0) \
+             never signals (it arms the overflow one event early). In QEMU use \
+             `--timer pmu:cpu_cycles` (the cycle counter's overflow) or the generic timer (the \
+             default); event overflows are for boards, where they are not yet verified",
+            crate::pmu::table(m.cpu)
+                .map(|t| t.name(event).to_ascii_lowercase())
+                .unwrap_or_else(|_| format!("{event:#x}"))
         );
     }
     let counting = if args.truth {
@@ -793,14 +805,18 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if live && args.mode != crate::cli::Mode::Ring {
         bail!("`--live` reads a ring; bins are read once at the end (drop `--live`/`--duration`)");
     }
-    let timer_hz = if matches!(timer, Timer::Pmu { .. }) {
-        0
-    } else {
-        m.systick_hz
+    // QEMU's cycle counter runs at 1 GHz of emulated time whatever the icount shift; other
+    // events have no rate.
+    let timer_hz = match timer {
+        Timer::Pmu { event } if event == crate::pmu::CPU_CYCLES => 1_000_000_000,
+        Timer::Pmu { .. } => 0,
+        _ => m.systick_hz,
     };
-    let shift = args
-        .icount_shift
-        .unwrap_or_else(|| m.default_icount_shift());
+    // PMU overflows: QEMU's cycle counter then ticks once per instruction, as in `stat`.
+    let shift = args.icount_shift.unwrap_or_else(|| match timer {
+        Timer::Pmu { .. } => 0,
+        _ => m.default_icount_shift(),
+    });
     // A PMU period counts events: instructions for INST_RETIRED, QEMU's 1 GHz cycles for
     // CPU_CYCLES (2^shift a instruction).
     let units_per_tick = match timer {
@@ -2015,6 +2031,8 @@ mod tests {
             Timer::Pmu { event: 0x11 }
         );
         assert!(parse_timer("pmu:no_such", virt).is_err());
+        assert_eq!(parse_timer("generic", virt).unwrap(), Timer::SysTick);
+        assert!(parse_timer("generic", machine::find("mps2-an385").unwrap()).is_err());
         let mps2 = machine::find("mps2-an385").unwrap();
         assert!(parse_timer("pmu:inst_retired", mps2).is_err());
     }

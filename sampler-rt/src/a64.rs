@@ -1,6 +1,6 @@
-//! PC sampling on ARMv8-A (aarch64, at EL1 or EL2): the virtual generic timer interrupts through
-//! a GICv2 (QEMU `virt`'s layout), and the handler stores the interrupted PC (ELR_EL1) in a
-//! ring. The common path is assembly and touches no FP/SIMD register; at the end of a chunk
+//! PC sampling on ARMv8-A (aarch64, at EL1, EL2 or EL3): the virtual generic timer (or a PMU
+//! counter's overflow) interrupts through a GICv2 (QEMU `virt`'s layout), and the handler
+//! stores the interrupted PC (ELR of its level) in a ring. The common path is assembly and touches no FP/SIMD register; at the end of a chunk
 //! (the ring's end, or the requested count) a Rust slow path, entered with every
 //! caller-saved register saved (FP/SIMD too), streams the chunk through semihosting or ends
 //! the run. PCs are stored as 32 bits: the image must live below 4 GiB (bare-metal images
@@ -161,14 +161,18 @@ global_asm!(
     "6:",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
-    // The interrupted PC: ELR of the level the sampler runs at (EL1 or EL2).
+    // The interrupted PC: ELR of the level the sampler runs at (EL1, EL2 or EL3).
     "mrs x4, CurrentEL",
     "cmp x4, #8",
     "b.eq 3f",
+    "b.hi 10f",
     "mrs x4, elr_el1",
     "b 2f",
     "3:",
     "mrs x4, elr_el2",
+    "b 2f",
+    "10:",
+    "mrs x4, elr_el3",
     "2:",
     "str w4, [x2], #4",
     "str x2, [x3]",
@@ -187,14 +191,23 @@ global_asm!(
     "b.ne 5f",
     "msr cntv_tval_el0, x2",
     "b 4f",
-    // PMU counter 0: count the next period up to the overflow, clear the overflow.
+    // A PMU overflow: the counter that overflowed (the cycle counter, PMOVS bit 31, or event
+    // counter 0) counts the next period up to its overflow; its flag is cleared.
     "5:",
     "add w2, w2, #1",
-    "neg w2, w2",
+    "neg x2, x2",
+    "mrs x4, pmovsclr_el0",
+    "tbnz x4, #31, 11f",
     "msr pmselr_el0, xzr",
     "isb",
     "msr pmxevcntr_el0, x2",
     "mov x4, #1",
+    "msr pmovsclr_el0, x4",
+    "isb",
+    "b 4f",
+    "11:",
+    "msr pmccntr_el0, x2",
+    "mov x4, #0x80000000",
     "msr pmovsclr_el0, x4",
     "isb",
     "4:",
@@ -292,9 +305,10 @@ fn read_config() -> Option<Config> {
 }
 
 /// Start sampling with the configuration `cargo sample` placed in the image (ring mode; the
-/// built-in defaults otherwise). Installs the sampler's exception vectors (VBAR_EL1/EL2), enables
-/// the virtual timer's interrupt in the GIC and unmasks IRQs. At EL1 or EL2 (where it routes
-/// physical IRQs to EL2); at EL3 it does not start.
+/// built-in defaults otherwise). Installs the sampler's exception vectors (VBAR of its level),
+/// enables the sampling interrupt in the GIC (the virtual timer's, or the PMU's for
+/// `TIMER_PMU`) and unmasks IRQs. At EL1, at EL2 (where it routes physical IRQs to EL2) and at
+/// EL3 (SCR_EL3.IRQ routes them to EL3; the GIC's group 0 is signalled as IRQ).
 pub fn start() {
     let s = state();
     // SAFETY: single core; the timer interrupt is not enabled until the end.
@@ -318,7 +332,7 @@ pub fn start() {
         });
         (*s).config_found = found.is_some() as u32;
         (*s).sink = cfg.sink as u32;
-        if !(1..=2).contains(&el) || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+        if !(1..=3).contains(&el) || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
             (*s).phase = STOPPED;
             return;
         }
@@ -332,7 +346,18 @@ pub fn start() {
         next_chunk(s);
         (*s).phase = RUNNING;
         (*s).magic = wire::A64_STATE_MAGIC;
-        if el == 2 {
+        if el == 3 {
+            // Take IRQs at EL3 (SCR_EL3.IRQ), where the sampler's vectors are.
+            asm!(
+                "adr {t}, sampler_rt_vectors",
+                "msr vbar_el3, {t}",
+                "mrs {t}, scr_el3",
+                "orr {t}, {t}, #(1 << 1)",
+                "msr scr_el3, {t}",
+                "isb",
+                t = out(reg) _,
+            );
+        } else if el == 2 {
             // Take physical IRQs at EL2 (HCR_EL2.IMO), where the sampler's vectors are.
             asm!(
                 "adr {t}, sampler_rt_vectors",
@@ -360,7 +385,39 @@ pub fn start() {
         core::ptr::write_volatile(prio as *mut u8, 0);
         w(GICC + 0x4, 0xFF);
         w(GICC, 1);
-        if cfg.timer == wire::TIMER_PMU {
+        // The PMU filter that counts at this level: NSH for EL2; at EL3 the event counters also
+        // need MDCR_EL3.SPME (the cycle counter counts there unless PMCR.DP).
+        let filter: u64 = if el == 2 { 1 << 27 } else { 0 };
+        if el == 3 {
+            asm!(
+                "mrs {t}, mdcr_el3",
+                "orr {t}, {t}, #(1 << 17)",
+                "msr mdcr_el3, {t}",
+                t = out(reg) _,
+            );
+        }
+        let event = cfg.timer_base as u64 & 0xFFFF;
+        if cfg.timer == wire::TIMER_PMU && event == wire::PMU_CPU_CYCLES as u64 {
+            // The cycle counter (64 bits, PMCR_EL0.LC) counts from -(period) up to its overflow.
+            let period = (*s).reload as u64 + 1;
+            asm!(
+                "msr pmccfiltr_el0, {filter}",
+                "msr pmccntr_el0, {cnt}",
+                "msr pmovsclr_el0, {bit}",
+                "msr pmintenset_el1, {bit}",
+                "msr pmcntenset_el0, {bit}",
+                "mrs {t}, pmcr_el0",
+                "orr {t}, {t}, #(1 << 6)",
+                "orr {t}, {t}, #1",
+                "msr pmcr_el0, {t}",
+                "isb",
+                "msr daifclr, #2",
+                filter = in(reg) filter,
+                cnt = in(reg) period.wrapping_neg(),
+                bit = in(reg) 1u64 << 31,
+                t = out(reg) _,
+            );
+        } else if cfg.timer == wire::TIMER_PMU {
             // Counter 0 counts the event from -(period) up to its overflow.
             let period = (*s).reload as u64 + 1;
             asm!(
@@ -376,7 +433,7 @@ pub fn start() {
                 "msr pmcr_el0, {t}",
                 "isb",
                 "msr daifclr, #2",
-                ev = in(reg) cfg.timer_base as u64 & 0xFFFF,
+                ev = in(reg) event | filter,
                 cnt = in(reg) (period as u32).wrapping_neg() as u64,
                 one = in(reg) 1u64,
                 t = out(reg) _,
@@ -440,9 +497,9 @@ fn stop_timers() {
     unsafe {
         asm!(
             "msr cntv_ctl_el0, xzr",
-            "msr pmintenclr_el1, {one}",
+            "msr pmintenclr_el1, {bits}",
             "isb",
-            one = in(reg) 1u64,
+            bits = in(reg) 1u64 << 31 | 1,
         )
     };
 }

@@ -50,9 +50,9 @@
 //! CYCCNT or SysTick (Cortex-M), or PMCCNTR_EL0 / CNTVCT_EL0 (ARMv8-A); `cargo sample --laps`.
 //!
 //! # ARMv8-A (aarch64)
-//! [`start`], [`flush`] and [`exit`] sample at EL1 or EL2 with the virtual generic timer
-//! through a GICv2 (QEMU `virt`); [`pmu`] counts PMU events around regions for
-//! `cargo sample stat`.
+//! [`start`], [`flush`] and [`exit`] sample at EL1, EL2 or EL3 with the virtual generic timer,
+//! or on a PMU overflow (the cycle counter, or an event on counter 0), through a GICv2 (QEMU
+//! `virt`); [`pmu`] counts PMU events around regions for `cargo sample stat`.
 //!
 //! # Build-time settings
 //! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring

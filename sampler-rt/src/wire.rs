@@ -130,9 +130,11 @@ pub const TIMER_DWT: u8 = 2;
 pub const TIMER_PCSR: u8 = 3;
 /// The ARMv8-A EL1 virtual generic timer (aarch64 sampling).
 pub const TIMER_GENERIC: u8 = 4;
-/// ARMv8-A PMU event counter 0 overflowing every N events (aarch64 sampling); the event number
-/// is in [`Config::timer_base`].
+/// ARMv8-A PMU overflowing every N events (aarch64 sampling); the event number is in
+/// [`Config::timer_base`]: [`PMU_CPU_CYCLES`] uses the cycle counter, any other event counter 0.
 pub const TIMER_PMU: u8 = 5;
+/// The PMU's CPU_CYCLES event, which `TIMER_PMU` counts on the dedicated cycle counter.
+pub const PMU_CPU_CYCLES: u16 = 0x11;
 
 /// No tag per sample.
 pub const TAG_NONE: u8 = 0;

@@ -286,6 +286,65 @@ fn cycle_counter_overflows_sample_within_3_sigma_at_el1_and_el3() {
     assert!(err.contains("--timer pmu:cpu_cycles"), "{err}");
 }
 
+#[test]
+fn software_increment_overflows_sample_through_the_event_counter() {
+    // QEMU signals SW_INCR's overflow (at the write to PMSWINC_EL0), so the event-counter path
+    // (PMEVTYPER0, its interrupt enable, the handler's preset and flag) runs here. `three`
+    // increments three times per call and `one` once: by construction 3/4 of the events.
+    let n = 8000.0;
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "sw-events",
+        "--timer",
+        "pmu:sw_incr",
+        "--period",
+        "16",
+        "-n",
+        "8000",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["timer"], "PMU event counter");
+    assert_eq!(r["unit"], "SW_INCR events");
+    assert_eq!(r["samples"], 8000);
+    let functions = r["functions"].as_array().unwrap();
+    for (name, expected) in [("three", 0.75), ("one", 0.25)] {
+        let row = functions.iter().find(|f| f["name"] == name).unwrap();
+        let share = row["samples"].as_f64().unwrap() / n;
+        let sigma = (expected * (1.0 - expected) / n).sqrt();
+        assert!(
+            (share - expected).abs() < 3.0 * sigma,
+            "{name}: {share} against {expected} (sigma {sigma})"
+        );
+    }
+    // Every sample follows an increment, by design: no held-off warning for it.
+    assert!(
+        r["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["kind"] != "held-off")
+    );
+    // `--truth` would compare the events with instructions: refused.
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "sw-events",
+        "--timer",
+        "pmu:sw_incr",
+        "--truth",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("profile of that event"));
+}
+
 fn sampling_within_3_sigma(machine: &str, timer: &str, n: &str, timer_name: &str) {
     let out = cargo_sample(&[
         "--release",

@@ -159,7 +159,9 @@ pub struct Bench {
     pub itm: ItmSpeed,
     pub live: Vec<LiveRate>,
     pub laps: LapCost,
-    pub m0: Vec<M0Cost>,
+    pub m0: Vec<HandlerCost>,
+    /// The ARMv8-A handler per sample.
+    pub armv8a: Vec<HandlerCost>,
     pub e2e: EndToEnd,
     pub transfer: DumpTransfer,
 }
@@ -475,10 +477,11 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
 }
 
 /// `cargo sample bench`.
-/// The ARMv6-M (Cortex-M0) sampler's cost: instructions of the handler's fast path (entry and
-/// variant) per sample, from the exact counts of a `--truth` run of the microbit example.
+/// A sampler's cost from the exact counts of a `--truth` run: instructions of the handler's
+/// code per sample (ARMv6-M: the entry and the variants that ran; ARMv8-A: the vectors and
+/// handler, slow path entry included).
 #[derive(Debug, Serialize)]
-pub struct M0Cost {
+pub struct HandlerCost {
     pub name: String,
     pub instructions_per_sample: f64,
     pub samples: u64,
@@ -514,36 +517,33 @@ fn executed(counts: &[(u32, u64)], start: u64, end: u64) -> u64 {
         .sum()
 }
 
-fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
-    let manifest = examples.join("microbit-m0/Cargo.toml");
+/// The handler cost of each run (`name`, extra arguments) of `manifest`'s default binary,
+/// counting the functions `handler` names (short names) that ran.
+fn handler_costs(
+    manifest: &Path,
+    runs: &[(&str, &[&str])],
+    handler: impl Fn(&str) -> bool,
+) -> Result<Vec<HandlerCost>> {
     let mut out = Vec::new();
-    for (name, extra) in [
-        ("M0 ring, constant period", vec!["--no-jitter"]),
-        ("M0 ring + jitter", vec![]),
-    ] {
+    for &(name, extra) in runs {
         let mut args = vec!["--truth", "--samples", "3000"];
-        args.extend_from_slice(&extra);
-        let cli = release_args(&manifest, &args)?;
+        args.extend_from_slice(extra);
+        let cli = release_args(manifest, &args)?;
         let dir = run::capture(&cli.run)?;
         let (counts, functions) = exact_functions(&dir)?;
-        // The handler's fast path: the entry and the variants that ran.
         let used: Vec<(u64, u64)> = functions
             .iter()
             .filter(|(n, a, b)| {
-                let short = n.rsplit("::").next().unwrap_or(n);
-                (short == "sampler_rt_entry"
-                    || short.starts_with("sample_ring")
-                    || short.starts_with("sample_hist"))
-                    && executed(&counts, *a, *b) > 0
+                handler(n.rsplit("::").next().unwrap_or(n)) && executed(&counts, *a, *b) > 0
             })
             .map(|&(_, a, b)| (a, b))
             .collect();
         let total: u64 = used.iter().map(|&(a, b)| executed(&counts, a, b)).sum();
         let taken = run::load_dump(&dir)?.info.taken as u64;
         if taken == 0 {
-            bail!("the microbit example took no samples");
+            bail!("{} took no samples", manifest.display());
         }
-        out.push(M0Cost {
+        out.push(HandlerCost {
             name: name.into(),
             instructions_per_sample: total as f64 / taken as f64,
             samples: taken,
@@ -551,6 +551,38 @@ fn m0_costs(examples: &Path) -> Result<Vec<M0Cost>> {
         });
     }
     Ok(out)
+}
+
+/// The ARMv6-M (Cortex-M0) handler's fast path, in the microbit example.
+fn m0_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
+    handler_costs(
+        &examples.join("microbit-m0/Cargo.toml"),
+        &[
+            ("M0 ring, constant period", &["--no-jitter"]),
+            ("M0 ring + jitter", &[]),
+        ],
+        |short| {
+            short == "sampler_rt_entry"
+                || short.starts_with("sample_ring")
+                || short.starts_with("sample_hist")
+        },
+    )
+}
+
+/// The ARMv8-A handler (vectors, fast path, slow-path entry), in the aarch64 example: the
+/// generic timer and the cycle counter's overflow.
+fn a64_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
+    handler_costs(
+        &examples.join("aarch64-pmu/Cargo.toml"),
+        &[
+            ("A64 ring + jitter, generic timer", &["--bin", "hot-loops"]),
+            (
+                "A64 ring + jitter, cycle counter",
+                &["--bin", "hot-loops", "--timer", "pmu:cpu_cycles"],
+            ),
+        ],
+        |short| short == "sampler_rt_vectors",
+    )
 }
 
 /// The semihosting sink streaming a large dump: bytes over QEMU's wall time (emulation of the
@@ -830,6 +862,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         .context("the example's manifest has no parent directory")?
         .to_path_buf();
     let m0 = m0_costs(&examples)?;
+    let armv8a = a64_costs(&examples)?;
     let e2e = end_to_end(&manifest)?;
     let transfer = dump_transfer(&manifest)?;
     let counting = counting_cost(&manifest)?;
@@ -847,6 +880,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         live,
         laps,
         m0,
+        armv8a,
         e2e,
         transfer,
     };
@@ -878,6 +912,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                     if v.name.contains("jitter") { 32 } else { 21 },
                     v.hot_code_bytes,
                     v.samples
+                );
+            }
+            for v in &all.armv8a {
+                println!(
+                    "{:<30} {:>12.2} {:>8} {:>10} {:>10}   (QEMU virt, exact counts; bytes: 2 KiB vector table + handler)",
+                    v.name, v.instructions_per_sample, "-", v.hot_code_bytes, v.samples
                 );
             }
             println!(

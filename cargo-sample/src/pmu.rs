@@ -24,6 +24,9 @@ const TABLES: [(&str, &str); 3] = [
 /// The dedicated cycle counter's event.
 pub const CPU_CYCLES: u16 = wire::PMU_CPU_CYCLES;
 
+/// The software increment event (PMSWINC_EL0 writes).
+pub const SW_INCR: u16 = 0x00;
+
 /// One event of a CPU's table.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Event {

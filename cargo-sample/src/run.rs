@@ -45,6 +45,13 @@ pub enum Timer {
     },
 }
 
+/// An ARMv8-A PMU event's name in the machine's CPU table (its number if none).
+fn event_name(m: &Machine, event: u16) -> String {
+    crate::pmu::table(m.cpu)
+        .map(|t| t.name(event))
+        .unwrap_or_else(|_| format!("{event:#x}"))
+}
+
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
 pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
     let armv8 = m.targets.iter().any(|t| t.starts_with("aarch64"));
@@ -308,6 +315,7 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
             None => format!("{} (QEMU)", meta.machine),
         },
         unit: meta.unit.clone(),
+        on_events: i.timer == wire::TIMER_PMU && meta.timer_hz == 0,
         timer: match i.timer {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_DWT => "DWT".into(),
@@ -719,19 +727,31 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let timer = parse_timer(&args.timer, m)?;
     if let Timer::Pmu { event } = timer
         && event != crate::pmu::CPU_CYCLES
+        && event != crate::pmu::SW_INCR
     {
-        // Measured (QEMU 7.2 and 10.0): an event counter's overflow is never signalled. QEMU
+        // Measured (QEMU 7.2 and 10.0): a counted event's overflow is never signalled. QEMU
         // arms its overflow timer for one event short of the overflow (the counter then reads
         // 0xFFFFFFFF) and does not arm it again, so the flag appears only when the counter is
-        // next read. The cycle counter's timer is armed for the overflow itself and works.
+        // next read. The cycle counter's timer is armed for the overflow itself and works, and
+        // SW_INCR's overflow is checked at the write to PMSWINC_EL0.
         bail!(
             "`--timer pmu:{}` samples on an event counter's overflow, which QEMU (7.2 to 10.0) \
              never signals (it arms the overflow one event early). In QEMU use \
-             `--timer pmu:cpu_cycles` (the cycle counter's overflow) or the generic timer (the \
-             default); event overflows are for boards, where they are not yet verified",
-            crate::pmu::table(m.cpu)
-                .map(|t| t.name(event).to_ascii_lowercase())
-                .unwrap_or_else(|_| format!("{event:#x}"))
+             `--timer pmu:cpu_cycles` (the cycle counter's overflow), `pmu:sw_incr` (software \
+             increments) or the generic timer (the default); other events' overflows are for \
+             boards, where they are not yet verified",
+            event_name(m, event).to_ascii_lowercase()
+        );
+    }
+    if let Timer::Pmu { event } = timer
+        && event != crate::pmu::CPU_CYCLES
+        && args.truth
+    {
+        bail!(
+            "`--truth` compares samples with instruction counts; samples every N {} are a \
+             profile of that event, not of instructions. Drop `--truth`, or sample with \
+             `--timer pmu:cpu_cycles` or the generic timer",
+            event_name(m, event)
         );
     }
     let counting = if args.truth {
@@ -889,11 +909,18 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
 
     let dir = save_images(&p, &elf_bytes, Some(&config))?;
 
+    // Samples every N events share out the events, not the instructions.
+    let unit = match timer {
+        Timer::Pmu { event } if event != crate::pmu::CPU_CYCLES => {
+            format!("{} events", event_name(m, event))
+        }
+        _ => "instructions".to_owned(),
+    };
     let mut meta = RunMeta {
         machine: m.name.to_owned(),
         cpu: cpu.clone(),
         timer_hz,
-        unit: "instructions".into(),
+        unit: unit.clone(),
         units_per_tick,
         icount_shift: shift,
         requested_samples: requested,
@@ -915,7 +942,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         term::status(
             "Running",
             format!(
-                "{} in QEMU {} ({} samples, every {:.0} instructions{})",
+                "{} in QEMU {} ({} samples, every {:.0} {unit}{})",
                 p.target_name,
                 m.name,
                 requested,
@@ -1780,6 +1807,7 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
         firmware,
         machine: format!("a text dump ({what})"),
         unit: "samples".into(),
+        on_events: false,
         timer: "unknown".into(),
         timer_hz: 0,
         period_ticks: 0.0,
@@ -1889,6 +1917,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
             .unwrap_or_default(),
         machine: format!("an SWO capture ({} bytes)", data.len()),
         unit: "samples".into(),
+        on_events: false,
         timer: "DWT".into(),
         timer_hz: 0,
         period_ticks: 0.0,

@@ -80,6 +80,16 @@ const _: () = {
     assert!(core::mem::size_of::<State>() <= wire::STATE_LEN);
 };
 
+/// Counter 0's bit when the sampler samples on SW_INCR overflows, for `pmu::sw_incr`.
+static mut SW_INCR_MASK: u64 = 0;
+
+/// The PMSWINC bits of the sampler's counter (0 unless it samples on SW_INCR).
+#[inline]
+pub(crate) fn sw_incr_mask() -> u64 {
+    // SAFETY: a plain read; written once by `start`.
+    unsafe { read_volatile(addr_of!(SW_INCR_MASK)) }
+}
+
 /// The state: the host finds it by name.
 #[unsafe(no_mangle)]
 pub static mut SAMPLER_RT_STATE: State = State {
@@ -420,6 +430,9 @@ pub fn start() {
         } else if cfg.timer == wire::TIMER_PMU {
             // Counter 0 counts the event from -(period) up to its overflow.
             let period = (*s).reload as u64 + 1;
+            if event == 0 {
+                SW_INCR_MASK = 1;
+            }
             asm!(
                 "msr pmselr_el0, xzr",
                 "isb",

@@ -251,10 +251,12 @@ static mut TABLE: Table = Table {
     len: 0,
 };
 
-/// Add one to the counters that count `SW_INCR` (if the group has it).
+/// Add one to the counters that count `SW_INCR`: those of the group (if it has the event), and
+/// the sampler's counter when it samples every N software increments (`--timer pmu:sw_incr`).
+#[inline]
 pub fn sw_incr() {
     // SAFETY: set once by `init`.
-    let mask = unsafe { (*addr_of!(PMU)).sw_mask };
+    let mask = unsafe { (*addr_of!(PMU)).sw_mask } | crate::a64::sw_incr_mask();
     msr!("PMSWINC_EL0", mask);
 }
 

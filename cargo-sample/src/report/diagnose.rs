@@ -97,8 +97,10 @@ pub fn sampled(
     if let Some(code) = code
         && !locked
         && !input.binned
+        && !input.facts.on_events
     {
-        // Pile-ups are judged against independent samples; in lockstep nothing is.
+        // Pile-ups are judged against independent samples; in lockstep nothing is. Samples on
+        // an event's overflow pile up after the instructions that cause it, as they should.
         pile_ups(input, sym, code, &mut d);
     }
     if let Some(out) = input.functions.iter().find(|r| r.name == OUTSIDE) {
@@ -599,6 +601,7 @@ mod tests {
             firmware: "fw".into(),
             machine: "m".into(),
             unit: "instructions".into(),
+            on_events: false,
             timer: "SysTick".into(),
             timer_hz: 25_000_000,
             period_ticks: 16_000.5,

@@ -31,6 +31,10 @@ pub struct Facts {
     pub machine: String,
     /// `instructions` in QEMU (it counts instructions, not cycles), `cycles` on hardware.
     pub unit: String,
+    /// Samples are taken at a PMU event counter's overflow: each lands just after an
+    /// instruction that caused the event (on hardware, with some skid), by design.
+    #[serde(default)]
+    pub on_events: bool,
     pub timer: String,
     pub timer_hz: u64,
     /// Mean timer ticks between samples.

@@ -121,7 +121,7 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             f.period_units,
             f.unit,
             f.priority,
-            if board {
+            if board && !f.on_events {
                 " · clock not given (`--clock HZ`)"
             } else {
                 ""

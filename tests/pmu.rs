@@ -393,6 +393,62 @@ fn sampling_within_3_sigma(machine: &str, timer: &str, n: &str, timer_name: &str
 }
 
 #[test]
+fn counts_read_out_of_memory_as_a_probe_would_equal_the_semihosted_ones() {
+    // Nine events: two groups, so two runs with their own run ids.
+    let events = "inst_retired,cpu_cycles,sw_incr,l1d_cache,l1d_cache_refill,l2d_cache,\
+                  l1i_cache,br_pred,br_mis_pred";
+    let sent = stat(&["--events", events]);
+    let read = stat(&["--events", events, "--read-memory"]);
+    assert_eq!(read["groups"], sent["groups"]);
+    assert_eq!(read["groups"].as_array().unwrap().len(), 2);
+    assert_eq!(read["regions"], sent["regions"]);
+    let lap =
+        per_call(&read, "loop 1000", "INST_RETIRED") - per_call(&read, "empty", "INST_RETIRED");
+    assert_eq!(lap, 2001.0);
+
+    // On a board (no probe here): each group's image asks for its counts in memory under its
+    // own run id, then the probe is looked for.
+    let out = cargo_sample(&[
+        "stat",
+        "--release",
+        "--bin",
+        "aarch64-pmu",
+        "--events",
+        events,
+        "--chip",
+        "some-a53-board",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("no debug probe found"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let image = err
+        .split("its image is kept in ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no image in:\n{err}"));
+    let block = symbol_bytes(&image, sampler_rt::wire::PMU_CONFIG_SYMBOL);
+    let (flags, id) = sampler_rt::wire::pmu_config_flags(&block).unwrap();
+    assert_eq!(flags, sampler_rt::wire::PMU_FLAG_MEMORY);
+    assert_ne!(id, 0);
+    let (events, n) = sampler_rt::wire::pmu_config_events(&block).unwrap();
+    assert_eq!(&events[..n], &[0x08, 0x00, 0x04, 0x03, 0x16, 0x14]);
+}
+
+/// The bytes of a symbol's initial value in an ELF file.
+fn symbol_bytes(elf: &Path, name: &str) -> Vec<u8> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let data = std::fs::read(elf).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file.symbols().find(|s| s.name() == Ok(name)).unwrap();
+    let section = file.section_by_index(sym.section_index().unwrap()).unwrap();
+    let (offset, _) = section.file_range().unwrap();
+    let at = (offset + sym.address() - section.address()) as usize;
+    data[at..at + sym.size() as usize].to_vec()
+}
+
+#[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     let out = cargo_sample(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     assert!(

@@ -37,11 +37,29 @@ pub const ITM_TCR: u64 = 0xE000_0E80;
 
 /// How to reach the board.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct Connection {
     pub chip: String,
     pub probe: Option<String>,
     pub speed: Option<u32>,
     pub connect_under_reset: bool,
+}
+
+impl Connection {
+    /// The chip and the probe options given on the command line.
+    pub fn new(chip: &str, args: &crate::cli::ProbeArgs) -> Self {
+        Connection {
+            chip: chip.to_owned(),
+            probe: args.probe.clone(),
+            speed: args.speed,
+            connect_under_reset: args.connect_under_reset,
+        }
+    }
+}
+
+/// What to do on the board.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub conn: Connection,
     /// The image to flash (with the run's configuration in it).
     pub elf: PathBuf,
     pub method: Method,
@@ -92,7 +110,7 @@ pub fn parse_probe(s: &str) -> Result<DebugProbeSelector> {
 }
 
 /// Open the probe and attach to the chip.
-fn open(opts: &Options) -> Result<Session> {
+fn open(opts: &Connection) -> Result<Session> {
     let lister = Lister::new();
     let mut probe = match &opts.probe {
         Some(sel) => lister
@@ -209,8 +227,8 @@ impl Target for ProbeTarget<'_> {
 /// Flash, run and capture until the sampler stops, the duration, the sample count or Ctrl-C.
 pub fn capture(opts: &Options) -> Result<Capture> {
     crate::qemu::install_interrupt_handler();
-    term::status("Attaching", format!("to {}", opts.chip));
-    let mut session = open(opts)?;
+    term::status("Attaching", format!("to {}", opts.conn.chip));
+    let mut session = open(&opts.conn)?;
     term::status("Flashing", opts.elf.display());
     flash(&mut session, &opts.elf)?;
     let started = Instant::now();
@@ -222,6 +240,48 @@ pub fn capture(opts: &Options) -> Result<Capture> {
     }
     out.wall = started.elapsed();
     Ok(out)
+}
+
+/// Flash `elf` (an ARMv8-A image whose PMU configuration asks for the counts in memory), run
+/// it, and read the counts it leaves at `addr` once it has written them (`run_id` tells them
+/// from a previous run's, which RAM keeps across a reset). Gives up after `timeout`, or at
+/// Ctrl-C.
+pub fn pmu_counts(
+    conn: &Connection,
+    elf: &Path,
+    addr: u32,
+    run_id: u32,
+    timeout: Duration,
+) -> Result<crate::pmu::InMemory> {
+    crate::qemu::install_interrupt_handler();
+    term::status("Attaching", format!("to {}", conn.chip));
+    let mut session = open(conn)?;
+    term::status("Flashing", elf.display());
+    flash(&mut session, elf)?;
+    let mut core = session.core(0).context("selecting core 0")?;
+    core.reset_and_halt(Duration::from_millis(500))
+        .context("resetting the core")?;
+    core.run().context("starting the core")?;
+    let mut target = ProbeTarget { core };
+    let started = Instant::now();
+    let bar = spinner(&format!("counting on {}", conn.chip));
+    loop {
+        if let Some(counts) = crate::pmu::read_in_memory(&mut target, addr, run_id)? {
+            bar.finish_and_clear();
+            return Ok(counts);
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted before the firmware finished counting");
+        }
+        if started.elapsed() >= timeout {
+            bail!(
+                "the firmware did not leave its counts within {} s: does it end with \
+                 `sampler_rt::pmu::finish`? (`--timeout` waits longer)",
+                timeout.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Whether to stop: Ctrl-C or the duration.
@@ -286,7 +346,7 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
         app_rtt.forward(&mut target.core);
         bar.set_message(format!(
             "sampling on {}: {} samples, {} lost",
-            opts.chip,
+            opts.conn.chip,
             l.pcs.len(),
             l.lost
         ));

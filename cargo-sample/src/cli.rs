@@ -93,6 +93,14 @@ pub struct StatArgs {
     pub timeout: u64,
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub format: TableFormat,
+    /// On a board (`--chip`): each group's image is flashed and run, and the counts are read
+    /// out of the firmware's memory by the probe (the firmware keeps them there and idles).
+    #[command(flatten)]
+    pub conn: ProbeArgs,
+    /// In QEMU, read the counts out of memory through QEMU's monitor, as a probe reads them on
+    /// a board, instead of through semihosting.
+    #[arg(long, hide = true, conflicts_with = "chip")]
+    pub read_memory: bool,
 }
 
 /// `cargo sample swo`.
@@ -392,20 +400,8 @@ pub enum Method {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Boards")]
 pub struct BoardArgs {
-    /// Run on a board with this chip (probe-rs's name, e.g. `STM32F407VGTx`); the default when
-    /// the crate's runner is `probe-rs run --chip ...`.
-    #[arg(long, value_name = "CHIP")]
-    pub chip: Option<String>,
-    /// The probe to use: `VID:PID` or `VID:PID:SERIAL` (hex ids), when several are attached.
-    #[arg(long, value_name = "VID:PID[:SERIAL]")]
-    pub probe: Option<String>,
-    /// Debug port speed in kHz.
-    #[arg(long, value_name = "KHZ")]
-    pub speed: Option<u32>,
-    /// Hold the chip in reset while attaching (for firmware that disables the debug pins or
-    /// sleeps deeply).
-    #[arg(long)]
-    pub connect_under_reset: bool,
+    #[command(flatten)]
+    pub conn: ProbeArgs,
     /// How samples are taken on the board.
     #[arg(long, value_enum, default_value_t = Method::Timer)]
     pub method: Method,
@@ -432,6 +428,25 @@ pub struct BoardArgs {
     /// (a flashing script, a bootloader client); without it, load the image shown yourself.
     #[arg(long, value_name = "CMD", requires = "serial")]
     pub runner: Option<String>,
+}
+
+/// How to reach a board through a debug probe.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ProbeArgs {
+    /// Run on a board with this chip (probe-rs's name, e.g. `STM32F407VGTx`); the default when
+    /// the crate's runner is `probe-rs run --chip ...`.
+    #[arg(long, value_name = "CHIP")]
+    pub chip: Option<String>,
+    /// The probe to use: `VID:PID` or `VID:PID:SERIAL` (hex ids), when several are attached.
+    #[arg(long, value_name = "VID:PID[:SERIAL]")]
+    pub probe: Option<String>,
+    /// Debug port speed in kHz.
+    #[arg(long, value_name = "KHZ")]
+    pub speed: Option<u32>,
+    /// Hold the chip in reset while attaching (for firmware that disables the debug pins or
+    /// sleeps deeply).
+    #[arg(long)]
+    pub connect_under_reset: bool,
 }
 
 /// `30s`, `2m`, `1500ms`, `1.5s`, or plain seconds.

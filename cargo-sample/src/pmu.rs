@@ -587,6 +587,49 @@ pub fn merge(t: &Table, asked: &[u16], runs: &[Record]) -> Vec<RegionStat> {
     out
 }
 
+/// Counts a firmware left in memory (`wire::PMU_OUT_SYMBOL`) for a debugger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InMemory {
+    pub dump: Vec<u8>,
+    /// The firmware's buffer was too small: the dump was cut.
+    pub full: bool,
+}
+
+/// Read the counts at `addr` if this run (`run_id`) finished writing them; `None` while it
+/// has not (a block left from an earlier run has another id).
+pub fn read_in_memory(
+    t: &mut dyn crate::live::Target,
+    addr: u32,
+    run_id: u32,
+) -> Result<Option<InMemory>> {
+    let mut h = [0u8; wire::PMU_OUT_HEADER];
+    t.read(addr, &mut h)?;
+    let word = |i: usize| u32::from_le_bytes([h[4 * i], h[4 * i + 1], h[4 * i + 2], h[4 * i + 3]]);
+    if word(0) != wire::PMU_OUT_MAGIC || word(1) != run_id {
+        return Ok(None);
+    }
+    let len = word(2);
+    if len > 1 << 24 {
+        bail!("the firmware's counts claim {len} bytes: the block at {addr:#x} is damaged");
+    }
+    let mut dump = vec![0u8; len as usize];
+    t.read(addr + wire::PMU_OUT_HEADER as u32, &mut dump)?;
+    Ok(Some(InMemory {
+        dump,
+        full: word(3) != 0,
+    }))
+}
+
+/// A run id for a group's image: not 0, and different for every run.
+fn run_id(group: usize) -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let x = t ^ (std::process::id() as u64) << 20 ^ (group as u64) << 48;
+    ((x ^ x >> 32) as u32).max(1)
+}
+
 /// `cargo sample stat`.
 pub fn stat(args: &StatArgs) -> Result<()> {
     let s = run_stat(args)?;
@@ -623,10 +666,19 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         .clone()
         .or(runner.machine.clone())
         .unwrap_or_else(|| "virt".to_owned());
-    let qemu_path = qemu::locate(
-        args.qemu.as_deref(),
-        Some(runner.qemu.as_deref().unwrap_or("qemu-system-aarch64")),
-    )?;
+    // A board: `--chip`, or the runner's `probe-rs run --chip` unless a QEMU machine is named.
+    let chip = args
+        .conn
+        .chip
+        .clone()
+        .or_else(|| runner.chip.clone().filter(|_| args.machine.is_none()));
+    let qemu_path = match chip {
+        Some(_) => PathBuf::new(),
+        None => qemu::locate(
+            args.qemu.as_deref(),
+            Some(runner.qemu.as_deref().unwrap_or("qemu-system-aarch64")),
+        )?,
+    };
     let asked: Vec<u16> = args
         .events
         .iter()
@@ -644,13 +696,27 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             wire::PMU_CONFIG_SYMBOL
         );
     }
+    // On a board (and in QEMU with `--read-memory`) the counts are read out of memory.
+    let in_memory = chip.is_some() || args.read_memory;
+    let out_addr = match elf::symbol_address(&elf_bytes, wire::PMU_OUT_SYMBOL) {
+        Some(a) => Some(u32::try_from(a).context("the counts' block lies above 4 GiB")?),
+        None if in_memory => bail!(
+            "the firmware has no `{}` to leave its counts in: update sampler-rt",
+            wire::PMU_OUT_SYMBOL
+        ),
+        None => None,
+    };
+    let place = match &chip {
+        Some(c) => format!("on {c}"),
+        None => format!("of QEMU {machine}"),
+    };
     let own = firmware::own_dir(&p);
     let dir = runs::create(&runs::runs_dir(&own), &format!("{}-stat", p.target_name))?;
     std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
     term::status(
         "Counting",
         format!(
-            "{} event{} of {} in {} run{} of QEMU {machine} ({cpu}: {} counters and the cycle counter)",
+            "{} event{} of {} in {} run{} {place} ({cpu}: {} counters and the cycle counter)",
             asked.len(),
             if asked.len() == 1 { "" } else { "s" },
             p.target_name,
@@ -662,39 +728,77 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
     let mut records = Vec::new();
     for (i, g) in gs.iter().enumerate() {
         let mut image = elf_bytes.clone();
-        elf::patch_symbol(&mut image, wire::PMU_CONFIG_SYMBOL, &wire::pmu_config(g))?;
+        let id = run_id(i);
+        let (flags, memory) = match out_addr.filter(|_| in_memory) {
+            Some(a) => (wire::PMU_FLAG_MEMORY, Some((a, id))),
+            None => (0, None),
+        };
+        elf::patch_symbol(
+            &mut image,
+            wire::PMU_CONFIG_SYMBOL,
+            &wire::pmu_config_with(g, flags, id),
+        )?;
         let kernel = dir.join(format!("loaded-{}.elf", i + 1));
         std::fs::write(&kernel, &image)?;
-        let outcome = qemu::run(&qemu::Options {
-            qemu: qemu_path.clone(),
-            machine: machine.clone(),
-            cpu: cpu.clone(),
-            kernel,
-            icount_shift: 0,
-            timeout: Duration::from_secs(args.timeout),
-            label: format!("group {} of {}", i + 1, gs.len()),
-            snapshot: None,
-            output_log: Some(dir.join(format!("output-{}.txt", i + 1))),
-            counting: None,
-            budget: None,
-            expected_samples: None,
-            live: None,
-        })?;
-        let Some(bytes) = outcome.dump else {
-            bail!(
-                "run {} of {} sent no counts ({}); its output is in {}. Does the firmware end \
-                 with `sampler_rt::pmu::finish`?",
-                i + 1,
-                gs.len(),
-                match (outcome.timed_out, outcome.status) {
-                    (true, _) => "timed out".to_owned(),
-                    (_, Some(s)) => format!("QEMU exited with {s}"),
-                    _ => "stopped".to_owned(),
-                },
-                dir.display()
-            );
+        let timeout = Duration::from_secs(args.timeout);
+        let (bytes, full) = if let Some(chip) = &chip {
+            let (addr, id) = memory.context("no address for the counts")?;
+            let conn = crate::board::Connection::new(chip, &args.conn);
+            let c =
+                crate::board::pmu_counts(&conn, &kernel, addr, id, timeout).with_context(|| {
+                    format!(
+                        "run {} of {} on {chip} (its image is kept in {})",
+                        i + 1,
+                        gs.len(),
+                        kernel.display()
+                    )
+                })?;
+            (c.dump, c.full)
+        } else {
+            let outcome = qemu::run(&qemu::Options {
+                qemu: qemu_path.clone(),
+                machine: machine.clone(),
+                cpu: cpu.clone(),
+                kernel,
+                icount_shift: 0,
+                timeout,
+                label: format!("group {} of {}", i + 1, gs.len()),
+                snapshot: None,
+                output_log: Some(dir.join(format!("output-{}.txt", i + 1))),
+                counting: None,
+                budget: None,
+                expected_samples: None,
+                live: None,
+                pmu_in_memory: memory,
+            })?;
+            match (outcome.pmu_in_memory, outcome.dump) {
+                (Some(c), _) => (c.dump, c.full),
+                (None, Some(bytes)) => (bytes, false),
+                (None, None) => bail!(
+                    "run {} of {} sent no counts ({}); its output is in {}. Does the firmware \
+                     end with `sampler_rt::pmu::finish`?",
+                    i + 1,
+                    gs.len(),
+                    match (outcome.timed_out, outcome.status) {
+                        (true, _) => "timed out".to_owned(),
+                        (_, Some(s)) => format!("QEMU exited with {s}"),
+                        _ => "stopped".to_owned(),
+                    },
+                    dir.display()
+                ),
+            }
         };
         runs::write_atomic(&dir.join(format!("pmu-{}.dump", i + 1)), &bytes)?;
+        if full {
+            bail!(
+                "run {} left more counts than its buffer holds ({} bytes kept in {}): build \
+                 the firmware with a larger SAMPLER_RT_PMU_OUT_BYTES (default 4096), or count \
+                 fewer regions",
+                i + 1,
+                bytes.len(),
+                dir.display()
+            );
+        }
         let (d, err) = dump::decode_partial(&bytes);
         if let Some(e) = err {
             bail!("run {} sent a damaged dump: {e}", i + 1);
@@ -887,6 +991,63 @@ mod tests {
         assert!(parse_arm_json("{}").is_err());
         assert!(parse_arm_json("not json").is_err());
         assert!(parse_arm_json(r#"{"events": [{"name": "X"}]}"#).is_err());
+    }
+
+    /// Memory at `base`, as a probe sees it.
+    struct Ram {
+        base: u32,
+        bytes: Vec<u8>,
+    }
+
+    impl crate::live::Target for Ram {
+        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+            let at = (addr - self.base) as usize;
+            let src = self
+                .bytes
+                .get(at..at + buf.len())
+                .context("outside the RAM")?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write(&mut self, _: u32, _: &[u8]) -> Result<()> {
+            bail!("read-only")
+        }
+    }
+
+    fn out_block(magic: u32, run_id: u32, dump: &[u8], full: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for w in [magic, run_id, dump.len() as u32, full] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(dump);
+        b.resize(b.len() + 64, 0xEE);
+        b
+    }
+
+    #[test]
+    fn counts_in_memory_are_taken_only_when_complete_and_of_this_run() {
+        let base = 0x4010_0000;
+        let mut ram = Ram {
+            base,
+            bytes: out_block(wire::PMU_OUT_MAGIC, 7, b"dump bytes", 0),
+        };
+        // Complete, this run.
+        let c = read_in_memory(&mut ram, base, 7).unwrap().unwrap();
+        assert_eq!((c.dump.as_slice(), c.full), (&b"dump bytes"[..], false));
+        // A previous run's counts, kept in RAM across the reset: not these.
+        assert_eq!(read_in_memory(&mut ram, base, 8).unwrap(), None);
+        // Not written yet (the magic goes last).
+        ram.bytes = out_block(0, 7, b"dump bytes", 0);
+        assert_eq!(read_in_memory(&mut ram, base, 7).unwrap(), None);
+        // Cut by a small buffer: said so.
+        ram.bytes = out_block(wire::PMU_OUT_MAGIC, 7, b"cut", 1);
+        assert!(read_in_memory(&mut ram, base, 7).unwrap().unwrap().full);
+        // A damaged length is an error, not a 4 GiB read.
+        ram.bytes = out_block(wire::PMU_OUT_MAGIC, 7, b"", 0);
+        ram.bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(read_in_memory(&mut ram, base, 7).is_err());
+        assert_ne!(run_id(0), 0);
+        assert_ne!(run_id(0), run_id(1));
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct Options {
     /// Read the sampler's ring through the monitor while the firmware runs (the way a probe
     /// reads it on a board) instead of waiting for a dump.
     pub live: Option<LiveSpec>,
+    /// ARMv8-A PMU counts left in memory (address, run id): read them through the monitor
+    /// once written (the way a probe reads them on a board), then stop QEMU.
+    pub pmu_in_memory: Option<(u32, u32)>,
 }
 
 /// A live capture through the monitor.
@@ -118,6 +121,8 @@ pub struct Outcome {
     pub core: Option<crate::fault::CoreState>,
     /// With [`Options::live`]: what the host read while the firmware ran.
     pub live: Option<LiveOutcome>,
+    /// With [`Options::pmu_in_memory`]: the counts read out of memory.
+    pub pmu_in_memory: Option<crate::pmu::InMemory>,
     pub wall: Duration,
     pub command: Vec<String>,
 }
@@ -264,7 +269,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .as_ref()
             .map(|(addr, dir)| AppRtt::new(*addr, dir)),
     });
+    let mut in_memory = None;
+    let mut counts_monitor: Option<Monitor> = None;
     let status = loop {
+        if let Some((addr, run_id)) = opts.pmu_in_memory
+            && child.try_wait().ok().flatten().is_none()
+        {
+            if counts_monitor.is_none() {
+                counts_monitor = connect_monitor(&monitor, work.path());
+            }
+            if let Some(m) = counts_monitor.as_mut()
+                && let Some(c) = crate::pmu::read_in_memory(m, addr, run_id)?
+            {
+                // The firmware idles once its counts are written: stop it (the monitor takes
+                // one connection at a time).
+                in_memory = Some(c);
+                drop(counts_monitor.take());
+                quit_cleanly(&monitor, &mut child);
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+        }
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
             if let Some(l) = &mut live
                 && l.live.as_ref().is_some_and(|x| !x.stopped())
@@ -387,6 +412,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             l.out.live = l.live;
             l.out
         }),
+        pmu_in_memory: in_memory,
     })
 }
 
@@ -405,18 +431,8 @@ impl LiveRun {
     /// and its last samples are in.
     fn step(&mut self, socket: &Path) -> Result<bool> {
         if self.monitor.is_none() {
-            let Ok(sock) = UnixStream::connect(socket) else {
-                return Ok(false); // QEMU has not opened its monitor yet
-            };
-            sock.set_read_timeout(Some(Duration::from_millis(500)))?;
-            let mut m = Monitor {
-                sock,
-                dir: self.dir.clone(),
-                reads: 0,
-            };
-            // The greeting and first prompt.
-            hmp_wait(&mut m.sock);
-            self.monitor = Some(m);
+            // None while QEMU has not opened its monitor yet.
+            self.monitor = connect_monitor(socket, &self.dir);
         }
         let Some(m) = self.monitor.as_mut() else {
             return Ok(false);
@@ -440,6 +456,21 @@ impl LiveRun {
         }
         Ok(false)
     }
+}
+
+/// Connect to QEMU's monitor once it listens; `dir` is where its memory reads land.
+fn connect_monitor(socket: &Path, dir: &Path) -> Option<Monitor> {
+    let sock = UnixStream::connect(socket).ok()?;
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    let mut m = Monitor {
+        sock,
+        dir: dir.to_path_buf(),
+        reads: 0,
+    };
+    // The greeting and first prompt.
+    hmp_wait(&mut m.sock);
+    Some(m)
 }
 
 /// Guest memory through the human monitor: `pmemsave` into QEMU's working directory.

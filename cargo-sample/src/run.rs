@@ -982,6 +982,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             app_rtt: elf::symbol_address(&elf_bytes, "_SEGGER_RTT")
                 .map(|a| (a as u32, dir.clone())),
         }),
+        pmu_in_memory: None,
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();
@@ -1109,7 +1110,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
 /// The chip to run on: `--chip`, else the runner's `probe-rs run --chip` (unless `--machine`
 /// asks for QEMU). `None`: QEMU.
 fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
-    if let Some(c) = &args.board.chip {
+    if let Some(c) = &args.board.conn.chip {
         return Ok(Some(c.clone()));
     }
     let runner = p
@@ -1201,10 +1202,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     };
     runs::save_meta(&dir, &meta)?;
     let cap = crate::board::capture(&crate::board::Options {
-        chip: chip.to_owned(),
-        probe: args.board.probe.clone(),
-        speed: args.board.speed,
-        connect_under_reset: args.board.connect_under_reset,
+        conn: crate::board::Connection::new(chip, &args.board.conn),
         elf: dir.join(runs::LOADED_ELF),
         method,
         state_addr,
@@ -1698,6 +1696,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         budget: Some(budget),
         counting: Some(counting.clone()),
         live: None,
+        pmu_in_memory: None,
     })?;
     meta.wall_seconds = outcome.wall.as_secs_f64();
     meta.qemu_command = outcome.command.clone();

@@ -46,6 +46,40 @@ const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
 #[used]
 pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
 
+const OUT_BYTES: usize = {
+    let b = env!("SAMPLER_RT_PMU_OUT_BYTES").as_bytes();
+    let mut i = 0;
+    let mut v = 0;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as usize;
+        i += 1;
+    }
+    v
+};
+
+/// Where the counts wait for a debugger when the host asked for that (`wire::PMU_FLAG_MEMORY`:
+/// boards, which have no semihosting host). Layout in `wire::PMU_OUT_SYMBOL`.
+#[repr(C)]
+pub struct PmuOut {
+    magic: u32,
+    run_id: u32,
+    len: u32,
+    full: u32,
+    bytes: [u8; OUT_BYTES],
+}
+
+/// The counts left in memory (found by name by the host).
+#[unsafe(no_mangle)]
+pub static mut SAMPLER_RT_PMU_OUT: PmuOut = PmuOut {
+    magic: 0,
+    run_id: 0,
+    len: 0,
+    full: 0,
+    bytes: [0; OUT_BYTES],
+};
+
+const _: () = assert!(core::mem::offset_of!(PmuOut, bytes) == wire::PMU_OUT_HEADER);
+
 /// What the PMU said and what is counted.
 struct Pmu {
     ready: bool,
@@ -58,6 +92,9 @@ struct Pmu {
     count: usize,
     /// The counters that count SW_INCR.
     sw_mask: u64,
+    /// `wire::PMU_FLAG_*` and the run's id, from the host's block.
+    flags: u32,
+    run_id: u32,
 }
 
 static mut PMU: Pmu = Pmu {
@@ -70,6 +107,8 @@ static mut PMU: Pmu = Pmu {
     events: [0; wire::PMU_MAX_EVENTS],
     count: 0,
     sw_mask: 0,
+    flags: 0,
+    run_id: 0,
 };
 
 macro_rules! mrs {
@@ -105,6 +144,7 @@ pub fn init(events: &[u16]) -> u32 {
             (e, events.len())
         }
     };
+    (p.flags, p.run_id) = wire::pmu_config_flags(&cfg).unwrap_or((0, 0));
     p.events = list;
     p.count = count.min(wire::PMU_MAX_EVENTS);
     p.ready = true;
@@ -279,15 +319,36 @@ pub(crate) fn semihost(op: u64, block: *const u64) -> i64 {
     r
 }
 
+/// Where the dump goes: a semihosting file, or [`SAMPLER_RT_PMU_OUT`].
+enum Sink {
+    File(u64),
+    Memory { at: usize, full: bool },
+}
+
 struct Out {
-    handle: u64,
+    sink: Sink,
     crc: wire::Crc32,
 }
 
 impl Out {
     fn raw(&mut self, b: &[u8]) {
-        let block = [self.handle, b.as_ptr() as u64, b.len() as u64];
-        semihost(SYS_WRITE, block.as_ptr());
+        match &mut self.sink {
+            Sink::File(handle) => {
+                let block = [*handle, b.as_ptr() as u64, b.len() as u64];
+                semihost(SYS_WRITE, block.as_ptr());
+            }
+            Sink::Memory { at, full } => {
+                let room = OUT_BYTES - *at;
+                let n = b.len().min(room);
+                *full |= n < b.len();
+                // SAFETY: counting is over; the buffer is only written here, within its size.
+                unsafe {
+                    let dst = addr_of_mut!(SAMPLER_RT_PMU_OUT.bytes) as *mut u8;
+                    core::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(*at), n);
+                }
+                *at += n;
+            }
+        }
     }
     fn put(&mut self, b: &[u8]) {
         self.crc.update(b);
@@ -313,61 +374,94 @@ fn pmu_len(p: &Pmu, t: &Table) -> u32 {
 }
 
 /// Send the counts to the host (a `sampler.dump` file through semihosting) and exit with
-/// `code`.
+/// `code`. When the host asked for the counts in memory (a board: `cargo sample stat --chip`),
+/// leave them in [`SAMPLER_RT_PMU_OUT`] for the debugger instead and idle.
 pub fn finish(code: i32) -> ! {
     // SAFETY: single core; counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
+    if p.flags & wire::PMU_FLAG_MEMORY != 0 {
+        let mut o = Out {
+            sink: Sink::Memory { at: 0, full: false },
+            crc: wire::Crc32::new(),
+        };
+        write_dump(&mut o, p, t);
+        if let Sink::Memory { at, full } = o.sink {
+            // SAFETY: plain stores; the magic goes last, after a barrier, so that a debugger
+            // that sees it sees the rest.
+            unsafe {
+                let out = addr_of_mut!(SAMPLER_RT_PMU_OUT);
+                core::ptr::write_volatile(addr_of_mut!((*out).run_id), p.run_id);
+                core::ptr::write_volatile(addr_of_mut!((*out).len), at as u32);
+                core::ptr::write_volatile(addr_of_mut!((*out).full), full as u32);
+                asm!("dsb sy", options(nostack));
+                core::ptr::write_volatile(addr_of_mut!((*out).magic), wire::PMU_OUT_MAGIC);
+                asm!("dsb sy", options(nostack));
+            }
+        }
+        let _ = code;
+        loop {
+            // SAFETY: waiting has no memory effects.
+            unsafe { asm!("wfi", options(nomem, nostack)) };
+        }
+    }
     let name = b"sampler.dump\0";
     let block = [name.as_ptr() as u64, 5, (name.len() - 1) as u64];
     let handle = semihost(SYS_OPEN, block.as_ptr());
     if handle >= 0 {
         let mut o = Out {
-            handle: handle as u64,
+            sink: Sink::File(handle as u64),
             crc: wire::Crc32::new(),
         };
-        o.put(&wire::file_header());
-        let info = wire::Info {
-            mode: wire::MODE_OFF,
-            arch: 8,
-            rt_version: crate::RT_VERSION,
-            ..wire::Info::default()
-        };
-        o.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-        o.put(&info.encode());
-        o.put(&wire::record_header(wire::REC_PMU, pmu_len(p, t)));
-        for v in p.pmceid {
-            o.put32(v);
+        write_dump(&mut o, p, t);
+        if let Sink::File(h) = o.sink {
+            semihost(SYS_CLOSE, [h].as_ptr());
         }
-        o.put64(p.dfr0);
-        o.put32(p.n);
-        o.put32(p.el);
-        o.put32(if p.ready { p.status } else { wire::PMU_ABSENT });
-        o.put32(0);
-        o.put32(p.count as u32);
-        for &e in &p.events[..p.count] {
-            o.put32(e as u32);
-        }
-        o.put32(t.len as u32);
-        for &r in &t.regions[..t.len] {
-            // SAFETY: registered regions are statics; counting is over.
-            let (r, d) = unsafe { (&*r, &*(*r).data.get()) };
-            o.put32(r.name.len() as u32);
-            o.put(r.name.as_bytes());
-            o.put(&[0, 0, 0][..(4 - r.name.len() % 4) % 4]);
-            o.put32(d.calls);
-            o.put32(0);
-            for i in 0..=p.count {
-                o.put64(d.pre[i]);
-                o.put64(d.post[i]);
-                o.put64(d.sum[i]);
-            }
-        }
-        let crc = o.crc.finish();
-        o.raw(&wire::record_header(wire::REC_END, 4));
-        o.raw(&crc.to_le_bytes());
-        semihost(SYS_CLOSE, [o.handle].as_ptr());
     }
     semihosting_exit(code)
+}
+
+/// The dump: header, INFO, PMU, END with the CRC.
+fn write_dump(o: &mut Out, p: &Pmu, t: &Table) {
+    o.put(&wire::file_header());
+    let info = wire::Info {
+        mode: wire::MODE_OFF,
+        arch: 8,
+        rt_version: crate::RT_VERSION,
+        ..wire::Info::default()
+    };
+    o.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+    o.put(&info.encode());
+    o.put(&wire::record_header(wire::REC_PMU, pmu_len(p, t)));
+    for v in p.pmceid {
+        o.put32(v);
+    }
+    o.put64(p.dfr0);
+    o.put32(p.n);
+    o.put32(p.el);
+    o.put32(if p.ready { p.status } else { wire::PMU_ABSENT });
+    o.put32(0);
+    o.put32(p.count as u32);
+    for &e in &p.events[..p.count] {
+        o.put32(e as u32);
+    }
+    o.put32(t.len as u32);
+    for &r in &t.regions[..t.len] {
+        // SAFETY: registered regions are statics; counting is over.
+        let (r, d) = unsafe { (&*r, &*(*r).data.get()) };
+        o.put32(r.name.len() as u32);
+        o.put(r.name.as_bytes());
+        o.put(&[0, 0, 0][..(4 - r.name.len() % 4) % 4]);
+        o.put32(d.calls);
+        o.put32(0);
+        for i in 0..=p.count {
+            o.put64(d.pre[i]);
+            o.put64(d.post[i]);
+            o.put64(d.sum[i]);
+        }
+    }
+    let crc = o.crc.finish();
+    o.raw(&wire::record_header(wire::REC_END, 4));
+    o.raw(&crc.to_le_bytes());
 }
 
 /// End the program through semihosting with `code` (QEMU exits with it).

@@ -98,14 +98,32 @@ pub fn cargo_config(data: &[u8]) {
     let _ = project::parse_runner(&words);
 }
 
+/// A file of Arm's PMU data (`--pmu-data`): any table it gives is sorted by code with distinct
+/// codes, its counter count fits PMCR_EL0.N, and every named event is found by its name.
+pub fn pmu_data(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let Ok((t, _)) = crate::pmu::parse_arm_json(&text) else {
+        return;
+    };
+    assert!(t.counters <= 31);
+    assert!(t.events.windows(2).all(|w| w[0].code < w[1].code));
+    for e in &t.events {
+        let _ = t.name(e.code);
+        if !e.name.is_empty() {
+            assert!(t.find(&e.name).is_ok(), "{} not found by name", e.name);
+        }
+    }
+}
+
 /// A fuzz target's body.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz/fuzz_targets` and the corpus directories call them.
-pub const TARGETS: [(&str, Target); 5] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("dump", dump),
     ("itm", itm),
     ("textdump", textdump),
     ("elf", elf),
     ("cargo_config", cargo_config),
+    ("pmu_data", pmu_data),
 ];

@@ -190,9 +190,10 @@ impl Table {
     /// An event by name (any case) or number (`0x08`, `8`).
     pub fn find(&self, spec: &str) -> Result<u16> {
         let s = spec.trim();
-        if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-            return u16::from_str_radix(hex, 16)
-                .with_context(|| format!("`{s}` is not an event number"));
+        if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))
+            && let Ok(n) = u16::from_str_radix(hex, 16)
+        {
+            return Ok(n);
         }
         if let Ok(n) = s.parse::<u16>() {
             return Ok(n);

@@ -23,6 +23,17 @@ fn cargo_sample(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Run, expect success, and parse the JSON it prints (the arguments ask for JSON).
+fn json(args: &[&str]) -> Value {
+    let out = cargo_sample(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn stat(extra: &[&str]) -> Value {
     let mut args = vec![
         "stat",
@@ -33,13 +44,7 @@ fn stat(extra: &[&str]) -> Value {
         "json",
     ];
     args.extend_from_slice(extra);
-    let out = cargo_sample(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json(&args)
 }
 
 fn count<'a>(s: &'a Value, region: &str, event: &str) -> &'a Value {
@@ -292,7 +297,7 @@ fn software_increment_overflows_sample_through_the_event_counter() {
     // (PMEVTYPER0, its interrupt enable, the handler's preset and flag) runs here. `three`
     // increments three times per call and `one` once: by construction 3/4 of the events.
     let n = 8000.0;
-    let out = cargo_sample(&[
+    let r = json(&[
         "--release",
         "--bin",
         "sw-events",
@@ -305,12 +310,6 @@ fn software_increment_overflows_sample_through_the_event_counter() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["timer"], "PMU event counter");
     assert_eq!(r["unit"], "SW_INCR events");
     assert_eq!(r["samples"], 8000);
@@ -346,7 +345,7 @@ fn software_increment_overflows_sample_through_the_event_counter() {
 }
 
 fn sampling_within_3_sigma(machine: &str, timer: &str, n: &str, timer_name: &str) {
-    let out = cargo_sample(&[
+    let r = json(&[
         "--release",
         "--bin",
         "hot-loops",
@@ -360,12 +359,6 @@ fn sampling_within_3_sigma(machine: &str, timer: &str, n: &str, timer_name: &str
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["samples"], n.parse::<u64>().unwrap());
     assert_eq!(r["timer"], timer_name);
     assert_eq!(r["machine"], "virt (QEMU)");
@@ -450,13 +443,7 @@ fn symbol_bytes(elf: &Path, name: &str) -> Vec<u8> {
 
 #[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
-    let out = cargo_sample(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     let laps = &r["laps"];
     assert_eq!(laps["counter"], "PMCCNTR_EL0");
     let region = |name: &str| {
@@ -507,7 +494,7 @@ fn an_aarch64_run_cut_short_is_recovered_from_memory() {
 fn aarch64_rings_are_read_live_and_board_images_prepared_like_cortex_m_ones() {
     // The host reads the ARMv8-A sampler's ring while the firmware runs (its state block has
     // its own layout), as a probe reads it on a board.
-    let out = cargo_sample(&[
+    let r = json(&[
         "--release",
         "--bin",
         "hot-loops",
@@ -517,12 +504,6 @@ fn aarch64_rings_are_read_live_and_board_images_prepared_like_cortex_m_ones() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["source"], "live");
     assert_eq!(
         (r["taken"].as_u64(), r["lost"].as_u64()),

@@ -224,6 +224,15 @@ impl Target for ProbeTarget<'_> {
     }
 }
 
+/// Reset core 0 and let it run the flashed image; its memory, for the readers.
+fn start(session: &mut Session) -> Result<ProbeTarget<'_>> {
+    let mut core = session.core(0).context("selecting core 0")?;
+    core.reset_and_halt(Duration::from_millis(500))
+        .context("resetting the core")?;
+    core.run().context("starting the core")?;
+    Ok(ProbeTarget { core })
+}
+
 /// Flash, run and capture until the sampler stops, the duration, the sample count or Ctrl-C.
 pub fn capture(opts: &Options) -> Result<Capture> {
     crate::qemu::install_interrupt_handler();
@@ -258,11 +267,7 @@ pub fn pmu_counts(
     let mut session = open(conn)?;
     term::status("Flashing", elf.display());
     flash(&mut session, elf)?;
-    let mut core = session.core(0).context("selecting core 0")?;
-    core.reset_and_halt(Duration::from_millis(500))
-        .context("resetting the core")?;
-    core.run().context("starting the core")?;
-    let mut target = ProbeTarget { core };
+    let mut target = start(&mut session)?;
     let started = Instant::now();
     let bar = spinner(&format!("counting on {}", conn.chip));
     loop {
@@ -311,11 +316,7 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
     let state = opts
         .state_addr
         .context("the firmware has no sampler state to read")?;
-    let mut core = session.core(0).context("selecting core 0")?;
-    core.reset_and_halt(Duration::from_millis(500))
-        .context("resetting the core")?;
-    core.run().context("starting the core")?;
-    let mut target = ProbeTarget { core };
+    let mut target = start(session)?;
     let started = Instant::now();
     let bar = spinner("waiting for sampler_rt::start()");
     let mut live: Option<Live> = None;

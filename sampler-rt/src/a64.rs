@@ -12,18 +12,7 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile};
 
 use crate::wire::{self, Config};
 
-const fn parse_usize(s: &str) -> usize {
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut v = 0;
-    while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as usize;
-        i += 1;
-    }
-    v
-}
-
-const RING_SLOTS: usize = parse_usize(env!("SAMPLER_RT_RING_SLOTS"));
+const RING_SLOTS: usize = crate::decimal(env!("SAMPLER_RT_RING_SLOTS"));
 
 /// GICv2 distributor and CPU interface of QEMU `virt`.
 const GICD: usize = 0x0800_0000;

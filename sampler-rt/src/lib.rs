@@ -103,17 +103,18 @@ fn host_block<const N: usize>(block: *const [u8; N]) -> [u8; N] {
 
 /// Version of this crate as carried in dumps: `major << 8 | minor`.
 pub const RT_VERSION: u16 = {
-    let major = parse_u16(env!("CARGO_PKG_VERSION_MAJOR"));
-    let minor = parse_u16(env!("CARGO_PKG_VERSION_MINOR"));
+    let major = decimal(env!("CARGO_PKG_VERSION_MAJOR")) as u16;
+    let minor = decimal(env!("CARGO_PKG_VERSION_MINOR")) as u16;
     major << 8 | minor
 };
 
-const fn parse_u16(s: &str) -> u16 {
+/// A decimal number given at build time (the build script checked its digits).
+const fn decimal(s: &str) -> usize {
     let b = s.as_bytes();
     let mut i = 0;
-    let mut v = 0u16;
+    let mut v = 0;
     while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as u16;
+        v = v * 10 + (b[i] - b'0') as usize;
         i += 1;
     }
     v

@@ -46,16 +46,7 @@ const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
 #[used]
 pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
 
-const OUT_BYTES: usize = {
-    let b = env!("SAMPLER_RT_PMU_OUT_BYTES").as_bytes();
-    let mut i = 0;
-    let mut v = 0;
-    while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as usize;
-        i += 1;
-    }
-    v
-};
+const OUT_BYTES: usize = crate::decimal(env!("SAMPLER_RT_PMU_OUT_BYTES"));
 
 /// Where the counts wait for a debugger when the host asked for that (`wire::PMU_FLAG_MEMORY`:
 /// boards, which have no semihosting host). Layout in `wire::PMU_OUT_SYMBOL`.

@@ -6,9 +6,9 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 
 use crate::wire::{self, Config, Info};
 
-const RING_SLOTS: usize = parse_usize(env!("SAMPLER_RT_RING_SLOTS"));
+const RING_SLOTS: usize = crate::decimal(env!("SAMPLER_RT_RING_SLOTS"));
 /// Histogram counters, a power of two (or 0): the last one counts samples outside the bins.
-const HIST_BINS: usize = parse_usize(env!("SAMPLER_RT_HIST_BINS"));
+const HIST_BINS: usize = crate::decimal(env!("SAMPLER_RT_HIST_BINS"));
 /// log2 of [`HIST_BINS`]: the handler clamps a bin index to it with one `usat`.
 #[cfg(not(armv6m))]
 const HIST_BITS: u32 = if HIST_BINS == 0 {
@@ -16,17 +16,6 @@ const HIST_BITS: u32 = if HIST_BINS == 0 {
 } else {
     HIST_BINS.trailing_zeros()
 };
-
-const fn parse_usize(s: &str) -> usize {
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut v = 0usize;
-    while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as usize;
-        i += 1;
-    }
-    v
-}
 
 /// The sampler's state. The first eight words are read by the assembly handlers, so their
 /// offsets are fixed; the host reads the whole block when it snapshots a running firmware.

@@ -411,10 +411,7 @@ fn counts_read_out_of_memory_as_a_probe_would_equal_the_semihosted_ones() {
         "--chip",
         "some-a53-board",
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("no debug probe found"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = stops_at_the_probe(&out);
     let image = err
         .split("its image is kept in ")
         .nth(1)
@@ -427,6 +424,16 @@ fn counts_read_out_of_memory_as_a_probe_would_equal_the_semihosted_ones() {
     assert_ne!(id, 0);
     let (events, n) = sampler_rt::wire::pmu_config_events(&block).unwrap();
     assert_eq!(&events[..n], &[0x08, 0x00, 0x04, 0x03, 0x16, 0x14]);
+}
+
+/// A board run with no probe attached: it fails with the probe's message (and no panic);
+/// returns what it printed.
+fn stops_at_the_probe(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(err.contains("no debug probe found"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
 }
 
 /// The bytes of a symbol's initial value in an ELF file.
@@ -521,8 +528,5 @@ fn aarch64_rings_are_read_live_and_board_images_prepared_like_cortex_m_ones() {
         "--chip",
         "some-a53-board",
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("no debug probe found"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    stops_at_the_probe(&out);
 }

@@ -449,6 +449,52 @@ fn symbol_bytes(elf: &Path, name: &str) -> Vec<u8> {
 }
 
 #[test]
+fn firmware_with_its_own_interrupts_keeps_them_and_is_told_when_it_does_not() {
+    // `own-vectors` serves its own timer in its own vectors and hands the sampler's interrupt
+    // to `sampler_rt::on_irq`: it ends by itself only after 4000 of its own ticks, and the
+    // profile matches the exact counts.
+    let r = json(&[
+        "--release",
+        "--bin",
+        "own-vectors",
+        "-n",
+        "1000000",
+        "--truth",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r["stop"], "the firmware ended the run");
+    assert!(r["samples"].as_u64().unwrap() > 15_000, "{}", r["samples"]);
+    for name in ["work_a", "work_b"] {
+        let row = r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap();
+        let sigma = row["error_sigma"].as_f64().unwrap();
+        assert!(sigma.abs() < 3.0, "{name}: {sigma} sigma ({row})");
+    }
+    let kinds = |r: &Value| -> Vec<String> {
+        r["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!kinds(&r).contains(&"foreign-interrupts".to_owned()));
+    // `foreign-irq` lets `start()` install the sampler's vectors over its timer interrupt: the
+    // interrupt is disabled unserved (no storm, the run ends), counted and reported.
+    let r = json(&["--release", "--bin", "foreign-irq", "--format", "json"]);
+    assert_eq!(r["foreign_interrupts"], 1);
+    let k = kinds(&r);
+    assert!(k.contains(&"foreign-interrupts".to_owned()), "{k:?}");
+    // A loop head is a branch target on ARMv8-A too: no pile-up is seen there.
+    assert!(!k.contains(&"held-off".to_owned()), "{k:?}");
+}
+
+#[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     let r = json(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     let laps = &r["laps"];

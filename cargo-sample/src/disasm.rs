@@ -221,10 +221,12 @@ pub fn classify(mnemonic: &str, ops: &str) -> (Kind, Option<u32>) {
                 .unwrap_or("")
                 .trim()
                 .to_ascii_lowercase();
-            if ["primask", "basepri", "basepri_max", "faultmask"].contains(&reg.as_str()) {
-                Kind::MaskWrite
-            } else {
-                Kind::Other
+            match reg.as_str() {
+                "primask" | "basepri" | "basepri_max" | "faultmask" | "daif" => Kind::MaskWrite,
+                // ARMv8-A: setting and clearing DAIF's bits (IRQ is bit 1 of the immediate).
+                "daifset" => Kind::Mask,
+                "daifclr" => Kind::Unmask,
+                _ => Kind::Other,
             }
         }
         "wfi" | "wfe" => Kind::Sleep,
@@ -235,7 +237,9 @@ pub fn classify(mnemonic: &str, ops: &str) -> (Kind, Option<u32>) {
                 None => (Kind::Other, None),
             };
         }
-        "b" | "cbz" | "cbnz" => return (Kind::Branch, target()),
+        "b" | "cbz" | "cbnz" | "tbz" | "tbnz" => return (Kind::Branch, target()),
+        // ARMv8-A conditional branches: `b.ne`.
+        _ if m.starts_with("b.") => return (Kind::Branch, target()),
         _ if m.starts_with('b')
             && m.len() == 3
             && [
@@ -246,13 +250,8 @@ pub fn classify(mnemonic: &str, ops: &str) -> (Kind, Option<u32>) {
         {
             return (Kind::Branch, target());
         }
-        _ if m.starts_with("str")
-            || m.starts_with("stm")
-            || m == "push"
-            || m.starts_with("stp") =>
-        {
-            Kind::Store
-        }
+        // str/strb/strd/stm (Thumb); str/stp/stur/stlr/stxr/st1 (A64).
+        _ if m.starts_with("st") || m == "push" => Kind::Store,
         _ => Kind::Other,
     };
     (kind, None)
@@ -276,6 +275,21 @@ mod tests {
         assert_eq!(classify("str.w", "r0, [r1, #4]").0, Kind::Store);
         assert_eq!(classify("bx", "lr").0, Kind::Other);
         assert_eq!(classify("bic", "r0, r1").0, Kind::Other);
+        // ARMv8-A (Capstone's spelling).
+        assert_eq!(
+            classify("b.ne", "#0x40080090"),
+            (Kind::Branch, Some(0x4008_0090))
+        );
+        assert_eq!(classify("tbnz", "w0, #3, #0x400800a0").1, Some(0x4008_00a0));
+        assert_eq!(classify("cbz", "x1, #0x40080010").0, Kind::Branch);
+        assert_eq!(classify("msr", "daifclr, #2").0, Kind::Unmask);
+        assert_eq!(classify("msr", "daifset, #2").0, Kind::Mask);
+        assert_eq!(classify("msr", "daif, x0").0, Kind::MaskWrite);
+        assert_eq!(classify("msr", "cntv_tval_el0, x0").0, Kind::Other);
+        for st in ["stp", "stur", "stlr", "strb"] {
+            assert_eq!(classify(st, "x0, [x1]").0, Kind::Store, "{st}");
+        }
+        assert_eq!(classify("ret", "").0, Kind::Other);
     }
 
     #[test]

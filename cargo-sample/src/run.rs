@@ -316,6 +316,7 @@ fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
         },
         unit: meta.unit.clone(),
         on_events: i.timer == wire::TIMER_PMU && meta.timer_hz == 0,
+        foreign_interrupts: i.foreign,
         timer: match i.timer {
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_DWT => "DWT".into(),
@@ -1807,6 +1808,7 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
         machine: format!("a text dump ({what})"),
         unit: "samples".into(),
         on_events: false,
+        foreign_interrupts: 0,
         timer: "unknown".into(),
         timer_hz: 0,
         period_ticks: 0.0,
@@ -1917,6 +1919,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         machine: format!("an SWO capture ({} bytes)", data.len()),
         unit: "samples".into(),
         on_events: false,
+        foreign_interrupts: 0,
         timer: "DWT".into(),
         timer_hz: 0,
         period_ticks: 0.0,

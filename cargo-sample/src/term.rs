@@ -58,6 +58,11 @@ pub fn count(n: u64) -> String {
     n.to_string()
 }
 
+/// `1 interrupt`, `2 interrupts`.
+pub fn plural(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -66,5 +71,7 @@ mod tests {
         assert_eq!(super::count(1_500_000_000), "1.5G");
         assert_eq!(super::count(2_127_461), "2.127M");
         assert_eq!(super::count(999), "999");
+        assert_eq!(super::plural(1, "interrupt"), "1 interrupt");
+        assert_eq!(super::plural(3, "interrupt"), "3 interrupts");
     }
 }

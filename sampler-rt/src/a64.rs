@@ -51,6 +51,8 @@ pub struct State {
     crc: u32,
     timer: u32,
     magic: u32,
+    /// Interrupts the sampler's vectors took that were not the sampler's (ended unserved).
+    foreign: u32,
 }
 
 // The host reads this block by these offsets (`wire::StateView`); the handler uses the first.
@@ -66,6 +68,7 @@ const _: () = {
     assert!(offset_of!(State, config_found) == 64);
     assert!(offset_of!(State, timer) == 76);
     assert!(offset_of!(State, magic) == 80);
+    assert!(offset_of!(State, foreign) == 84);
     assert!(core::mem::size_of::<State>() <= wire::STATE_LEN);
 };
 
@@ -101,6 +104,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     crc: 0,
     timer: 0,
     magic: 0,
+    foreign: 0,
 };
 
 static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
@@ -222,11 +226,25 @@ global_asm!(
     "ldp x2, x3, [sp, #16]",
     "ldp x0, x1, [sp], #48",
     "eret",
-    // Not ours (or spurious): end it if it is an interrupt, and return.
+    // Not ours (or spurious): if it is an interrupt, disable it (a level-triggered source
+    // nobody serves would fire again at once, for ever), end it, count it, and return. The
+    // firmware's own interrupts need its own vectors (`start_keeping_vectors`, `on_irq`).
     "8:",
     "cmp w2, #1020",
     "b.hs 7f",
+    "ldr x3, ={gicd}",
+    "add x3, x3, #0x180",
+    "lsr w4, w2, #5",
+    "add x3, x3, x4, lsl #2",
+    "and w4, w2, #31",
+    "mov w2, #1",
+    "lsl w2, w2, w4",
+    "str w2, [x3]",
     "str w1, [x0, #0x10]",
+    "ldr x3, ={state}",
+    "ldr w4, [x3, #84]",
+    "add w4, w4, #1",
+    "str w4, [x3, #84]",
     "7:",
     "ldp x4, x30, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
@@ -289,6 +307,7 @@ global_asm!(
     ".ltorg",
     ".size sampler_rt_vectors, . - sampler_rt_vectors",
     gicc = const GICC,
+    gicd = const GICD,
     irq = const VTIMER_IRQ,
     pmu_irq = const PMU_IRQ,
     state = sym SAMPLER_RT_STATE,
@@ -309,6 +328,17 @@ fn read_config() -> Option<Config> {
 /// `TIMER_PMU`) and unmasks IRQs. At EL1, at EL2 (where it routes physical IRQs to EL2) and at
 /// EL3 (SCR_EL3.IRQ routes them to EL3; the GIC's group 0 is signalled as IRQ).
 pub fn start() {
+    start_with(true)
+}
+
+/// Like [`start`], for firmware with interrupts of its own: the firmware keeps its exception
+/// vectors (and at EL2/EL3 its routing of IRQs) and its IRQ handler calls [`on_irq`] with the
+/// interrupt number it read from the GIC's IAR, before it writes the EOI.
+pub fn start_keeping_vectors() {
+    start_with(false)
+}
+
+fn start_with(install_vectors: bool) {
     let s = state();
     // SAFETY: single core; the timer interrupt is not enabled until the end.
     unsafe {
@@ -345,7 +375,9 @@ pub fn start() {
         next_chunk(s);
         (*s).phase = RUNNING;
         (*s).magic = wire::A64_STATE_MAGIC;
-        if el == 3 {
+        if !install_vectors {
+            // The firmware's vectors and routing stay.
+        } else if el == 3 {
             // Take IRQs at EL3 (SCR_EL3.IRQ), where the sampler's vectors are.
             asm!(
                 "adr {t}, sampler_rt_vectors",
@@ -378,12 +410,16 @@ pub fn start() {
         } else {
             VTIMER_IRQ
         };
-        w(GICD, 1);
+        // Enable the distributor and CPU interface (keeping what the firmware enabled), the
+        // interrupt at the most urgent priority, and a priority mask that lets it through.
+        w(GICD, r(GICD) | 1);
         w(GICD + 0x100, r(GICD + 0x100) | 1 << irq);
         let prio = GICD + 0x400 + irq as usize;
         core::ptr::write_volatile(prio as *mut u8, 0);
-        w(GICC + 0x4, 0xFF);
-        w(GICC, 1);
+        if install_vectors || r(GICC + 0x4) == 0 {
+            w(GICC + 0x4, 0xFF);
+        }
+        w(GICC, r(GICC) | 1);
         // The PMU filter that counts at this level: NSH for EL2; at EL3 the event counters also
         // need MDCR_EL3.SPME (the cycle counter counts there unless PMCR.DP).
         let filter: u64 = if el == 2 { 1 << 27 } else { 0 };
@@ -467,6 +503,79 @@ unsafe fn next_chunk(s: *mut State) {
         (*s).chunk = chunk;
         (*s).remaining = chunk;
         (*s).wptr = (*s).ring + 4 * pos as u64;
+    }
+}
+
+/// The sampler's part of the firmware's own IRQ handler (after [`start_keeping_vectors`]):
+/// `intid` is what the handler read from GICC_IAR. Returns `true` when the interrupt was the
+/// sampler's: it has taken its sample (the PC in ELR of this level) and set up the next one,
+/// and the firmware only writes the EOI. Call it before IRQs are unmasked again in the handler
+/// (ELR must still hold the interrupted PC).
+pub fn on_irq(intid: u32) -> bool {
+    let s = state();
+    // SAFETY: in the firmware's IRQ handler, which the sampling interrupt cannot preempt.
+    unsafe {
+        let mine = if (*s).timer == wire::TIMER_PMU as u32 {
+            PMU_IRQ
+        } else {
+            VTIMER_IRQ
+        };
+        if intid & 0x3FF != mine || (*s).phase != RUNNING {
+            return false;
+        }
+        let pc: u64;
+        let el = {
+            let v: u64;
+            asm!("mrs {}, CurrentEL", out(reg) v, options(nomem, nostack));
+            (v >> 2) & 3
+        };
+        match el {
+            3 => asm!("mrs {}, elr_el3", out(reg) pc, options(nomem, nostack)),
+            2 => asm!("mrs {}, elr_el2", out(reg) pc, options(nomem, nostack)),
+            _ => asm!("mrs {}, elr_el1", out(reg) pc, options(nomem, nostack)),
+        }
+        // The same steps as the vectors' fast path: store, next period, chunk end.
+        core::ptr::write_volatile((*s).wptr as *mut u32, pc as u32);
+        (*s).wptr += 4;
+        let mut r = (*s).rng;
+        r ^= r << 13;
+        r ^= r >> 17;
+        r ^= r << 5;
+        (*s).rng = r;
+        let next = (r & (*s).mask).wrapping_add((*s).reload);
+        if (*s).timer != wire::TIMER_PMU as u32 {
+            asm!("msr cntv_tval_el0, {}", "isb", in(reg) next as u64, options(nostack));
+        } else {
+            let preset = (next as u64 + 1).wrapping_neg();
+            let ovf: u64;
+            asm!("mrs {}, pmovsclr_el0", out(reg) ovf, options(nomem, nostack));
+            if ovf & 1 << 31 != 0 {
+                asm!(
+                    "msr pmccntr_el0, {v}",
+                    "msr pmovsclr_el0, {bit}",
+                    "isb",
+                    v = in(reg) preset,
+                    bit = in(reg) 1u64 << 31,
+                    options(nostack),
+                );
+            } else {
+                asm!(
+                    "msr pmselr_el0, xzr",
+                    "isb",
+                    "msr pmxevcntr_el0, {v}",
+                    "msr pmovsclr_el0, {bit}",
+                    "isb",
+                    v = in(reg) preset,
+                    bit = in(reg) 1u64,
+                    options(nostack),
+                );
+            }
+        }
+        (*s).remaining -= 1;
+        if (*s).remaining == 0 {
+            sampler_rt_a64_slow();
+        }
+        true
     }
 }
 
@@ -662,6 +771,7 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
             priority: 0,
             rt_version: crate::RT_VERSION,
             tag_kind: 0,
+            foreign: (*s).foreign,
         }
     }
 }

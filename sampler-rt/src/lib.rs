@@ -52,7 +52,8 @@
 //! # ARMv8-A (aarch64)
 //! [`start`], [`flush`] and [`exit`] sample at EL1, EL2 or EL3 with the virtual generic timer,
 //! or on a PMU overflow (the cycle counter, or an event on counter 0), through a GICv2 (QEMU
-//! `virt`); [`pmu`] counts PMU events around regions for `cargo sample stat`.
+//! `virt`); [`pmu`] counts PMU events around regions for `cargo sample stat`. Firmware with
+//! interrupts of its own calls [`start_keeping_vectors`] and, from its IRQ handler, [`on_irq`].
 //!
 //! # Build-time settings
 //! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring
@@ -78,7 +79,7 @@ pub mod pmu;
 mod a64;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
-pub use a64::{exit, flush, start};
+pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 pub use target::{exit, flush, name_tag, samples_taken, set_tag, set_writer, start, stop, tag};

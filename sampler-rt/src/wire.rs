@@ -247,6 +247,10 @@ pub struct Info {
     pub rt_version: u16,
     /// `TAG_*`.
     pub tag_kind: u8,
+    /// ARMv8-A: interrupts that were not the sampler's but were taken by its vectors, and
+    /// ended unserved (the firmware has interrupts of its own: it should keep its vectors and
+    /// call `sampler_rt::on_irq`).
+    pub foreign: u32,
 }
 
 impl Info {
@@ -271,6 +275,7 @@ impl Info {
         b[45] = self.priority;
         b[46..48].copy_from_slice(&self.rt_version.to_le_bytes());
         b[48] = self.tag_kind;
+        put32(&mut b, 52, self.foreign);
         b
     }
 
@@ -298,6 +303,7 @@ impl Info {
             priority: b[45],
             rt_version: u16::from_le_bytes([b[46], b[47]]),
             tag_kind: b[48],
+            foreign: get32(b, 52),
         })
     }
 }
@@ -534,6 +540,8 @@ pub struct StateView {
     pub tag_addr: u32,
     /// `TAG_*`: ring entries are `(pc, tag)` pairs unless `TAG_NONE`.
     pub tag_kind: u32,
+    /// ARMv8-A: interrupts the sampler's vectors took that were not its own.
+    pub foreign: u32,
 }
 
 impl StateView {
@@ -644,6 +652,7 @@ impl StateView {
             last_bin: get32(b, 76),
             tag_addr: get32(b, 80),
             tag_kind: get32(b, 84),
+            foreign: 0,
         })
     }
 
@@ -676,6 +685,7 @@ impl StateView {
             phase,
             config_found: get32(b, 64) as u8,
             arch: 8,
+            foreign: get32(b, 84),
             ..StateView::default()
         })
     }
@@ -871,6 +881,7 @@ mod tests {
             priority: 0x40,
             rt_version: 0x0102,
             tag_kind: TAG_XPSR,
+            foreign: 0x0A0B_0C0D,
         };
         assert_eq!(Info::decode(&i.encode()), Some(i));
         assert_eq!(Info::decode(&[0u8; 10]), None);

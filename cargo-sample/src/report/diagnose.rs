@@ -142,6 +142,29 @@ pub fn sampled(
             .at(share, Vec::new()),
         );
     }
+    if f.foreign_interrupts > 0 {
+        d.push(Diagnostic::warning(
+            "foreign-interrupts",
+            format!(
+                "the sampler's exception vectors took {} that {} not its own, and disabled \
+                 {} unserved: the firmware has interrupts of its own, and it did not run as it \
+                 does without the sampler. Keep the firmware's vectors: call \
+                 `sampler_rt::start_keeping_vectors()` instead of `start()`, and from its IRQ \
+                 handler `sampler_rt::on_irq(intid)` with the number it read from the GIC",
+                crate::term::plural(f.foreign_interrupts as u64, "interrupt"),
+                if f.foreign_interrupts == 1 {
+                    "was"
+                } else {
+                    "were"
+                },
+                if f.foreign_interrupts == 1 {
+                    "it"
+                } else {
+                    "them"
+                },
+            ),
+        ));
+    }
     resolution(input, &mut d);
     d
 }
@@ -602,6 +625,7 @@ mod tests {
             machine: "m".into(),
             unit: "instructions".into(),
             on_events: false,
+            foreign_interrupts: 0,
             timer: "SysTick".into(),
             timer_hz: 25_000_000,
             period_ticks: 16_000.5,

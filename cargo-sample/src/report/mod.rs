@@ -35,6 +35,10 @@ pub struct Facts {
     /// instruction that caused the event (on hardware, with some skid), by design.
     #[serde(default)]
     pub on_events: bool,
+    /// ARMv8-A: interrupts the sampler's vectors took that were not its own (the firmware's,
+    /// ended unserved).
+    #[serde(default)]
+    pub foreign_interrupts: u32,
     pub timer: String,
     pub timer_hz: u64,
     /// Mean timer ticks between samples.

@@ -495,6 +495,31 @@ fn firmware_with_its_own_interrupts_keeps_them_and_is_told_when_it_does_not() {
 }
 
 #[test]
+fn samples_held_off_by_masked_irqs_are_named_on_armv8_a() {
+    // `masked_work` masks IRQs (`msr daifset, #2`) around half the work: the samples that
+    // fire meanwhile land after `msr daifclr, #2`, and the report says whose time that is.
+    let r = json(&[
+        "--release",
+        "--bin",
+        "masked",
+        "-n",
+        "5000",
+        "--format",
+        "json",
+    ]);
+    let d = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "masked-skid")
+        .unwrap_or_else(|| panic!("no masked-skid in {}", r["diagnostics"]));
+    let msg = d["message"].as_str().unwrap();
+    assert!(msg.contains("msr daifclr"), "{msg}");
+    assert!(msg.contains("masked region in masked_work"), "{msg}");
+    assert!(d["percent"].as_f64().unwrap() > 40.0, "{d}");
+}
+
+#[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     let r = json(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     let laps = &r["laps"];

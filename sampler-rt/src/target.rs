@@ -1192,6 +1192,7 @@ unsafe fn info_now(s: *mut State, taken: u32) -> Info {
             priority: (*s).priority,
             rt_version: crate::RT_VERSION,
             tag_kind: (*s).tag_kind as u8,
+            foreign: 0,
         }
     }
 }

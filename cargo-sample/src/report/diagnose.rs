@@ -371,9 +371,9 @@ fn pile_ups(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, d: &mut Ve
                 format!(
                     "{share:.2} % of the samples ({s}) are on {at}, the instruction right after \
                      `{}` re-enables interrupts: a sampling interrupt that fires while interrupts \
-                     are masked waits, and lands here. This is the time of the masked region{region}, \
-                     not of {name}; and a region longer than the period loses samples as well. Look \
-                     at the region, or measure it with laps",
+                     are masked waits, and lands here. These samples are the time of the masked \
+                     region{region}, not of the instruction they land on; and a region longer than \
+                     the period loses samples as well. Look at the region, or measure it with laps",
                     prev.text
                 )
             }
@@ -425,8 +425,13 @@ fn masked_region(sym: &mut Symbolizer, code: &mut Code, pc: u32, unmask: &Insn) 
         return String::new();
     };
     let owner = sym.function_of(pc as u64).unwrap_or("?").to_owned();
-    let small = code.function(start as u32, end as u32).len() <= 8;
-    if !small {
+    let insns = code.function(start as u32, end as u32);
+    let small = insns.len() <= 8;
+    // A function that masks before it unmasks holds the region itself, however small.
+    let masks_too = insns
+        .iter()
+        .any(|i| i.addr < unmask.addr && i.kind == Kind::Mask);
+    if !small || masks_too {
         return format!(" in {owner} (it ends at {:#x})", unmask.addr);
     }
     let callers = callers_of(sym, code, start as u32);

@@ -4,10 +4,13 @@
 //! The known loop is `mov` and 1000 × (`subs`, `b.ne`): exactly 2001 instructions, and with
 //! `-icount shift=0` QEMU's cycle counter ticks once per instruction.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use support::{assert_split, exact_first_share, rows, run_dir_of};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu")
@@ -517,6 +520,39 @@ fn samples_held_off_by_masked_irqs_are_named_on_armv8_a() {
     assert!(msg.contains("msr daifclr"), "{msg}");
     assert!(msg.contains("masked region in masked_work"), "{msg}");
     assert!(d["percent"].as_f64().unwrap() > 40.0, "{d}");
+}
+
+#[test]
+fn firmware_tags_split_a_shared_function_on_armv8_a_as_exactly_as_it_runs() {
+    // `tagged` calls `shared` with 750 iterations under the tag "filter" and 250 under
+    // "control": the tags' split of `shared` matches the exact count of the same run.
+    let out = cargo_sample(&[
+        "--release",
+        "--bin",
+        "tagged",
+        "--tag",
+        "api",
+        "-n",
+        "20000",
+        "--truth",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tags = rows(&r, "tags");
+    assert_eq!(tags.keys().collect::<Vec<_>>(), ["control", "filter"]);
+    assert_eq!(tags.values().sum::<u64>(), 20_000);
+    let exact = exact_first_share(&run_dir_of(&out.stderr), "shared", 750, 250);
+    assert_split(&r, "shared", "filter", exact);
+    // The exception tag is Cortex-M's stacked xPSR: refused here, with the words to use.
+    let out = cargo_sample(&["--release", "--bin", "tagged", "--tag", "exception"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--tag api`"));
 }
 
 #[test]

@@ -8,69 +8,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSymbol};
 use serde_json::Value;
 use support::*;
-
-fn rows(r: &Value, table: &str) -> BTreeMap<String, u64> {
-    r[table]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            (
-                row["name"].as_str().unwrap().to_owned(),
-                row["samples"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// The exact share of `function`'s instructions that runs in the calls with `n_first`
-/// iterations, when it is called alternately with `n_first` and `n_second` iterations: from
-/// the exact per-address counts of the run, instructions that run once a call and those that
-/// run once an iteration are told apart by their counts.
-fn exact_first_share(run: &Path, function: &str, n_first: u64, n_second: u64) -> f64 {
-    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
-    let file = object::File::parse(&*elf).unwrap();
-    let sym = file
-        .symbols()
-        .find(|s| s.name() == Ok(function))
-        .unwrap_or_else(|| panic!("no {function}"));
-    let (start, end) = (sym.address() & !1, (sym.address() & !1) + sym.size());
-    let bytes = std::fs::read(run.join("exact.counts")).unwrap();
-    let counts: Vec<u64> = bytes[8..]
-        .chunks_exact(16)
-        .filter(|c| (start..end).contains(&u64::from_le_bytes(c[..8].try_into().unwrap())))
-        .map(|c| u64::from_le_bytes(c[8..].try_into().unwrap()))
-        .collect();
-    let calls = *counts.iter().min().unwrap();
-    let per_call = counts.iter().filter(|&&n| n == calls).count() as f64;
-    let per_iteration = counts.len() as f64 - per_call;
-    let first = per_call + n_first as f64 * per_iteration;
-    let second = per_call + n_second as f64 * per_iteration;
-    first / (first + second)
-}
-
-/// `function`'s samples by tag.
-fn split_of(r: &Value, function: &str) -> BTreeMap<String, u64> {
-    let suffix = format!(" / {function}");
-    rows(r, "tag_functions")
-        .into_iter()
-        .filter_map(|(k, n)| k.strip_suffix(&suffix).map(|t| (t.to_owned(), n)))
-        .collect()
-}
-
-fn assert_split(r: &Value, function: &str, first: &str, exact: f64) {
-    let split = split_of(r, function);
-    let total: u64 = split.values().sum();
-    let got = split[first] as f64 / total as f64;
-    let s = (exact * (1.0 - exact) / total as f64).sqrt();
-    assert!(
-        (got - exact).abs() < 3.0 * s,
-        "{function}: {first} has {got:.4} of it, exactly {exact:.4} (sigma {s:.4}); {split:?}"
-    );
-}
 
 #[test]
 fn handlers_by_name_and_a_shared_function_split_between_them() {

@@ -19,6 +19,8 @@ pub struct Firmware {
     pub hist_counters: u32,
     pub has_dwarf: bool,
     pub has_symbols: bool,
+    /// ARMv8-A (aarch64) code, not Cortex-M.
+    pub aarch64: bool,
 }
 
 /// Check that `data` is a 32-bit little-endian Arm ELF with a vector table and code, and
@@ -73,6 +75,7 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
         text,
         has_dwarf: file.section_by_name(".debug_info").is_some(),
         has_symbols: file.symbols().any(|s| s.kind() == SymbolKind::Text),
+        aarch64,
     })
 }
 

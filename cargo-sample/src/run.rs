@@ -154,6 +154,18 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
     Ok((reload, mask as u32))
 }
 
+/// [`parse_tag`], for the firmware's architecture: ARMv8-A has no stacked xPSR, only words.
+fn tag_for(aarch64: bool, what: &str, elf: &[u8]) -> Result<(u8, u32)> {
+    let t = parse_tag(what, elf)?;
+    if aarch64 && t.0 == wire::TAG_XPSR {
+        bail!(
+            "`--tag exception` reads the exception number Cortex-M stacks; on ARMv8-A tags are \
+             words: `--tag api` (`sampler_rt::set_tag`), `--tag symbol:NAME` or `--tag 0xADDR`"
+        );
+    }
+    Ok(t)
+}
+
 /// `--tag`: `exception`, `api`, `symbol:NAME` or an address, as `(TAG_*, address)`.
 pub fn parse_tag(what: &str, elf_bytes: &[u8]) -> Result<(u8, u32)> {
     let symbol = |name: &str| -> Result<u32> {
@@ -815,12 +827,10 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         (None, true) => 0,
         (None, false) => DEFAULT_SAMPLES,
     };
-    if p.triple.starts_with("aarch64")
-        && (args.mode != crate::cli::Mode::Ring || args.tag.is_some())
-    {
+    if p.triple.starts_with("aarch64") && args.mode != crate::cli::Mode::Ring {
         bail!(
-            "on ARMv8-A cargo-sample samples into a ring (no `--mode hist` or `--tag` there yet); \
-             PMU events: `cargo sample stat`"
+            "on ARMv8-A cargo-sample samples into a ring (no `--mode hist` there yet); PMU \
+             events: `cargo sample stat`"
         );
     }
     if live && args.mode != crate::cli::Mode::Ring {
@@ -884,7 +894,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                     p.triple
                 );
             }
-            parse_tag(what, &elf_bytes)?
+            tag_for(fw.aarch64, what, &elf_bytes)?
         }
     };
     let config = wire::Config {
@@ -1519,7 +1529,7 @@ fn board_config(
     requested: u32,
 ) -> Result<wire::Config> {
     let (tag_kind, tag_addr) = match &args.tag {
-        Some(what) => parse_tag(what, elf_bytes)?,
+        Some(what) => tag_for(fw.aarch64, what, elf_bytes)?,
         None => (wire::TAG_NONE, 0),
     };
     let (mode, hist_base, hist_shift) = match args.mode {

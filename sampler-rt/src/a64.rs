@@ -45,9 +45,12 @@ pub struct State {
     sent: u32,
     /// At the Cortex-M state's `sink` offset: a host that read the last samples clears it.
     sink: u32,
+    /// The semihosting handle of the dump file plus one (0: not open).
     handle: u32,
     config_found: u32,
-    open: u32,
+    /// `TAG_WORD`: the word recorded with each sample (ring entries are then (pc, tag)
+    /// pairs); 0 = no tag.
+    tag_addr: u32,
     crc: u32,
     timer: u32,
     magic: u32,
@@ -66,6 +69,7 @@ const _: () = {
     assert!(offset_of!(State, phase) == 48);
     assert!(offset_of!(State, sink) == wire::state_offsets::SINK);
     assert!(offset_of!(State, config_found) == 64);
+    assert!(offset_of!(State, tag_addr) == 68);
     assert!(offset_of!(State, timer) == 76);
     assert!(offset_of!(State, magic) == 80);
     assert!(offset_of!(State, foreign) == 84);
@@ -100,7 +104,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     sink: 0,
     handle: 0,
     config_found: 0,
-    open: 0,
+    tag_addr: 0,
     crc: 0,
     timer: 0,
     magic: 0,
@@ -178,6 +182,12 @@ global_asm!(
     "mrs x4, elr_el3",
     "2:",
     "str w4, [x2], #4",
+    // With a tag, the word beside the PC.
+    "ldr w4, [x3, #68]",
+    "cbz w4, 12f",
+    "ldr w4, [x4]",
+    "str w4, [x2], #4",
+    "12:",
     "str x2, [x3]",
     // The next period: reload + (xorshift32 & mask).
     "ldr w2, [x3, #12]",
@@ -369,7 +379,16 @@ fn start_with(install_vectors: bool) {
         (*s).mask = cfg.jitter_mask;
         (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         (*s).limit = cfg.limit;
-        (*s).capacity = RING_SLOTS as u32;
+        // A tagged ring holds (pc, tag) pairs: half as many samples.
+        (*s).tag_addr = if cfg.tag_kind == wire::TAG_WORD {
+            match cfg.tag_addr {
+                0 => crate::tags::tag_word_address() as u32,
+                a => a,
+            }
+        } else {
+            0
+        };
+        (*s).capacity = (RING_SLOTS / entry_words(s)) as u32;
         (*s).ring = addr_of_mut!(RING) as u64;
         (*s).before = 0;
         next_chunk(s);
@@ -502,8 +521,14 @@ unsafe fn next_chunk(s: *mut State) {
         }
         (*s).chunk = chunk;
         (*s).remaining = chunk;
-        (*s).wptr = (*s).ring + 4 * pos as u64;
+        (*s).wptr = (*s).ring + 4 * entry_words(s) as u64 * pos as u64;
     }
+}
+
+/// Words per ring entry: the PC, and the tag when there is one.
+fn entry_words(s: *mut State) -> usize {
+    // SAFETY: a plain read of the state.
+    if unsafe { (*s).tag_addr } == 0 { 1 } else { 2 }
 }
 
 /// The sampler's part of the firmware's own IRQ handler (after [`start_keeping_vectors`]):
@@ -537,6 +562,11 @@ pub fn on_irq(intid: u32) -> bool {
         // The same steps as the vectors' fast path: store, next period, chunk end.
         core::ptr::write_volatile((*s).wptr as *mut u32, pc as u32);
         (*s).wptr += 4;
+        if (*s).tag_addr != 0 {
+            let tag = read_volatile((*s).tag_addr as usize as *const u32);
+            core::ptr::write_volatile((*s).wptr as *mut u32, tag);
+            (*s).wptr += 4;
+        }
         let mut r = (*s).rng;
         r ^= r << 13;
         r ^= r >> 17;
@@ -657,15 +687,14 @@ pub fn exit(code: i32) -> ! {
 unsafe fn open(s: *mut State) -> bool {
     // SAFETY: see the contract.
     unsafe {
-        if (*s).open == 0 {
+        if (*s).handle == 0 {
             let name = b"sampler.dump\0";
             let block = [name.as_ptr() as u64, 5, (name.len() - 1) as u64];
             let h = crate::pmu::semihost(0x01, block.as_ptr());
             if h < 0 {
                 return false;
             }
-            (*s).handle = h as u32;
-            (*s).open = 1;
+            (*s).handle = h as u32 + 1;
             (*s).crc = wire::Crc32::new().state();
             put(s, &wire::file_header());
             let info = info_now(s, 0, wire::STOP_RUNNING);
@@ -698,7 +727,7 @@ unsafe fn put(s: *mut State, b: &[u8]) {
 unsafe fn raw(s: *mut State, b: &[u8]) {
     // SAFETY: see the contract.
     unsafe {
-        let block = [(*s).handle as u64, b.as_ptr() as u64, b.len() as u64];
+        let block = [(*s).handle as u64 - 1, b.as_ptr() as u64, b.len() as u64];
         crate::pmu::semihost(0x05, block.as_ptr());
     }
 }
@@ -719,7 +748,13 @@ unsafe fn stream(s: *mut State, upto: u32) {
         if n == 0 {
             return;
         }
-        put(s, &wire::record_header(wire::REC_PCS, 8 + 4 * n));
+        let words = entry_words(s);
+        let kind = if words == 2 {
+            wire::REC_PCS_TAGS
+        } else {
+            wire::REC_PCS
+        };
+        put(s, &wire::record_header(kind, 8 + 4 * words as u32 * n));
         put(s, &from.to_le_bytes());
         put(s, &n.to_le_bytes());
         let ring = (*s).ring as *const u32;
@@ -727,8 +762,10 @@ unsafe fn stream(s: *mut State, upto: u32) {
         while q < upto {
             let slot = q % cap;
             let run = (cap - slot).min(upto - q);
-            let bytes =
-                core::slice::from_raw_parts(ring.add(slot as usize) as *const u8, 4 * run as usize);
+            let bytes = core::slice::from_raw_parts(
+                ring.add(words * slot as usize) as *const u8,
+                4 * words * run as usize,
+            );
             put(s, bytes);
             q += run;
         }
@@ -770,7 +807,11 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
             config_found: (*s).config_found as u8,
             priority: 0,
             rt_version: crate::RT_VERSION,
-            tag_kind: 0,
+            tag_kind: if (*s).tag_addr == 0 {
+                wire::TAG_NONE
+            } else {
+                wire::TAG_WORD
+            },
             foreign: (*s).foreign,
         }
     }
@@ -791,6 +832,7 @@ unsafe fn send_dump(s: *mut State, stop: u8) {
             put(s, &wire::record_header(wire::REC_LAPS, len));
             crate::laps::write_record(|b| put(s, b));
         }
+        crate::tags::write_names(&mut |b| put(s, b));
         let info = info_now(s, n, stop);
         put(
             s,
@@ -800,7 +842,7 @@ unsafe fn send_dump(s: *mut State, stop: u8) {
         let crc = wire::Crc32::resume((*s).crc).finish();
         raw(s, &wire::record_header(wire::REC_END, 4));
         raw(s, &crc.to_le_bytes());
-        crate::pmu::semihost(0x02, [(*s).handle as u64].as_ptr());
-        (*s).open = 0;
+        crate::pmu::semihost(0x02, [(*s).handle as u64 - 1].as_ptr());
+        (*s).handle = 0;
     }
 }

@@ -350,20 +350,6 @@ mod arch {
             }
         }
     }
-
-    pub(super) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
-        let primask: u32;
-        // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
-        unsafe {
-            core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
-        };
-        let r = f();
-        if primask & 1 == 0 {
-            // SAFETY: interrupts were enabled on entry.
-            unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
-        }
-        r
-    }
 }
 
 /// ARMv8-A: the PMU's cycle counter (PMCCNTR_EL0) where there is a PMU, else the virtual
@@ -441,21 +427,10 @@ mod arch {
         let chosen = unsafe { read_volatile(addr_of!(super::COUNTER)) };
         (chosen != wire::LAP_COUNTER_NONE).then(|| end.wrapping_sub(start))
     }
-
-    pub(super) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
-        let daif: u64;
-        // SAFETY: reading DAIF and masking IRQs has no memory effects.
-        unsafe { asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif, options(nomem, nostack)) };
-        let r = f();
-        if daif & (1 << 7) == 0 {
-            // SAFETY: IRQs were unmasked on entry.
-            unsafe { asm!("msr daifclr, #2", options(nomem, nostack)) };
-        }
-        r
-    }
 }
 
-use arch::{choose_counter, elapsed, read as read_counter, without_interrupts};
+use crate::without_interrupts;
+use arch::{choose_counter, elapsed, read as read_counter};
 
 /// The shortest of several empty laps: what a lap costs by itself, through the very code a
 /// real lap runs.

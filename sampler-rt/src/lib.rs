@@ -72,6 +72,12 @@ mod target;
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 pub mod laps;
 
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+mod tags;
+
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+pub use tags::{name_tag, set_tag, tag};
+
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub mod pmu;
 
@@ -82,12 +88,46 @@ mod a64;
 pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-pub use target::{exit, flush, name_tag, samples_taken, set_tag, set_writer, start, stop, tag};
+pub use target::{exit, flush, samples_taken, set_writer, start, stop};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 #[doc(hidden)]
 pub mod __private {
     pub use crate::target::{SAMPLER_RT_STATE, sampler_rt_entry};
+}
+
+/// Run `f` with interrupts masked (PRIMASK on Cortex-M, DAIF.I on ARMv8-A), restoring the
+/// mask afterwards.
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub(crate) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let primask: u32;
+    // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
+    unsafe {
+        core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
+    };
+    let r = f();
+    if primask & 1 == 0 {
+        // SAFETY: interrupts were enabled on entry.
+        unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
+    }
+    r
+}
+
+/// Run `f` with interrupts masked (PRIMASK on Cortex-M, DAIF.I on ARMv8-A), restoring the
+/// mask afterwards.
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub(crate) fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let daif: u64;
+    // SAFETY: reading DAIF and masking IRQs has no memory effects.
+    unsafe {
+        core::arch::asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif, options(nomem, nostack))
+    };
+    let r = f();
+    if daif & (1 << 7) == 0 {
+        // SAFETY: IRQs were unmasked on entry.
+        unsafe { core::arch::asm!("msr daifclr, #2", options(nomem, nostack)) };
+    }
+    r
 }
 
 /// A block `cargo sample` wrote into the image (the run's configuration, a PMU group), read

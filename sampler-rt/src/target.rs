@@ -272,7 +272,7 @@ pub fn start() {
         (*s).tag_kind = tag as u32;
         // A word tag at address 0 is the firmware's own (`set_tag`).
         (*s).tag_addr = if cfg.tag_addr == 0 {
-            addr_of!(SAMPLER_RT_TAG) as u32
+            crate::tags::tag_word_address() as u32
         } else {
             cfg.tag_addr
         };
@@ -466,54 +466,6 @@ pub fn samples_taken() -> u32 {
     }
 }
 
-/// The firmware's own tag: recorded with every sample when the run asks for it
-/// (`cargo sample --tag api`). The `embassy` feature sets it to the task being polled.
-#[unsafe(no_mangle)]
-static SAMPLER_RT_TAG: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
-
-/// Tag the samples taken from now on with `tag` (a task, a state, a phase of the program); the
-/// report then splits the time by tag. Samples carry it when the run asks for it
-/// (`cargo sample --tag api`). One store: cheap enough for a context switch.
-#[inline]
-pub fn set_tag(tag: u32) {
-    SAMPLER_RT_TAG.store(tag, core::sync::atomic::Ordering::Relaxed);
-}
-
-/// The tag set by [`set_tag`].
-pub fn tag() -> u32 {
-    SAMPLER_RT_TAG.load(core::sync::atomic::Ordering::Relaxed)
-}
-
-/// Names for tags, sent with the dump: up to this many.
-const NAMES: usize = 32;
-
-struct Names {
-    len: usize,
-    entries: [(u32, &'static str); NAMES],
-}
-
-static mut NAME_TABLE: Names = Names {
-    len: 0,
-    entries: [(0, ""); NAMES],
-};
-
-/// Give a tag a name for the report (`name_tag(task_id, "motor")`); the dump carries the table.
-/// A tag named twice keeps the last name; names beyond 32 are dropped.
-pub fn name_tag(tag: u32, name: &'static str) {
-    without_interrupts(|| {
-        // SAFETY: interrupts are masked; the table is only read when the dump is sent.
-        unsafe {
-            let t = &mut *addr_of_mut!(NAME_TABLE);
-            if let Some(e) = t.entries[..t.len].iter_mut().find(|e| e.0 == tag) {
-                e.1 = name;
-            } else if t.len < NAMES {
-                t.entries[t.len] = (tag, name);
-                t.len += 1;
-            }
-        }
-    });
-}
-
 /// Whether the sampler is pacing itself with SysTick right now.
 pub(crate) fn sampling_on_systick() -> bool {
     let s = state();
@@ -532,7 +484,7 @@ static mut WRITER: Option<fn(&[u8])> = None;
 /// (from the sampling interrupt) or at [`flush`]. It should block until the bytes are out.
 /// Call it before [`start`].
 pub fn set_writer(write: fn(&[u8])) {
-    without_interrupts(|| {
+    crate::without_interrupts(|| {
         // SAFETY: the sampling interrupt, the only other user, is masked.
         unsafe { *addr_of_mut!(WRITER) = Some(write) };
     });
@@ -541,7 +493,7 @@ pub fn set_writer(write: fn(&[u8])) {
 /// Stop sampling and keep what was taken (a later [`flush`] or [`exit`] still sends it).
 pub fn stop() {
     let s = state();
-    without_interrupts(|| {
+    crate::without_interrupts(|| {
         // SAFETY: the sampling interrupt is masked.
         unsafe {
             if (*s).phase == PHASE_RUNNING {
@@ -565,19 +517,6 @@ pub fn flush() {
 pub fn exit(code: i32) -> ! {
     flush();
     semihosting_exit(code)
-}
-
-/// Run `f` with interrupts masked, restoring PRIMASK afterwards.
-fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
-    let primask: u32;
-    // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
-    unsafe { asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack)) };
-    let r = f();
-    if primask & 1 == 0 {
-        // SAFETY: interrupts were enabled on entry.
-        unsafe { asm!("cpsie i", options(nomem, nostack)) };
-    }
-    r
 }
 
 /// Entered from the handlers (a tail branch, in handler mode) when the current chunk is full:
@@ -1261,28 +1200,6 @@ unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
     }
 }
 
-/// Append the tag names, if any, as a NAMES record.
-fn send_names(st: &mut Stream) {
-    // SAFETY: sampling is stopped when the dump is sent; nothing changes the table meanwhile.
-    let t = unsafe { &*addr_of!(NAME_TABLE) };
-    if t.len == 0 {
-        return;
-    }
-    let mut len = 4u32;
-    for (_, name) in &t.entries[..t.len] {
-        len += 8 + (name.len() as u32).div_ceil(4) * 4;
-    }
-    st.put(&wire::record_header(wire::REC_NAMES, len));
-    st.put32(t.len as u32);
-    for (tag, name) in &t.entries[..t.len] {
-        st.put32(*tag);
-        st.put32(name.len() as u32);
-        st.put(name.as_bytes());
-        let pad = (4 - name.len() % 4) % 4;
-        st.put(&[0, 0, 0][..pad]);
-    }
-}
-
 /// Append the histogram as a HIST record: the counters as the handler left them (their bytes are
 /// the little-endian `u16`s of the record), the last one as `outside`.
 ///
@@ -1378,7 +1295,7 @@ unsafe fn send_dump(s: *mut State) {
             let from = st.sent.max(taken.saturating_sub((*s).capacity));
             send_samples(s, st, from, taken);
         }
-        send_names(st);
+        crate::tags::write_names(&mut |b| st.put(b));
         if let Some(len) = crate::laps::record_len() {
             st.put(&wire::record_header(wire::REC_LAPS, len));
             crate::laps::write_record(|b| st.put(b));
@@ -1424,7 +1341,7 @@ unsafe fn wait_for_host(s: *mut State) {
 mod embassy_trace {
     use core::sync::atomic::Ordering;
 
-    use super::SAMPLER_RT_TAG;
+    use crate::tags::SAMPLER_RT_TAG;
 
     #[unsafe(no_mangle)]
     fn _embassy_trace_poll_start(_executor_id: u32) {}

@@ -685,6 +685,12 @@ impl StateView {
             phase,
             config_found: get32(b, 64) as u8,
             arch: 8,
+            tag_addr: get32(b, 68),
+            tag_kind: if get32(b, 68) == 0 {
+                TAG_NONE as u32
+            } else {
+                TAG_WORD as u32
+            },
             foreign: get32(b, 84),
             ..StateView::default()
         })

@@ -549,6 +549,23 @@ fn firmware_tags_split_a_shared_function_on_armv8_a_as_exactly_as_it_runs() {
     assert_eq!(tags.values().sum::<u64>(), 20_000);
     let exact = exact_first_share(&run_dir_of(&out.stderr), "shared", 750, 250);
     assert_split(&r, "shared", "filter", exact);
+    // Read live, as a probe would: the names come out of the firmware's memory.
+    let r = json(&[
+        "--release",
+        "--bin",
+        "tagged",
+        "--tag",
+        "api",
+        "--live",
+        "-n",
+        "5000",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        rows(&r, "tags").keys().collect::<Vec<_>>(),
+        ["control", "filter"]
+    );
     // The exception tag is Cortex-M's stacked xPSR: refused here, with the words to use.
     let out = cargo_sample(&["--release", "--bin", "tagged", "--tag", "exception"]);
     assert!(!out.status.success());

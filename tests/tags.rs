@@ -44,6 +44,17 @@ fn the_firmwares_own_tags_and_names() {
         split_of(&r, "hot_b").keys().collect::<Vec<_>>(),
         ["phase two"]
     );
+    // Read live (as a probe reads a board): the names come out of the firmware's memory.
+    let r = profile(
+        "tagged-phases",
+        &["--samples", "3000", "--tag", "api", "--live"],
+    );
+    let tags = rows(&r, "tags");
+    assert_eq!(
+        tags.keys().collect::<Vec<_>>(),
+        ["phase one", "phase two"],
+        "{tags:?}"
+    );
 }
 
 fn embassy() -> PathBuf {

@@ -81,6 +81,8 @@ pub struct Options {
     /// The application's own RTT control block (`_SEGGER_RTT` of `defmt-rtt`, `rtt-target`),
     /// whose output is kept while cargo-sample holds the probe.
     pub rtt_addr: Option<u64>,
+    /// `timer`: the firmware's tag names, read at the end.
+    pub names: Option<crate::live::NamesAt>,
 }
 
 /// What a board run brought back.
@@ -352,10 +354,12 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
             l.lost
         ));
         if l.stopped() {
+            l.take_names(&mut target, opts.names);
             let _ = l.release(&mut target);
             break;
         }
         if should_stop(opts, started, out) {
+            l.take_names(&mut target, opts.names);
             break;
         }
         if saved.elapsed() >= Duration::from_secs(1) {
@@ -427,7 +431,7 @@ impl AppRtt {
 /// Keep what arrived so far in the run directory.
 fn save_progress(dir: &Path, l: &Live) {
     let d = l.to_dump((0, 0, 0), sampler_rt::wire::STOP_SNAPSHOT);
-    let bytes = crate::dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags);
+    let bytes = crate::dump::encode_samples(&d);
     let _ = crate::runs::write_atomic(&dir.join(crate::runs::DUMP), &bytes);
 }
 

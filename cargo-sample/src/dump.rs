@@ -355,6 +355,30 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
     encode_tagged(info, first_seq, pcs, &[])
 }
 
+/// Encode a dump's samples, tags and tag names (a dump the host made: from a ring it read, a
+/// snapshot, an SWO capture).
+pub fn encode_samples(d: &Dump) -> Vec<u8> {
+    let mut out = encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags);
+    if d.names.is_empty() {
+        return out;
+    }
+    // The names go before END, whose CRC then covers them too.
+    out.truncate(out.len() - wire::RECORD_HEADER_LEN - 4);
+    let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
+    for (tag, name) in &d.names {
+        payload.extend_from_slice(&tag.to_le_bytes());
+        payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        payload.extend_from_slice(name.as_bytes());
+        payload.resize(payload.len().next_multiple_of(4), 0);
+    }
+    out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
+    out.extend_from_slice(&payload);
+    let crc = wire::crc32(&out);
+    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
 /// Encode a dump, with a tag per sample when `tags` is not empty.
 pub fn encode_tagged(info: &Info, first_seq: u32, pcs: &[u32], tags: &[u32]) -> Vec<u8> {
     let tagged = !tags.is_empty();
@@ -414,6 +438,12 @@ mod tests {
         bytes.extend_from_slice(&crc.to_le_bytes());
         let d = decode(&bytes).unwrap();
         assert_eq!(d.names, [(47, "motor".to_owned())]);
+        // A dump the host makes from a ring it read keeps the names, under the CRC.
+        let mut d = decode(&encode_tagged(&info, 5, &[0x100, 0x102], &[1, 2])).unwrap();
+        d.names = vec![(1, "filter".into()), (2, "a name of 10".into())];
+        let again = decode(&encode_samples(&d)).unwrap();
+        assert_eq!(again.names, d.names);
+        assert_eq!((again.pcs, again.tags), (d.pcs, d.tags));
     }
 
     #[test]

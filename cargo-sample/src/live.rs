@@ -47,6 +47,33 @@ pub struct Live {
     /// The state as last read.
     pub state: StateView,
     pub state_bytes: Vec<u8>,
+    /// The firmware's tag names (`sampler_rt::name_tag`), read at the end.
+    pub names: Vec<(u32, String)>,
+}
+
+/// Where the firmware keeps its tag names: the table's address, and whether its pointers are
+/// 64-bit (ARMv8-A).
+#[derive(Debug, Clone, Copy)]
+pub struct NamesAt {
+    pub addr: u32,
+    pub wide: bool,
+}
+
+/// The firmware's tag names, read out of its memory (the table, then each name).
+pub fn read_names(t: &mut dyn Target, at: NamesAt) -> Result<Vec<(u32, String)>> {
+    let (start, size) = wire::names_layout(at.wide);
+    let mut b = vec![0u8; start + size * wire::NAMES_MAX];
+    t.read(at.addr, &mut b)?;
+    let mut names = Vec::new();
+    for (tag, len, ptr) in wire::names_entries(&b, at.wide) {
+        let (Ok(addr), true) = (u32::try_from(ptr), len <= 256) else {
+            continue; // not a name this host can read (or a damaged entry)
+        };
+        let mut s = vec![0u8; len as usize];
+        t.read(addr, &mut s)?;
+        names.push((tag, String::from_utf8_lossy(&s).into_owned()));
+    }
+    Ok(names)
 }
 
 /// Read the state block, twice if needed, until it is consistent (a block read is not atomic:
@@ -93,6 +120,7 @@ impl Live {
             lost: gone as u64,
             state: s,
             state_bytes: b,
+            names: Vec::new(),
         })
     }
 
@@ -145,12 +173,22 @@ impl Live {
         )
     }
 
+    /// Read the firmware's tag names (once the samples are in: names are given before or while
+    /// sampling). A table that cannot be read leaves the tags unnamed.
+    pub fn take_names(&mut self, t: &mut dyn Target, at: Option<NamesAt>) {
+        if let Some(at) = at {
+            self.names = read_names(t, at).unwrap_or_default();
+        }
+    }
+
     /// The samples so far as a dump: `lost` says how many were taken but never read.
     pub fn to_dump(&self, code: (u32, u32, u32), stop: u8) -> Dump {
         // Every sample before `next` was delivered or counted as lost.
         let lost = self.lost.min(u32::MAX as u64) as u32;
         let info = crate::snapshot::info_of(&self.state, stop, self.next, lost, code);
-        Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone())
+        let mut d = Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone());
+        d.names = self.names.clone();
+        d
     }
 
     /// The bytes of `count` entries from sample `from` on (in one or two reads around the
@@ -247,6 +285,7 @@ impl AppRtt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::Context;
 
     /// A sampler in memory: a state block and a ring of `cap` entries, taking samples 0, 1, 2,
     /// ... (the sample's number is its PC, so losses and order show).
@@ -411,5 +450,59 @@ mod tests {
         let again =
             crate::dump::decode(&crate::dump::encode(&d.info, d.first_seq, &d.pcs)).unwrap();
         assert_eq!(again.info.lost, 12);
+    }
+
+    /// Memory at `base`, as the firmware left it.
+    struct Ram {
+        base: u32,
+        bytes: Vec<u8>,
+    }
+
+    impl Target for Ram {
+        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+            let at = addr.checked_sub(self.base).context("below the RAM")? as usize;
+            let src = self
+                .bytes
+                .get(at..at + buf.len())
+                .context("beyond the RAM")?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write(&mut self, _: u32, _: &[u8]) -> Result<()> {
+            bail!("read-only")
+        }
+    }
+
+    #[test]
+    fn tag_names_are_read_out_of_memory_for_both_pointer_sizes() {
+        for wide in [false, true] {
+            let base = 0x4000_0000u32;
+            let (at, size) = wire::names_layout(wide);
+            let table_len = at + size * wire::NAMES_MAX;
+            let mut bytes = vec![0u8; table_len + 64];
+            let mut put = |o: usize, v: &[u8]| bytes[o..o + v.len()].copy_from_slice(v);
+            put(0, &2u32.to_le_bytes());
+            let strings = table_len as u32;
+            for (i, (tag, name, off)) in [(7u32, "motor", 0u32), (9, "radio", 8)].iter().enumerate()
+            {
+                let e = at + i * size;
+                put(e, &tag.to_le_bytes());
+                put(e + 4, &(name.len() as u32).to_le_bytes());
+                let ptr = (base + strings + off) as u64;
+                if wide {
+                    put(e + 8, &ptr.to_le_bytes());
+                } else {
+                    put(e + 8, &(ptr as u32).to_le_bytes());
+                }
+                put((strings + off) as usize, name.as_bytes());
+            }
+            let mut ram = Ram { base, bytes };
+            let names = read_names(&mut ram, NamesAt { addr: base, wide }).unwrap();
+            assert_eq!(
+                names,
+                [(7, "motor".to_owned()), (9, "radio".to_owned())],
+                "wide {wide}"
+            );
+        }
     }
 }

@@ -86,6 +86,8 @@ pub struct LiveSpec {
     pub interval: Duration,
     /// The application's RTT control block, whose channels are copied into `rtt_dir`.
     pub app_rtt: Option<(u32, PathBuf)>,
+    /// The firmware's tag names, read at the end.
+    pub names: Option<crate::live::NamesAt>,
 }
 
 /// What a live capture read.
@@ -307,6 +309,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                         bar.set_position(x.pcs.len() as u64 + x.lost);
                     }
                     if done || over || cut {
+                        l.take_names();
                         l.out.duration_reached = over && !done;
                         timed_out = !done && !over && started.elapsed() >= opts.timeout;
                         interrupted = !done && INTERRUPTED.load(Ordering::SeqCst);
@@ -451,10 +454,20 @@ impl LiveRun {
         }
         if l.stopped() {
             // What was taken before it stopped is now all read.
+            l.take_names(m, self.spec.names);
             let _ = l.release(m);
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// A run ended from here (its duration, a timeout, Ctrl-C): the names so far.
+    fn take_names(&mut self) {
+        if let (Some(m), Some(l)) = (self.monitor.as_mut(), self.live.as_mut())
+            && l.names.is_empty()
+        {
+            l.take_names(m, self.spec.names);
+        }
     }
 }
 

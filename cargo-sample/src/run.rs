@@ -154,6 +154,15 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
     Ok((reload, mask as u32))
 }
 
+/// Where the firmware keeps its tag names, for a host that reads its memory.
+fn names_at(elf_bytes: &[u8], fw: &elf::Firmware) -> Option<crate::live::NamesAt> {
+    let addr = elf::symbol_address(elf_bytes, wire::NAMES_SYMBOL)?;
+    Some(crate::live::NamesAt {
+        addr: u32::try_from(addr).ok()?,
+        wide: fw.aarch64,
+    })
+}
+
 /// [`parse_tag`], for the firmware's architecture: ARMv8-A has no stacked xPSR, only words.
 fn tag_for(aarch64: bool, what: &str, elf: &[u8]) -> Result<(u8, u32)> {
     let t = parse_tag(what, elf)?;
@@ -992,6 +1001,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             interval: Duration::from_millis(args.poll_interval.into()),
             app_rtt: elf::symbol_address(&elf_bytes, "_SEGGER_RTT")
                 .map(|a| (a as u32, dir.clone())),
+            names: names_at(&elf_bytes, &fw),
         }),
         pmu_in_memory: None,
     })?;
@@ -1019,10 +1029,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                 wire::STOP_SNAPSHOT
             };
             let d = l.to_dump((a as u32, b as u32, crc), stop);
-            runs::write_atomic(
-                &dir.join(runs::DUMP),
-                &dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
-            )?;
+            runs::write_atomic(&dir.join(runs::DUMP), &dump::encode_samples(&d))?;
             note_live(l, lo);
         }
         if let Some(e) = &lo.error {
@@ -1051,7 +1058,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
             let bytes = match &d.hist {
                 Some(h) => dump::encode_hist(&d.info, h),
-                None => dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
+                None => dump::encode_samples(&d),
             };
             runs::write_atomic(&dir.join(runs::DUMP), &bytes)?;
             source = "snapshot";
@@ -1225,6 +1232,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         dwt_period: period as u32,
         dir: dir.clone(),
         rtt_addr: elf::symbol_address(&elf_bytes, "_SEGGER_RTT"),
+        names: names_at(&elf_bytes, &fw),
     });
     let (a, b) = fw.text.unwrap_or((0, 0));
     let code = (
@@ -1246,10 +1254,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     meta.wall_seconds = cap.wall.as_secs_f64();
     let d = board_dump(&cap, code, reload, requested);
     if let Some(d) = &d {
-        runs::write_atomic(
-            &dir.join(runs::DUMP),
-            &dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags),
-        )?;
+        runs::write_atomic(&dir.join(runs::DUMP), &dump::encode_samples(d))?;
     }
     meta.source = Some(how);
     meta.state = if cap.interrupted {

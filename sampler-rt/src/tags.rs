@@ -29,54 +29,89 @@ pub fn tag() -> u32 {
     SAMPLER_RT_TAG.load(Ordering::Relaxed)
 }
 
-/// Names for tags, sent with the dump: up to this many.
-const NAMES: usize = 32;
-
-struct Names {
-    len: usize,
-    entries: [(u32, &'static str); NAMES],
+/// One named tag; the layout a host reads out of memory (`wire::names_entries`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NameEntry {
+    tag: u32,
+    len: u32,
+    ptr: *const u8,
 }
 
-static mut NAME_TABLE: Names = Names {
+/// The tag names: sent with the dump, and read out of memory by a host that reads the ring.
+#[repr(C)]
+struct Names {
+    len: u32,
+    entries: [NameEntry; wire::NAMES_MAX],
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    let (at, size) = wire::names_layout(size_of::<usize>() == 8);
+    assert!(offset_of!(Names, entries) == at);
+    assert!(size_of::<NameEntry>() == size);
+};
+
+/// The names (found by name by the host).
+#[unsafe(no_mangle)]
+static mut SAMPLER_RT_NAMES: Names = Names {
     len: 0,
-    entries: [(0, ""); NAMES],
+    entries: [NameEntry {
+        tag: 0,
+        len: 0,
+        ptr: core::ptr::null(),
+    }; wire::NAMES_MAX],
 };
 
 /// Give a tag a name for the report (`name_tag(task_id, "motor")`); the dump carries the table.
 /// A tag named twice keeps the last name; names beyond 32 are dropped.
 pub fn name_tag(tag: u32, name: &'static str) {
+    let entry = NameEntry {
+        tag,
+        len: name.len() as u32,
+        ptr: name.as_ptr(),
+    };
     crate::without_interrupts(|| {
-        // SAFETY: interrupts are masked; the table is only read when the dump is sent.
+        // SAFETY: interrupts are masked; the table is only read when the dump is sent, or by a
+        // host, which reads `len` entries (the count grows after the entry is written).
         unsafe {
-            let t = &mut *addr_of_mut!(NAME_TABLE);
-            if let Some(e) = t.entries[..t.len].iter_mut().find(|e| e.0 == tag) {
-                e.1 = name;
-            } else if t.len < NAMES {
-                t.entries[t.len] = (tag, name);
-                t.len += 1;
+            let t = &mut *addr_of_mut!(SAMPLER_RT_NAMES);
+            let n = t.len as usize;
+            if let Some(e) = t.entries[..n].iter_mut().find(|e| e.tag == tag) {
+                *e = entry;
+            } else if n < wire::NAMES_MAX {
+                t.entries[n] = entry;
+                core::ptr::write_volatile(addr_of_mut!(t.len), n as u32 + 1);
             }
         }
     });
 }
 
+/// A name of the table.
+fn name_of(e: &NameEntry) -> &'static [u8] {
+    // SAFETY: every entry was made from a `&'static str`.
+    unsafe { core::slice::from_raw_parts(e.ptr, e.len as usize) }
+}
+
 /// The tag names, if any, as a NAMES record, through `put`.
 pub(crate) fn write_names(put: &mut dyn FnMut(&[u8])) {
     // SAFETY: sampling is stopped when the dump is sent; nothing changes the table meanwhile.
-    let t = unsafe { &*addr_of!(NAME_TABLE) };
-    if t.len == 0 {
+    let t = unsafe { &*addr_of!(SAMPLER_RT_NAMES) };
+    let entries = &t.entries[..t.len as usize];
+    if entries.is_empty() {
         return;
     }
     let mut len = 4u32;
-    for (_, name) in &t.entries[..t.len] {
-        len += 8 + (name.len() as u32).div_ceil(4) * 4;
+    for e in entries {
+        len += 8 + e.len.div_ceil(4) * 4;
     }
     put(&wire::record_header(wire::REC_NAMES, len));
-    put(&(t.len as u32).to_le_bytes());
-    for (tag, name) in &t.entries[..t.len] {
-        put(&tag.to_le_bytes());
-        put(&(name.len() as u32).to_le_bytes());
-        put(name.as_bytes());
-        let pad = (4 - name.len() % 4) % 4;
+    put(&t.len.to_le_bytes());
+    for e in entries {
+        put(&e.tag.to_le_bytes());
+        put(&e.len.to_le_bytes());
+        put(name_of(e));
+        let pad = (4 - e.len as usize % 4) % 4;
         put(&[0, 0, 0][..pad]);
     }
 }

@@ -133,6 +133,38 @@ pub fn pmu_config_events(b: &[u8]) -> Option<([u16; PMU_MAX_EVENTS], usize)> {
     Some((e, n))
 }
 
+/// The firmware's tag names in memory (`sampler_rt::name_tag`), for a host reading the ring:
+/// `len: u32`, then [`NAMES_MAX`] entries of `tag: u32, len: u32, ptr` (a pointer: 4 bytes on
+/// Cortex-M, 8 on ARMv8-A, where the entries start 8-aligned).
+pub const NAMES_SYMBOL: &str = "SAMPLER_RT_NAMES";
+/// Names kept at most.
+pub const NAMES_MAX: usize = 32;
+
+/// Where the entries of [`NAMES_SYMBOL`] start and how long each is, for 32- or 64-bit
+/// pointers.
+pub const fn names_layout(wide: bool) -> (usize, usize) {
+    if wide { (8, 16) } else { (4, 12) }
+}
+
+/// The `(tag, length, address)` of each name in a [`NAMES_SYMBOL`] block.
+pub fn names_entries(b: &[u8], wide: bool) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+    let (at, size) = names_layout(wide);
+    let n = if b.len() >= 4 {
+        (get32(b, 0) as usize).min(NAMES_MAX)
+    } else {
+        0
+    };
+    (0..n).filter_map(move |i| {
+        let e = b.get(at + i * size..at + (i + 1) * size)?;
+        let ptr = if wide {
+            u64::from_le_bytes(e[8..16].try_into().ok()?)
+        } else {
+            get32(e, 8) as u64
+        };
+        Some((get32(e, 0), get32(e, 4), ptr))
+    })
+}
+
 /// Where the dump goes when the run is done.
 pub const SINK_NONE: u8 = 0;
 /// A host file through semihosting (QEMU, or a debugger that serves semihosting).

@@ -161,25 +161,19 @@ global_asm!(
     "ldr x0, ={gicc}",
     "ldr w1, [x0, #0x0c]",
     "and w2, w1, #0x3ff",
-    "cmp w2, #{irq}",
+    // w30 = 0 for the virtual timer, non-zero for the PMU (kept until the reload).
+    "subs w30, w2, #{irq}",
     "b.eq 6f",
     "cmp w2, #{pmu_irq}",
     "b.ne 8f",
     "6:",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
-    // The interrupted PC: ELR of the level the sampler runs at (EL1, EL2 or EL3).
+    // The interrupted PC: ELR of the level the sampler runs at (EL1 in line; EL2, EL3).
     "mrs x4, CurrentEL",
-    "cmp x4, #8",
-    "b.eq 3f",
-    "b.hi 10f",
+    "cmp x4, #4",
+    "b.ne 3f",
     "mrs x4, elr_el1",
-    "b 2f",
-    "3:",
-    "mrs x4, elr_el2",
-    "b 2f",
-    "10:",
-    "mrs x4, elr_el3",
     "2:",
     "str w4, [x2], #4",
     // With a tag, the word beside the PC.
@@ -199,9 +193,7 @@ global_asm!(
     "and w2, w2, w4",
     "ldr w4, [x3, #16]",
     "add w2, w2, w4",
-    "and w4, w1, #0x3ff",
-    "cmp w4, #{irq}",
-    "b.ne 5f",
+    "cbnz w30, 5f",
     "msr cntv_tval_el0, x2",
     "b 4f",
     // A PMU overflow: the counter that overflowed (the cycle counter, PMOVS bit 31, or event
@@ -228,14 +220,23 @@ global_asm!(
     "subs w4, w4, #1",
     "str w4, [x3, #8]",
     "b.ne 9f",
+    // (The slow path keeps x0 and x1.)
     "bl sampler_rt_a64_slow_entry",
     "9:",
-    "ldr x0, ={gicc}",
     "str w1, [x0, #0x10]",
     "ldp x4, x30, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
     "ldp x0, x1, [sp], #48",
     "eret",
+    // ELR at EL2 or EL3.
+    "3:",
+    "cmp x4, #8",
+    "b.ne 10f",
+    "mrs x4, elr_el2",
+    "b 2b",
+    "10:",
+    "mrs x4, elr_el3",
+    "b 2b",
     // Not ours (or spurious): if it is an interrupt, disable it (a level-triggered source
     // nobody serves would fire again at once, for ever), end it, count it, and return. The
     // firmware's own interrupts need its own vectors (`start_keeping_vectors`, `on_irq`).

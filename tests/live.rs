@@ -122,6 +122,71 @@ fn the_applications_own_rtt_channels_keep_working_beside_the_sampler() {
 }
 
 /// The configuration a run wrote into the image it loads.
+#[test]
+fn bins_are_read_out_of_memory_at_the_end_as_a_probe_would() {
+    // The same run twice: its bins sent through semihosting, and read through QEMU's monitor
+    // (the way a probe reads a board) once the sampler stops. Same counters, same profile.
+    let args = [
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--mode",
+        "hist",
+        "--bin-size",
+        "4",
+        "--samples",
+        "20000",
+        "--format",
+        "json",
+    ];
+    let sent = profile_args(&args, &[]);
+    let read = profile_args(&args, &["--live"]);
+    assert_eq!(read["source"], "live");
+    assert_eq!(read["mode"], sent["mode"]);
+    assert_eq!(read["taken"], 20_000);
+    assert_eq!(read["functions"], sent["functions"]);
+    assert_eq!(read["lines"], sent["lines"]);
+
+    // On a board (no probe here): the image counts bins for a host that reads them.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--mode",
+            "hist",
+            "--chip",
+            "STM32F407VGTx",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no debug probe found"), "{stderr}");
+    let dir = stderr
+        .split("the run are kept in ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"));
+    let c = config_in(&dir.join("loaded.elf"));
+    assert_eq!(
+        (c.mode, c.sink),
+        (sampler_rt::wire::MODE_HIST, sampler_rt::wire::SINK_HOST)
+    );
+}
+
+fn profile_args(args: &[&str], extra: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(extra);
+    let out = cargo_sample(&scenarios(), &all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn config_in(elf: &std::path::Path) -> sampler_rt::wire::Config {
     use object::{Object, ObjectSection, ObjectSymbol};
     let data = std::fs::read(elf).unwrap();

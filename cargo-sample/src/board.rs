@@ -350,20 +350,21 @@ fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Res
         bar.set_message(format!(
             "sampling on {}: {} samples, {} lost",
             opts.conn.chip,
-            l.pcs.len(),
+            l.taken() - l.lost,
             l.lost
         ));
         if l.stopped() {
-            l.take_names(&mut target, opts.names);
+            l.finish(&mut target, opts.names)?;
             let _ = l.release(&mut target);
             break;
         }
         if should_stop(opts, started, out) {
-            l.take_names(&mut target, opts.names);
+            l.finish(&mut target, opts.names)?;
             break;
         }
         if saved.elapsed() >= Duration::from_secs(1) {
-            // A crash of the host loses at most a second of samples.
+            // A crash of the host loses at most a second of samples (bins: as they are now).
+            l.read_bins(&mut target)?;
             save_progress(&opts.dir, l);
             saved = Instant::now();
         }

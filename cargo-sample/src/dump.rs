@@ -358,6 +358,9 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
 /// Encode a dump's samples, tags and tag names (a dump the host made: from a ring it read, a
 /// snapshot, an SWO capture).
 pub fn encode_samples(d: &Dump) -> Vec<u8> {
+    if let Some(h) = &d.hist {
+        return encode_hist(&d.info, h);
+    }
     let mut out = encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags);
     if d.names.is_empty() {
         return out;

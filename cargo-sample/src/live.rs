@@ -49,6 +49,9 @@ pub struct Live {
     pub state_bytes: Vec<u8>,
     /// The firmware's tag names (`sampler_rt::name_tag`), read at the end.
     pub names: Vec<(u32, String)>,
+    /// `MODE_HIST`: the counters' bytes, read at the end (and for progress saves); the state
+    /// alone is polled meanwhile.
+    pub bins: Option<Vec<u8>>,
 }
 
 /// Where the firmware keeps its tag names: the table's address, and whether its pointers are
@@ -101,8 +104,18 @@ impl Live {
     /// Start reading the sampler whose state is at `state_addr`, from the samples it has now.
     pub fn attach(t: &mut dyn Target, state_addr: u32) -> Result<Live> {
         let (s, b) = read_state(t, state_addr)?;
+        if s.mode == wire::MODE_HIST {
+            return Ok(Live {
+                state_addr,
+                next: s.taken(),
+                state: s,
+                state_bytes: b,
+                bins: Some(Vec::new()),
+                ..Live::default()
+            });
+        }
         if s.mode != wire::MODE_RING {
-            bail!("live capture reads a ring; this sampler counts bins");
+            bail!("the sampler is neither sampling into a ring nor counting bins");
         }
         let entry = if s.tag_kind == 0 { 4 } else { 8 };
         // Begin with what the ring still holds; older samples are gone.
@@ -121,15 +134,22 @@ impl Live {
             state: s,
             state_bytes: b,
             names: Vec::new(),
+            bins: None,
         })
     }
 
-    /// Read the samples taken since the last poll; returns how many arrived.
+    /// Read the samples taken since the last poll; returns how many arrived. Bins stay in the
+    /// target until [`Live::read_bins`]: this only follows the count.
     pub fn poll(&mut self, t: &mut dyn Target) -> Result<usize> {
         let (s, b) = read_state(t, self.state_addr)?;
         let taken = s.taken();
         self.state = s;
         self.state_bytes = b;
+        if self.bins.is_some() {
+            let new = taken.wrapping_sub(self.next);
+            self.next = taken;
+            return Ok(new as usize);
+        }
         let waiting = taken.wrapping_sub(self.next);
         if waiting == 0 {
             return Ok(0);
@@ -173,18 +193,44 @@ impl Live {
         )
     }
 
-    /// Read the firmware's tag names (once the samples are in: names are given before or while
-    /// sampling). A table that cannot be read leaves the tags unnamed.
-    pub fn take_names(&mut self, t: &mut dyn Target, at: Option<NamesAt>) {
-        if let Some(at) = at {
+    /// Samples taken, as of the last poll.
+    pub fn taken(&self) -> u64 {
+        self.pcs.len() as u64 + self.lost + self.bins.as_ref().map_or(0, |_| self.next as u64)
+    }
+
+    /// `MODE_HIST`: read the counters as they are now.
+    pub fn read_bins(&mut self, t: &mut dyn Target) -> Result<()> {
+        if self.bins.is_none() {
+            return Ok(());
+        }
+        let (addr, len) = crate::snapshot::ring_region(&self.state_bytes)
+            .ok_or_else(|| anyhow::anyhow!("the sampler's state names no bins"))?;
+        let mut b = vec![0u8; len as usize];
+        t.read(addr as u32, &mut b)?;
+        self.bins = Some(b);
+        Ok(())
+    }
+
+    /// What the end of a capture reads: the bins (`MODE_HIST`) and the firmware's tag names
+    /// (given before or while sampling). Names that cannot be read leave the tags unnamed.
+    pub fn finish(&mut self, t: &mut dyn Target, names: Option<NamesAt>) -> Result<()> {
+        if let Some(at) = names {
             self.names = read_names(t, at).unwrap_or_default();
         }
+        self.read_bins(t)
     }
 
     /// The samples so far as a dump: `lost` says how many were taken but never read.
     pub fn to_dump(&self, code: (u32, u32, u32), stop: u8) -> Dump {
         // Every sample before `next` was delivered or counted as lost.
         let lost = self.lost.min(u32::MAX as u64) as u32;
+        if let Some(bins) = &self.bins {
+            let d = crate::snapshot::to_dump(&self.state_bytes, bins, code, None);
+            if let Some(mut d) = d {
+                d.info.stop = stop;
+                return d;
+            }
+        }
         let info = crate::snapshot::info_of(&self.state, stop, self.next, lost, code);
         let mut d = Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone());
         d.names = self.names.clone();

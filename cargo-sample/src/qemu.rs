@@ -306,10 +306,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             match l.step(&monitor) {
                 Ok(done) => {
                     if let Some(x) = &l.live {
-                        bar.set_position(x.pcs.len() as u64 + x.lost);
+                        bar.set_position(x.taken());
                     }
                     if done || over || cut {
-                        l.take_names();
+                        l.finish();
                         l.out.duration_reached = over && !done;
                         timed_out = !done && !over && started.elapsed() >= opts.timeout;
                         interrupted = !done && INTERRUPTED.load(Ordering::SeqCst);
@@ -454,19 +454,19 @@ impl LiveRun {
         }
         if l.stopped() {
             // What was taken before it stopped is now all read.
-            l.take_names(m, self.spec.names);
+            l.finish(m, self.spec.names)?;
             let _ = l.release(m);
             return Ok(true);
         }
         Ok(false)
     }
 
-    /// A run ended from here (its duration, a timeout, Ctrl-C): the names so far.
-    fn take_names(&mut self) {
+    /// A run ended from here (its duration, a timeout, Ctrl-C): the bins and names so far.
+    fn finish(&mut self) {
         if let (Some(m), Some(l)) = (self.monitor.as_mut(), self.live.as_mut())
-            && l.names.is_empty()
+            && !l.stopped()
         {
-            l.take_names(m, self.spec.names);
+            let _ = l.finish(m, self.spec.names);
         }
     }
 }

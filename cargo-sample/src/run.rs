@@ -842,9 +842,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
              events: `cargo sample stat`"
         );
     }
-    if live && args.mode != crate::cli::Mode::Ring {
-        bail!("`--live` reads a ring; bins are read once at the end (drop `--live`/`--duration`)");
-    }
     // QEMU's cycle counter runs at 1 GHz of emulated time whatever the icount shift; other
     // events have no rate.
     let timer_hz = match timer {
@@ -1167,9 +1164,6 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     }
     if method == Method::Timer && (!p.has_feature || !p.has_dependency) {
         bail!(missing_setup_help(p, &args.cargo.feature_name));
-    }
-    if method == Method::Timer && args.mode != crate::cli::Mode::Ring {
-        bail!("on a board the ring is read while the firmware runs; bins are not read live yet");
     }
     let clock = args.board.clock.map(u64::from).unwrap_or(0);
     let period = board_period(args, clock)?;

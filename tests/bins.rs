@@ -6,15 +6,6 @@ mod support;
 use serde_json::Value;
 use support::*;
 
-fn kinds(r: &Value) -> Vec<String> {
-    r["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["kind"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Rows with samples whose exact share is practically nothing: code that never ran got time.
 fn phantoms(r: &Value) -> Vec<String> {
     r["functions"]

@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::Value;
-use support::{assert_hot_a_share, cargo_sample, profile_in, run_dir_of, scenarios};
+use support::{assert_hot_a_share, cargo_sample, kept_dir, profile_in, run_dir_of, scenarios};
 
 fn counts(r: &Value) -> (u64, u64, u64) {
     (
@@ -162,12 +162,7 @@ fn bins_are_read_out_of_memory_at_the_end_as_a_probe_would() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no debug probe found"), "{stderr}");
-    let dir = stderr
-        .split("the run are kept in ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"));
+    let dir = kept_dir(&stderr);
     let c = config_in(&dir.join("loaded.elf"));
     assert_eq!(
         (c.mode, c.sink),
@@ -220,12 +215,7 @@ fn a_board_run_prepares_its_image_and_stops_at_the_probe_with_a_clear_message() 
     assert!(!out.status.success());
     assert!(stderr.contains("no debug probe found"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let dir = stderr
-        .split("the run are kept in ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"));
+    let dir = kept_dir(&stderr);
     // The image to flash reads its ring through the probe, stops at 5000 samples, and samples
     // every 10 000 cycles on average.
     let c = config_in(&dir.join("loaded.elf"));

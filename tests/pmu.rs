@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::{assert_split, exact_first_share, rows, run_dir_of};
+use support::{assert_split, assert_within_3_sigma, exact_first_share, kinds, rows, run_dir_of};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu")
@@ -365,19 +365,11 @@ fn sampling_within_3_sigma(machine: &str, timer: &str, n: &str, timer_name: &str
     assert_eq!(r["samples"], n.parse::<u64>().unwrap());
     assert_eq!(r["timer"], timer_name);
     assert_eq!(r["machine"], "virt (QEMU)");
-    for name in ["hot_a", "hot_b", "hot_c"] {
-        let row = r["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap();
-        let sigma = row["error_sigma"].as_f64().unwrap();
-        assert!(
-            sigma.abs() < 3.0,
-            "{machine} {timer} {name}: {sigma} sigma ({row})"
-        );
-    }
+    assert_within_3_sigma(
+        &r,
+        &["hot_a", "hot_b", "hot_c"],
+        &format!("{machine} {timer}"),
+    );
     // The sampler's own vectors and handler are not in the exact profile's functions.
     assert!(
         r["functions"]
@@ -468,24 +460,7 @@ fn firmware_with_its_own_interrupts_keeps_them_and_is_told_when_it_does_not() {
     ]);
     assert_eq!(r["stop"], "the firmware ended the run");
     assert!(r["samples"].as_u64().unwrap() > 15_000, "{}", r["samples"]);
-    for name in ["work_a", "work_b"] {
-        let row = r["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap();
-        let sigma = row["error_sigma"].as_f64().unwrap();
-        assert!(sigma.abs() < 3.0, "{name}: {sigma} sigma ({row})");
-    }
-    let kinds = |r: &Value| -> Vec<String> {
-        r["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["kind"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    assert_within_3_sigma(&r, &["work_a", "work_b"], "own-vectors");
     assert!(!kinds(&r).contains(&"foreign-interrupts".to_owned()));
     // `foreign-irq` lets `start()` install the sampler's vectors over its timer interrupt: the
     // interrupt is disabled unserved (no storm, the run ends), counted and reported.

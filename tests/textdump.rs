@@ -118,17 +118,7 @@ fn raw_pcs_and_tags_report_as_the_run_did() {
     assert!(ok, "{err}");
     assert_eq!(by_function(&t), by_function(&r));
     assert_eq!(t["samples"], 5000);
-    let tag_rows: BTreeMap<String, u64> = t["tags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            (
-                row["name"].as_str().unwrap().to_owned(),
-                row["samples"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let tag_rows = rows(&t, "tags");
     assert_eq!(
         tag_rows,
         BTreeMap::from([

@@ -328,10 +328,36 @@ impl AppRtt {
     }
 }
 
+/// Read-only memory as a [`Target`], for tests of the readers.
+#[cfg(test)]
+pub(crate) mod testing {
+    use anyhow::{Context, Result, bail};
+
+    /// Memory at `base`, as the firmware left it.
+    pub(crate) struct Ram {
+        pub base: u32,
+        pub bytes: Vec<u8>,
+    }
+
+    impl super::Target for Ram {
+        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+            let at = addr.checked_sub(self.base).context("below the RAM")? as usize;
+            let src = self
+                .bytes
+                .get(at..at + buf.len())
+                .context("beyond the RAM")?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write(&mut self, _: u32, _: &[u8]) -> Result<()> {
+            bail!("read-only")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyhow::Context;
 
     /// A sampler in memory: a state block and a ring of `cap` entries, taking samples 0, 1, 2,
     /// ... (the sample's number is its PC, so losses and order show).
@@ -498,26 +524,7 @@ mod tests {
         assert_eq!(again.info.lost, 12);
     }
 
-    /// Memory at `base`, as the firmware left it.
-    struct Ram {
-        base: u32,
-        bytes: Vec<u8>,
-    }
-
-    impl Target for Ram {
-        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
-            let at = addr.checked_sub(self.base).context("below the RAM")? as usize;
-            let src = self
-                .bytes
-                .get(at..at + buf.len())
-                .context("beyond the RAM")?;
-            buf.copy_from_slice(src);
-            Ok(())
-        }
-        fn write(&mut self, _: u32, _: &[u8]) -> Result<()> {
-            bail!("read-only")
-        }
-    }
+    use super::testing::Ram;
 
     #[test]
     fn tag_names_are_read_out_of_memory_for_both_pointer_sizes() {

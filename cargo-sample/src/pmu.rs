@@ -994,26 +994,7 @@ mod tests {
         assert!(parse_arm_json(r#"{"events": [{"name": "X"}]}"#).is_err());
     }
 
-    /// Memory at `base`, as a probe sees it.
-    struct Ram {
-        base: u32,
-        bytes: Vec<u8>,
-    }
-
-    impl crate::live::Target for Ram {
-        fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
-            let at = (addr - self.base) as usize;
-            let src = self
-                .bytes
-                .get(at..at + buf.len())
-                .context("outside the RAM")?;
-            buf.copy_from_slice(src);
-            Ok(())
-        }
-        fn write(&mut self, _: u32, _: &[u8]) -> Result<()> {
-            bail!("read-only")
-        }
-    }
+    use crate::live::testing::Ram;
 
     fn out_block(magic: u32, run_id: u32, dump: &[u8], full: u32) -> Vec<u8> {
         let mut b = Vec::new();

@@ -214,3 +214,38 @@ pub fn assert_split(r: &Value, function: &str, first: &str, exact: f64) {
         "{function}: {first} has {got:.4} of it, exactly {exact:.4} (sigma {s:.4}); {split:?}"
     );
 }
+
+/// The kinds of a JSON report's diagnostics.
+pub fn kinds(r: &Value) -> Vec<String> {
+    r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Assert that each function's sampled share is within 3 binomial sigmas of its exact share
+/// (`--truth`).
+pub fn assert_within_3_sigma(r: &Value, functions: &[&str], what: &str) {
+    for name in functions {
+        let row = r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == *name)
+            .unwrap_or_else(|| panic!("{what}: no row {name}"));
+        let sigma = row["error_sigma"].as_f64().unwrap();
+        assert!(sigma.abs() < 3.0, "{what} {name}: {sigma} sigma ({row})");
+    }
+}
+
+/// The run directory a failed run names in its error ("... are kept in DIR)").
+pub fn kept_dir(stderr: &str) -> PathBuf {
+    stderr
+        .split("the run are kept in ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"))
+}

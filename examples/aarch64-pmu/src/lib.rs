@@ -43,6 +43,16 @@ global_asm!(
     ".size _start, . - _start",
 );
 
+/// `n` turns of a loop of `nop`s: work of a known size, inlined into its caller so that its
+/// samples belong to the caller.
+#[inline(always)]
+pub fn spin(n: u32) {
+    for _ in 0..n {
+        // SAFETY: a no-op.
+        unsafe { core::arch::asm!("nop", options(nomem, nostack, preserves_flags)) };
+    }
+}
+
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     sampler_rt::pmu::finish(101)

@@ -6,14 +6,7 @@
 
 use core::arch::asm;
 
-use aarch64_pmu as _;
-
-fn spin(n: u32) {
-    for _ in 0..n {
-        // SAFETY: a no-op.
-        unsafe { asm!("nop", options(nomem, nostack, preserves_flags)) };
-    }
-}
+use aarch64_pmu::spin;
 
 #[unsafe(no_mangle)]
 #[inline(never)]

@@ -4,17 +4,9 @@
 #![no_std]
 #![no_main]
 
-use core::arch::asm;
 use core::sync::atomic::Ordering;
 
-use aarch64_pmu::irq;
-
-fn spin(n: u32) {
-    for _ in 0..n {
-        // SAFETY: a no-op.
-        unsafe { asm!("nop", options(nomem, nostack, preserves_flags)) };
-    }
-}
+use aarch64_pmu::{irq, spin};
 
 #[unsafe(no_mangle)]
 #[inline(never)]

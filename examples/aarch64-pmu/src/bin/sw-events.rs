@@ -6,16 +6,7 @@
 #![no_std]
 #![no_main]
 
-use core::arch::asm;
-
-use aarch64_pmu as _;
-
-fn spin(n: u32) {
-    for _ in 0..n {
-        // SAFETY: a no-op.
-        unsafe { asm!("nop", options(nomem, nostack, preserves_flags)) };
-    }
-}
+use aarch64_pmu::spin;
 
 /// Three software increments, each followed by a little work (where the sample lands).
 #[unsafe(no_mangle)]

@@ -548,6 +548,66 @@ fn firmware_tags_split_a_shared_function_on_armv8_a_as_exactly_as_it_runs() {
 }
 
 #[test]
+fn bins_on_armv8_a_match_exact_counts_and_read_live_as_sent() {
+    // 8-byte bins (two A64 instructions each) over the image: each function's share within 3
+    // sigma of the exact count of the same run.
+    let args = [
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--mode",
+        "hist",
+        "--bin-size",
+        "8",
+        "-n",
+        "20000",
+    ];
+    let mut with = args.to_vec();
+    with.extend_from_slice(&["--truth", "--format", "json"]);
+    let out = cargo_sample(&with);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dump = std::fs::read(run_dir_of(&out.stderr).join(cargo_sample::runs::DUMP)).unwrap();
+    let bins = cargo_sample::dump::decode(&dump)
+        .unwrap()
+        .hist
+        .expect("a HIST record");
+    assert_eq!(bins.shift, 3);
+    assert_eq!(
+        bins.bins.iter().map(|&n| n as u64).sum::<u64>() + bins.outside as u64,
+        20_000
+    );
+    assert_eq!(r["samples"], 20_000);
+    assert_within_3_sigma(&r, &["hot_a", "hot_b", "hot_c"], "bins");
+    // Read out of memory through the monitor at the end (as a probe would): the same bins.
+    let mut live = args.to_vec();
+    live.extend_from_slice(&["--live", "--format", "json"]);
+    let l = json(&live);
+    assert_eq!(l["source"], "live");
+    assert_eq!(l["timer"], "generic timer");
+    // (The `--truth` run also lists functions no sample fell in.)
+    let sampled = |r: &Value| -> Vec<(String, u64)> {
+        r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["samples"].as_u64() > Some(0))
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_owned(),
+                    f["samples"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(sampled(&l), sampled(&r));
+}
+
+#[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     let r = json(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     let laps = &r["laps"];

@@ -580,6 +580,10 @@ fn a64_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
                 "A64 ring + jitter, cycle counter",
                 &["--bin", "hot-loops", "--timer", "pmu:cpu_cycles"],
             ),
+            (
+                "A64 bins + jitter, generic timer",
+                &["--bin", "hot-loops", "--mode", "hist", "--bin-size", "8"],
+            ),
         ],
         |short| short == "sampler_rt_vectors",
     )

@@ -836,12 +836,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         (None, true) => 0,
         (None, false) => DEFAULT_SAMPLES,
     };
-    if p.triple.starts_with("aarch64") && args.mode != crate::cli::Mode::Ring {
-        bail!(
-            "on ARMv8-A cargo-sample samples into a ring (no `--mode hist` there yet); PMU \
-             events: `cargo sample stat`"
-        );
-    }
     // QEMU's cycle counter runs at 1 GHz of emulated time whatever the icount shift; other
     // events have no rate.
     let timer_hz = match timer {

@@ -13,6 +13,7 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile};
 use crate::wire::{self, Config};
 
 const RING_SLOTS: usize = crate::decimal(env!("SAMPLER_RT_RING_SLOTS"));
+const HIST_BINS: usize = crate::decimal(env!("SAMPLER_RT_HIST_BINS"));
 
 /// GICv2 distributor and CPU interface of QEMU `virt`.
 const GICD: usize = 0x0800_0000;
@@ -47,7 +48,12 @@ pub struct State {
     sink: u32,
     /// The semihosting handle of the dump file plus one (0: not open).
     handle: u32,
-    config_found: u32,
+    config_found: u8,
+    /// `MODE_RING` or `MODE_HIST`. In histogram mode the ring's fields hold the bins': `wptr`
+    /// the counters' address, `ring` the code address of bin 0, `capacity` the outside
+    /// counter's index, `sent` the shift.
+    mode: u8,
+    _pad: [u8; 2],
     /// `TAG_WORD`: the word recorded with each sample (ring entries are then (pc, tag)
     /// pairs); 0 = no tag.
     tag_addr: u32,
@@ -69,6 +75,8 @@ const _: () = {
     assert!(offset_of!(State, phase) == 48);
     assert!(offset_of!(State, sink) == wire::state_offsets::SINK);
     assert!(offset_of!(State, config_found) == 64);
+    assert!(offset_of!(State, mode) == 65);
+    assert!(offset_of!(State, sent) == 52);
     assert!(offset_of!(State, tag_addr) == 68);
     assert!(offset_of!(State, timer) == 76);
     assert!(offset_of!(State, magic) == 80);
@@ -104,6 +112,8 @@ pub static mut SAMPLER_RT_STATE: State = State {
     sink: 0,
     handle: 0,
     config_found: 0,
+    mode: 0,
+    _pad: [0; 2],
     tag_addr: 0,
     crc: 0,
     timer: 0,
@@ -112,6 +122,14 @@ pub static mut SAMPLER_RT_STATE: State = State {
 };
 
 static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
+
+/// Histogram mode: the counters, and the outside one last. Zeroed by `start`.
+static mut BINS: MaybeUninit<[u16; HIST_BINS + 1]> = MaybeUninit::uninit();
+
+/// The number of histogram counters this build has, for the host (which reads it from the ELF
+/// to choose the bin size of a run).
+#[unsafe(no_mangle)]
+static SAMPLER_RT_HIST_COUNTERS: u32 = HIST_BINS as u32;
 
 const IDLE: u32 = 0;
 const RUNNING: u32 = 1;
@@ -155,7 +173,7 @@ global_asm!(
     "b sampler_rt_unexpected",
     // The sampling interrupt: x0 GICC, w1 IAR, x3 the state.
     "sampler_rt_irq:",
-    "stp x0, x1, [sp, #-48]!",
+    "stp x0, x1, [sp, #-64]!",
     "stp x2, x3, [sp, #16]",
     "stp x4, x30, [sp, #32]",
     "ldr x0, ={gicc}",
@@ -165,7 +183,7 @@ global_asm!(
     "subs w30, w2, #{irq}",
     "b.eq 6f",
     "cmp w2, #{pmu_irq}",
-    "b.ne 8f",
+    "b.ne sampler_rt_foreign",
     "6:",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
@@ -183,7 +201,9 @@ global_asm!(
     "str w4, [x2], #4",
     "12:",
     "str x2, [x3]",
-    // The next period: reload + (xorshift32 & mask).
+    // The next period: reload + (xorshift32 & mask); both handlers end here (x0 GICC, w1 IAR,
+    // x3 the state, w30 the timer kind).
+    "sampler_rt_reload:",
     "ldr w2, [x3, #12]",
     "eor w2, w2, w2, lsl #13",
     "eor w2, w2, w2, lsr #17",
@@ -226,7 +246,7 @@ global_asm!(
     "str w1, [x0, #0x10]",
     "ldp x4, x30, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
-    "ldp x0, x1, [sp], #48",
+    "ldp x0, x1, [sp], #64",
     "eret",
     // ELR at EL2 or EL3.
     "3:",
@@ -240,7 +260,7 @@ global_asm!(
     // Not ours (or spurious): if it is an interrupt, disable it (a level-triggered source
     // nobody serves would fire again at once, for ever), end it, count it, and return. The
     // firmware's own interrupts need its own vectors (`start_keeping_vectors`, `on_irq`).
-    "8:",
+    "sampler_rt_foreign:",
     "cmp w2, #1020",
     "b.hs 7f",
     "ldr x3, ={gicd}",
@@ -259,8 +279,64 @@ global_asm!(
     "7:",
     "ldp x4, x30, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
-    "ldp x0, x1, [sp], #48",
+    "ldp x0, x1, [sp], #64",
     "eret",
+    // Histogram mode (the vectors below): the bin of the interrupted PC counts one more,
+    // saturating; the bins' address is the state's first word, the code base, the shift and
+    // the outside counter's index are at 40, 52 and 36.
+    "sampler_rt_irq_hist:",
+    "stp x0, x1, [sp, #-64]!",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x30, [sp, #32]",
+    "ldr x0, ={gicc}",
+    "ldr w1, [x0, #0x0c]",
+    "and w2, w1, #0x3ff",
+    "subs w30, w2, #{irq}",
+    "b.eq 1f",
+    "cmp w2, #{pmu_irq}",
+    "b.ne sampler_rt_foreign",
+    "1:",
+    "stp x5, x6, [sp, #48]",
+    "ldr x3, ={state}",
+    "mrs x4, CurrentEL",
+    "cmp x4, #4",
+    "b.ne 3f",
+    "mrs x4, elr_el1",
+    "2:",
+    "ldr w5, [x3, #40]",
+    "sub w4, w4, w5",
+    "ldr w5, [x3, #52]",
+    "lsr w4, w4, w5",
+    "ldr w5, [x3, #36]",
+    "cmp w4, w5",
+    "csel w4, w4, w5, lo",
+    "ldr x6, [x3]",
+    "add x6, x6, x4, lsl #1",
+    "ldrh w4, [x6]",
+    "add w4, w4, #1",
+    "tbnz w4, #16, 4f",
+    "strh w4, [x6]",
+    "4:",
+    "ldp x5, x6, [sp, #48]",
+    "b sampler_rt_reload",
+    "3:",
+    "cmp x4, #8",
+    "b.ne 10f",
+    "mrs x4, elr_el2",
+    "b 2b",
+    "10:",
+    "mrs x4, elr_el3",
+    "b 2b",
+    // The same vectors, for histogram mode.
+    ".balign 2048",
+    "sampler_rt_vectors_hist:",
+    ".rept 5",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    ".endr",
+    "b sampler_rt_irq_hist", ".balign 0x80",
+    ".rept 10",
+    "b sampler_rt_unexpected", ".balign 0x80",
+    ".endr",
     // The slow path: every other caller-saved register, FP/SIMD included, around Rust.
     "sampler_rt_a64_slow_entry:",
     "stp x29, x30, [sp, #-16]!",
@@ -370,12 +446,20 @@ fn start_with(install_vectors: bool) {
             seed: 0x9E37_79B9,
             ..Config::default()
         });
-        (*s).config_found = found.is_some() as u32;
+        (*s).config_found = found.is_some() as u8;
         (*s).sink = cfg.sink as u32;
-        if !(1..=3).contains(&el) || cfg.mode != wire::MODE_RING || RING_SLOTS == 0 {
+        // (Read, so that the linker keeps the count for the host.)
+        let bins = read_volatile(addr_of!(SAMPLER_RT_HIST_COUNTERS)) as usize;
+        let usable = match cfg.mode {
+            wire::MODE_RING => RING_SLOTS > 0,
+            wire::MODE_HIST => bins > 0 && (1..=16).contains(&cfg.hist_shift),
+            _ => false,
+        };
+        if !(1..=3).contains(&el) || !usable {
             (*s).phase = STOPPED;
             return;
         }
+        (*s).mode = cfg.mode;
         (*s).reload = cfg.reload.max(1);
         (*s).mask = cfg.jitter_mask;
         (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
@@ -389,38 +473,58 @@ fn start_with(install_vectors: bool) {
         } else {
             0
         };
-        (*s).capacity = (RING_SLOTS / entry_words(s)) as u32;
-        (*s).ring = addr_of_mut!(RING) as u64;
         (*s).before = 0;
+        let hist = cfg.mode == wire::MODE_HIST;
+        if hist {
+            let bins = addr_of_mut!(BINS) as *mut u16;
+            for i in 0..=HIST_BINS {
+                core::ptr::write_volatile(bins.add(i), 0);
+            }
+            (*s).tag_addr = 0;
+            (*s).wptr = bins as u64;
+            (*s).ring = cfg.hist_base as u64;
+            (*s).capacity = HIST_BINS as u32;
+            (*s).sent = cfg.hist_shift as u32;
+        } else {
+            (*s).capacity = (RING_SLOTS / entry_words(s)) as u32;
+            (*s).ring = addr_of_mut!(RING) as u64;
+        }
         next_chunk(s);
         (*s).phase = RUNNING;
         (*s).magic = wire::A64_STATE_MAGIC;
+        // The vectors of the mode: their IRQ entries go to the ring's or the bins' handler.
+        let vectors: u64;
+        if hist {
+            asm!("adr {}, sampler_rt_vectors_hist", out(reg) vectors, options(nomem, nostack));
+        } else {
+            asm!("adr {}, sampler_rt_vectors", out(reg) vectors, options(nomem, nostack));
+        }
         if !install_vectors {
             // The firmware's vectors and routing stay.
         } else if el == 3 {
             // Take IRQs at EL3 (SCR_EL3.IRQ), where the sampler's vectors are.
             asm!(
-                "adr {t}, sampler_rt_vectors",
-                "msr vbar_el3, {t}",
+                "msr vbar_el3, {v}",
                 "mrs {t}, scr_el3",
                 "orr {t}, {t}, #(1 << 1)",
                 "msr scr_el3, {t}",
                 "isb",
+                v = in(reg) vectors,
                 t = out(reg) _,
             );
         } else if el == 2 {
             // Take physical IRQs at EL2 (HCR_EL2.IMO), where the sampler's vectors are.
             asm!(
-                "adr {t}, sampler_rt_vectors",
-                "msr vbar_el2, {t}",
+                "msr vbar_el2, {v}",
                 "mrs {t}, hcr_el2",
                 "orr {t}, {t}, #(1 << 4)",
                 "msr hcr_el2, {t}",
                 "isb",
+                v = in(reg) vectors,
                 t = out(reg) _,
             );
         } else {
-            asm!("adr {t}, sampler_rt_vectors", "msr vbar_el1, {t}", "isb", t = out(reg) _);
+            asm!("msr vbar_el1, {v}", "isb", v = in(reg) vectors);
         }
         let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
         let r = |a: usize| core::ptr::read_volatile(a as *const u32);
@@ -514,6 +618,16 @@ fn start_with(install_vectors: bool) {
 unsafe fn next_chunk(s: *mut State) {
     // SAFETY: see the contract.
     unsafe {
+        if (*s).mode == wire::MODE_HIST {
+            // Bins have no chunks: count down to the limit (or far).
+            let chunk = match (*s).limit {
+                0 => 1 << 30,
+                l => l - (*s).before,
+            };
+            (*s).chunk = chunk;
+            (*s).remaining = chunk;
+            return;
+        }
         let cap = (*s).capacity;
         let pos = (*s).before % cap;
         let mut chunk = cap - pos;
@@ -560,9 +674,18 @@ pub fn on_irq(intid: u32) -> bool {
             2 => asm!("mrs {}, elr_el2", out(reg) pc, options(nomem, nostack)),
             _ => asm!("mrs {}, elr_el1", out(reg) pc, options(nomem, nostack)),
         }
-        // The same steps as the vectors' fast path: store, next period, chunk end.
-        core::ptr::write_volatile((*s).wptr as *mut u32, pc as u32);
-        (*s).wptr += 4;
+        // The same steps as the vectors' fast path: store (or count), next period, chunk end.
+        if (*s).mode == wire::MODE_HIST {
+            let i = ((pc as u32).wrapping_sub((*s).ring as u32) >> (*s).sent).min((*s).capacity);
+            let bin = ((*s).wptr as *mut u16).add(i as usize);
+            let n = read_volatile(bin);
+            if n != u16::MAX {
+                core::ptr::write_volatile(bin, n + 1);
+            }
+        } else {
+            core::ptr::write_volatile((*s).wptr as *mut u32, pc as u32);
+            (*s).wptr += 4;
+        }
         if (*s).tag_addr != 0 {
             let tag = read_volatile((*s).tag_addr as usize as *const u32);
             core::ptr::write_volatile((*s).wptr as *mut u32, tag);
@@ -625,7 +748,7 @@ extern "C" fn sampler_rt_a64_slow() {
                 crate::pmu::semihosting_exit(0);
             }
         } else {
-            if (*s).sink == wire::SINK_SEMIHOSTING as u32 {
+            if (*s).sink == wire::SINK_SEMIHOSTING as u32 && (*s).mode != wire::MODE_HIST {
                 stream(s, (*s).before);
             }
             next_chunk(s);
@@ -785,6 +908,8 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
         wire::Info {
             mode: if (*s).capacity == 0 {
                 wire::MODE_OFF
+            } else if (*s).mode == wire::MODE_HIST {
+                wire::MODE_HIST
             } else {
                 wire::MODE_RING
             },
@@ -805,7 +930,7 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
             code_end: b as u32,
             code_crc: wire::crc32(code),
             config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
-            config_found: (*s).config_found as u8,
+            config_found: (*s).config_found,
             priority: 0,
             rt_version: crate::RT_VERSION,
             tag_kind: if (*s).tag_addr == 0 {
@@ -814,6 +939,32 @@ unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info {
                 wire::TAG_WORD
             },
             foreign: (*s).foreign,
+        }
+    }
+}
+
+/// Append the bins as a HIST record (the counters' bytes are the record's little-endian
+/// `u16`s; the last counter is `outside`).
+///
+/// # Safety
+/// Sampling is stopped; histogram mode; the file is open.
+unsafe fn send_hist(s: *mut State) {
+    // SAFETY: `wptr` is counter 0 of BINS, `capacity + 1` counters long.
+    unsafe {
+        let count = (*s).capacity;
+        let counters = (*s).wptr as *const u8;
+        let outside = read_volatile((counters as *const u16).add(count as usize));
+        put(
+            s,
+            &wire::record_header(wire::REC_HIST, wire::hist_len(count)),
+        );
+        put(
+            s,
+            &wire::hist_header((*s).ring as u32, (*s).sent, outside as u32, count),
+        );
+        put(s, core::slice::from_raw_parts(counters, 2 * count as usize));
+        if count % 2 == 1 {
+            put(s, &[0, 0]);
         }
     }
 }
@@ -828,7 +979,11 @@ unsafe fn send_dump(s: *mut State, stop: u8) {
         }
         (*s).phase = DUMPED;
         let n = taken(s);
-        stream(s, n);
+        if (*s).mode == wire::MODE_HIST {
+            send_hist(s);
+        } else {
+            stream(s, n);
+        }
         if let Some(len) = crate::laps::record_len() {
             put(s, &wire::record_header(wire::REC_LAPS, len));
             crate::laps::write_record(|b| put(s, b));

@@ -646,8 +646,13 @@ pub fn jitter_mask(arch: u8, jitter: u32) -> u32 {
 /// ```text
 ///  0 wptr (u64)   8 remaining  12 rng      16 reload    20 mask      24 before   28 chunk
 /// 32 limit       36 capacity  40 ring (u64)             48 phase     52 sent     56 sink
-/// 60 handle      64 config_found          68 open      72 crc       76 timer    80 magic
+/// 60 handle+1    64 config_found (u8), mode (u8)    68 tag_addr  72 crc       76 timer
+/// 80 magic       84 foreign
 /// ```
+///
+/// In `MODE_HIST` the ring's fields hold the bins': `wptr` the counters, `ring` the code
+/// address of bin 0, `capacity` the outside counter's index, `sent` the shift. `tag_addr` is
+/// the word recorded with each sample (`TAG_WORD`), 0 for none.
 ///
 /// (`sink` sits where the Cortex-M block has it, so that a host releases either the same way.)
 pub const A64_STATE_MAGIC: u32 = u32::from_le_bytes(*b"SA64");
@@ -711,12 +716,26 @@ impl StateView {
             limit: get32(b, 32),
             capacity: get32(b, 36),
             ring: get32(b, 40),
-            mode: MODE_RING,
+            mode: if b[65] == MODE_HIST {
+                MODE_HIST
+            } else {
+                MODE_RING
+            },
             stop,
-            timer: get32(b, 76) as u8,
+            // The firmware keeps the configuration's timer: anything but the PMU is the
+            // generic timer there.
+            timer: match get32(b, 76) as u8 {
+                TIMER_PMU => TIMER_PMU,
+                _ => TIMER_GENERIC,
+            },
             phase,
-            config_found: get32(b, 64) as u8,
+            config_found: b[64],
             arch: 8,
+            // Histogram mode keeps the bins in the ring's fields.
+            hist_base: get32(b, 40),
+            hist_word: get32(b, 52),
+            bins: get32(b, 0),
+            last_bin: get32(b, 36),
             tag_addr: get32(b, 68),
             tag_kind: if get32(b, 68) == 0 {
                 TAG_NONE as u32

@@ -608,6 +608,30 @@ fn bins_on_armv8_a_match_exact_counts_and_read_live_as_sent() {
 }
 
 #[test]
+fn the_advisor_judges_armv8_a_bins_from_the_instruction_size_up() {
+    let advice = json(&[
+        "advise",
+        "--release",
+        "--bin",
+        "hot-loops",
+        "--sizes",
+        "2,4,8",
+        "--align-sizes",
+        "16",
+        "--advice-format",
+        "json",
+    ]);
+    let choices = advice["choices"].as_array().unwrap();
+    let sizes: Vec<u64> = choices
+        .iter()
+        .map(|c| c["bin_size"].as_u64().unwrap())
+        .collect();
+    // A64 instructions are 4 bytes: 2-byte bins are not offered; 4-byte bins are exact.
+    assert_eq!(sizes, [4, 8, 16]);
+    assert_eq!(choices[0]["max_error_points"], 0.0);
+}
+
+#[test]
 fn laps_on_armv8_a_use_the_cycle_counter_and_subtract_their_cost() {
     let r = json(&["--release", "--bin", "laps", "--laps", "--format", "json"]);
     let laps = &r["laps"];

@@ -195,11 +195,22 @@ pub fn advise(args: &AdviseArgs) -> Result<()> {
         "on a ring-mode run with the exact count of the same run",
     );
     let plain = run::capture(&run)?;
+    // A64 instructions are 4 bytes: a smaller bin is never used.
+    let smallest = match std::fs::read(plain.join(crate::runs::ELF))
+        .ok()
+        .and_then(|b| crate::elf::inspect(&b).ok())
+    {
+        Some(fw) if fw.aarch64 => 4,
+        _ => 2,
+    };
     let mut choices = Vec::new();
     let mut facts = None;
     for &size in &args.sizes {
         if !size.is_power_of_two() || !(2..=65536).contains(&size) {
             anyhow::bail!("bin size {size}: a power of two from 2 to 65536 bytes");
+        }
+        if size < smallest {
+            continue;
         }
         let (c, name, text, built) = judge(&plain, size, false)?;
         facts.get_or_insert((name, text, built));

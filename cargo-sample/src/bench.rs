@@ -920,7 +920,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             }
             for v in &all.armv8a {
                 println!(
-                    "{:<30} {:>12.2} {:>8} {:>10} {:>10}   (QEMU virt, exact counts; bytes: 2 KiB vector table + handler)",
+                    "{:<30} {:>12.2} {:>8} {:>10} {:>10}   (QEMU virt, exact counts; bytes: both 2 KiB vector tables and handlers)",
                     v.name, v.instructions_per_sample, "-", v.hot_code_bytes, v.samples
                 );
             }

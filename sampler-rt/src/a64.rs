@@ -142,6 +142,32 @@ unsafe extern "C" {
 }
 
 global_asm!(
+    // The two handlers' entry: save x0-x4 and x30 in a 64-byte frame, read the IAR (x0 GICC,
+    // w1 IAR, w2 INTID), w30 = 0 for the virtual timer and non-zero for the PMU, and leave for
+    // `sampler_rt_foreign` with any other interrupt.
+    ".macro sampler_rt_entry",
+    "stp x0, x1, [sp, #-64]!",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x30, [sp, #32]",
+    "ldr x0, ={gicc}",
+    "ldr w1, [x0, #0x0c]",
+    "and w2, w1, #0x3ff",
+    "subs w30, w2, #{irq}",
+    "b.eq 98f",
+    "cmp w2, #{pmu_irq}",
+    "b.ne sampler_rt_foreign",
+    "98:",
+    ".endm",
+    // x4 = ELR at EL2 or EL3 (EL1's is read in line), then back to `back`.
+    ".macro sampler_rt_elr_high back",
+    "cmp x4, #8",
+    "b.ne 97f",
+    "mrs x4, elr_el2",
+    "b \\back",
+    "97:",
+    "mrs x4, elr_el3",
+    "b \\back",
+    ".endm",
     ".section .text.sampler_rt_vectors, \"ax\"",
     ".balign 2048",
     ".global sampler_rt_vectors",
@@ -173,18 +199,7 @@ global_asm!(
     "b sampler_rt_unexpected",
     // The sampling interrupt: x0 GICC, w1 IAR, x3 the state.
     "sampler_rt_irq:",
-    "stp x0, x1, [sp, #-64]!",
-    "stp x2, x3, [sp, #16]",
-    "stp x4, x30, [sp, #32]",
-    "ldr x0, ={gicc}",
-    "ldr w1, [x0, #0x0c]",
-    "and w2, w1, #0x3ff",
-    // w30 = 0 for the virtual timer, non-zero for the PMU (kept until the reload).
-    "subs w30, w2, #{irq}",
-    "b.eq 6f",
-    "cmp w2, #{pmu_irq}",
-    "b.ne sampler_rt_foreign",
-    "6:",
+    "sampler_rt_entry",
     "ldr x3, ={state}",
     "ldr x2, [x3]",
     // The interrupted PC: ELR of the level the sampler runs at (EL1 in line; EL2, EL3).
@@ -248,15 +263,8 @@ global_asm!(
     "ldp x2, x3, [sp, #16]",
     "ldp x0, x1, [sp], #64",
     "eret",
-    // ELR at EL2 or EL3.
     "3:",
-    "cmp x4, #8",
-    "b.ne 10f",
-    "mrs x4, elr_el2",
-    "b 2b",
-    "10:",
-    "mrs x4, elr_el3",
-    "b 2b",
+    "sampler_rt_elr_high 2b",
     // Not ours (or spurious): if it is an interrupt, disable it (a level-triggered source
     // nobody serves would fire again at once, for ever), end it, count it, and return. The
     // firmware's own interrupts need its own vectors (`start_keeping_vectors`, `on_irq`).
@@ -285,17 +293,7 @@ global_asm!(
     // saturating; the bins' address is the state's first word, the code base, the shift and
     // the outside counter's index are at 40, 52 and 36.
     "sampler_rt_irq_hist:",
-    "stp x0, x1, [sp, #-64]!",
-    "stp x2, x3, [sp, #16]",
-    "stp x4, x30, [sp, #32]",
-    "ldr x0, ={gicc}",
-    "ldr w1, [x0, #0x0c]",
-    "and w2, w1, #0x3ff",
-    "subs w30, w2, #{irq}",
-    "b.eq 1f",
-    "cmp w2, #{pmu_irq}",
-    "b.ne sampler_rt_foreign",
-    "1:",
+    "sampler_rt_entry",
     "stp x5, x6, [sp, #48]",
     "ldr x3, ={state}",
     "mrs x4, CurrentEL",
@@ -320,13 +318,7 @@ global_asm!(
     "ldp x5, x6, [sp, #48]",
     "b sampler_rt_reload",
     "3:",
-    "cmp x4, #8",
-    "b.ne 10f",
-    "mrs x4, elr_el2",
-    "b 2b",
-    "10:",
-    "mrs x4, elr_el3",
-    "b 2b",
+    "sampler_rt_elr_high 2b",
     // The same vectors, for histogram mode.
     ".balign 2048",
     "sampler_rt_vectors_hist:",

@@ -393,6 +393,23 @@ fn counts_read_out_of_memory_as_a_probe_would_equal_the_semihosted_ones() {
     let lap =
         per_call(&read, "loop 1000", "INST_RETIRED") - per_call(&read, "empty", "INST_RETIRED");
     assert_eq!(lap, 2001.0);
+    // A firmware that ends without leaving counts (`laps` exits through the sampler): a clear
+    // error naming what to call, not a broken monitor connection.
+    let out = cargo_sample(&[
+        "stat",
+        "--release",
+        "--bin",
+        "laps",
+        "--events",
+        "inst_retired",
+        "--read-memory",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("sent no counts") && err.contains("sampler_rt::pmu::finish"),
+        "{err}"
+    );
 
     // On a board (no probe here): each group's image asks for its counts in memory under its
     // own run id, then the probe is looked for.

@@ -280,16 +280,22 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             if counts_monitor.is_none() {
                 counts_monitor = connect_monitor(&monitor, work.path());
             }
-            if let Some(m) = counts_monitor.as_mut()
-                && let Some(c) = crate::pmu::read_in_memory(m, addr, run_id)?
-            {
-                // The firmware idles once its counts are written: stop it (the monitor takes
-                // one connection at a time).
-                in_memory = Some(c);
-                drop(counts_monitor.take());
-                quit_cleanly(&monitor, &mut child);
-                let _ = child.kill();
-                break child.wait().ok();
+            if let Some(m) = counts_monitor.as_mut() {
+                match crate::pmu::read_in_memory(m, addr, run_id) {
+                    Ok(Some(c)) => {
+                        // The firmware idles once its counts are written: stop it (the monitor
+                        // takes one connection at a time).
+                        in_memory = Some(c);
+                        drop(counts_monitor.take());
+                        quit_cleanly(&monitor, &mut child);
+                        let _ = child.kill();
+                        break child.wait().ok();
+                    }
+                    Ok(None) => {}
+                    // QEMU going away mid-read (the firmware ended some other way): its exit
+                    // is seen next turn; otherwise connect again.
+                    Err(_) => drop(counts_monitor.take()),
+                }
             }
         }
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {

@@ -169,10 +169,11 @@ pub fn code_bytes(data: &[u8]) -> u64 {
     let Ok(file) = object::File::parse(data) else {
         return 0;
     };
+    // Sizes a damaged file claims can add up past 2^64.
     file.sections()
         .filter(|s| s.kind() == SectionKind::Text)
         .map(|s| s.size())
-        .sum()
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Functions whose start is not a multiple of `align` (sorted, demangled).

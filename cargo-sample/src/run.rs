@@ -46,14 +46,20 @@ pub enum Timer {
 }
 
 /// An ARMv8-A PMU event's name in the machine's CPU table (its number if none).
-fn event_name(m: &Machine, event: u16) -> String {
-    crate::pmu::table(m.cpu)
+fn event_name(cpu: &str, event: u16) -> String {
+    event_table(cpu)
         .map(|t| t.name(event))
         .unwrap_or_else(|_| format!("{event:#x}"))
 }
 
+/// The event table of the CPU that runs (`--cpu` or the runner's `-cpu`), else the Cortex-A53's
+/// (the architectural events have the same numbers on every core).
+fn event_table(cpu: &str) -> Result<crate::pmu::Table> {
+    crate::pmu::table(cpu).or_else(|_| crate::pmu::table("cortex-a53"))
+}
+
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
-pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
+pub fn parse_timer(s: &str, m: &Machine, cpu: &str) -> Result<Timer> {
     let armv8 = m.targets.iter().any(|t| t.starts_with("aarch64"));
     // On ARMv8-A the default (`systick`) is the generic timer, which may be named so.
     if s == "systick" || (armv8 && s == "generic") {
@@ -74,7 +80,7 @@ pub fn parse_timer(s: &str, m: &Machine) -> Result<Timer> {
                 m.name
             );
         }
-        let table = crate::pmu::table(m.cpu)?;
+        let table = event_table(cpu)?;
         return Ok(Timer::Pmu {
             event: table.find(event)?,
         });
@@ -746,7 +752,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     }
     let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
     let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
-    let timer = parse_timer(&args.timer, m)?;
+    let timer = parse_timer(&args.timer, m, &cpu)?;
     if let Timer::Pmu { event } = timer
         && event != crate::pmu::CPU_CYCLES
         && event != crate::pmu::SW_INCR
@@ -762,7 +768,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
              `--timer pmu:cpu_cycles` (the cycle counter's overflow), `pmu:sw_incr` (software \
              increments) or the generic timer (the default); other events' overflows are for \
              boards, where they are not yet verified",
-            event_name(m, event).to_ascii_lowercase()
+            event_name(&cpu, event).to_ascii_lowercase()
         );
     }
     if let Timer::Pmu { event } = timer
@@ -773,7 +779,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             "`--truth` compares samples with instruction counts; samples every N {} are a \
              profile of that event, not of instructions. Drop `--truth`, or sample with \
              `--timer pmu:cpu_cycles` or the generic timer",
-            event_name(m, event)
+            event_name(&cpu, event)
         );
     }
     let counting = if args.truth {
@@ -923,7 +929,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // Samples every N events share out the events, not the instructions.
     let unit = match timer {
         Timer::Pmu { event } if event != crate::pmu::CPU_CYCLES => {
-            format!("{} events", event_name(m, event))
+            format!("{} events", event_name(&cpu, event))
         }
         _ => "instructions".to_owned(),
     };
@@ -2057,39 +2063,62 @@ mod tests {
     fn pmu_overflow_timers_name_their_event_on_armv8_a_only() {
         let virt = machine::find("virt").unwrap();
         assert_eq!(
-            parse_timer("pmu:inst_retired", virt).unwrap(),
+            parse_timer("pmu:inst_retired", virt, "cortex-a53").unwrap(),
             Timer::Pmu { event: 0x08 }
         );
         assert_eq!(
-            parse_timer("pmu:0x11", virt).unwrap(),
+            parse_timer("pmu:0x11", virt, "cortex-a53").unwrap(),
             Timer::Pmu { event: 0x11 }
         );
-        assert!(parse_timer("pmu:no_such", virt).is_err());
-        assert_eq!(parse_timer("generic", virt).unwrap(), Timer::SysTick);
-        assert!(parse_timer("generic", machine::find("mps2-an385").unwrap()).is_err());
+        assert!(parse_timer("pmu:no_such", virt, "cortex-a53").is_err());
+        // Names come from the table of the CPU that runs: L1D_CACHE_REFILL_RD is the A72's.
+        assert_eq!(
+            parse_timer("pmu:l1d_cache_refill_rd", virt, "cortex-a72").unwrap(),
+            Timer::Pmu { event: 0x42 }
+        );
+        assert!(parse_timer("pmu:l1d_cache_refill_rd", virt, "cortex-a53").is_err());
+        assert_eq!(
+            parse_timer("pmu:inst_retired", virt, "max").unwrap(),
+            Timer::Pmu { event: 0x08 }
+        );
+        assert_eq!(
+            parse_timer("generic", virt, "cortex-a53").unwrap(),
+            Timer::SysTick
+        );
+        assert!(
+            parse_timer(
+                "generic",
+                machine::find("mps2-an385").unwrap(),
+                "cortex-a53"
+            )
+            .is_err()
+        );
         let mps2 = machine::find("mps2-an385").unwrap();
-        assert!(parse_timer("pmu:inst_retired", mps2).is_err());
+        assert!(parse_timer("pmu:inst_retired", mps2, "cortex-a53").is_err());
     }
 
     #[test]
     fn timers() {
         let m = machine::find("mps2-an385").unwrap();
-        assert_eq!(parse_timer("systick", m).unwrap(), Timer::SysTick);
         assert_eq!(
-            parse_timer("cmsdk", m).unwrap(),
+            parse_timer("systick", m, "cortex-a53").unwrap(),
+            Timer::SysTick
+        );
+        assert_eq!(
+            parse_timer("cmsdk", m, "cortex-a53").unwrap(),
             Timer::Cmsdk {
                 base: 0x4000_0000,
                 irq: 8
             }
         );
         assert_eq!(
-            parse_timer("cmsdk:0x40001000:9", m).unwrap(),
+            parse_timer("cmsdk:0x40001000:9", m, "cortex-a53").unwrap(),
             Timer::Cmsdk {
                 base: 0x4000_1000,
                 irq: 9
             }
         );
-        assert!(parse_timer("tim3", m).is_err());
-        assert!(parse_timer("cmsdk", machine::find("microbit").unwrap()).is_err());
+        assert!(parse_timer("tim3", m, "cortex-a53").is_err());
+        assert!(parse_timer("cmsdk", machine::find("microbit").unwrap(), "cortex-a53").is_err());
     }
 }

@@ -358,32 +358,26 @@ pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
 /// Encode a dump's samples, tags and tag names (a dump the host made: from a ring it read, a
 /// snapshot, an SWO capture).
 pub fn encode_samples(d: &Dump) -> Vec<u8> {
-    if let Some(h) = &d.hist {
-        return encode_hist(&d.info, h);
+    match &d.hist {
+        Some(h) => encode_hist(&d.info, h),
+        None => encode_records(&d.info, d.first_seq, &d.pcs, &d.tags, &d.names),
     }
-    let mut out = encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags);
-    if d.names.is_empty() {
-        return out;
-    }
-    // The names go before END, whose CRC then covers them too.
-    out.truncate(out.len() - wire::RECORD_HEADER_LEN - 4);
-    let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
-    for (tag, name) in &d.names {
-        payload.extend_from_slice(&tag.to_le_bytes());
-        payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        payload.extend_from_slice(name.as_bytes());
-        payload.resize(payload.len().next_multiple_of(4), 0);
-    }
-    out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
-    out.extend_from_slice(&payload);
-    let crc = wire::crc32(&out);
-    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// Encode a dump, with a tag per sample when `tags` is not empty.
 pub fn encode_tagged(info: &Info, first_seq: u32, pcs: &[u32], tags: &[u32]) -> Vec<u8> {
+    encode_records(info, first_seq, pcs, tags, &[])
+}
+
+/// INFO, the samples (tagged when `tags` is not empty), NAMES when there are names, and END
+/// with the CRC of all before it.
+fn encode_records(
+    info: &Info,
+    first_seq: u32,
+    pcs: &[u32],
+    tags: &[u32],
+    names: &[(u32, String)],
+) -> Vec<u8> {
     let tagged = !tags.is_empty();
     let mut out = Vec::with_capacity(128 + pcs.len() * 8);
     out.extend_from_slice(&wire::file_header());
@@ -402,6 +396,17 @@ pub fn encode_tagged(info: &Info, first_seq: u32, pcs: &[u32], tags: &[u32]) -> 
         if tagged {
             out.extend_from_slice(&tags.get(i).copied().unwrap_or(0).to_le_bytes());
         }
+    }
+    if !names.is_empty() {
+        let mut payload = (names.len() as u32).to_le_bytes().to_vec();
+        for (tag, name) in names {
+            payload.extend_from_slice(&tag.to_le_bytes());
+            payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            payload.extend_from_slice(name.as_bytes());
+            payload.resize(payload.len().next_multiple_of(4), 0);
+        }
+        out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
+        out.extend_from_slice(&payload);
     }
     let crc = wire::crc32(&out);
     out.extend_from_slice(&wire::record_header(wire::REC_END, 4));

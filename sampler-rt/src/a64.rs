@@ -610,25 +610,14 @@ fn start_with(install_vectors: bool) {
 unsafe fn next_chunk(s: *mut State) {
     // SAFETY: see the contract.
     unsafe {
-        if (*s).mode == wire::MODE_HIST {
-            // Bins have no chunks: count down to the limit (or far).
-            let chunk = match (*s).limit {
-                0 => 1 << 30,
-                l => l - (*s).before,
-            };
-            (*s).chunk = chunk;
-            (*s).remaining = chunk;
-            return;
-        }
-        let cap = (*s).capacity;
-        let pos = (*s).before % cap;
-        let mut chunk = cap - pos;
-        if (*s).limit != 0 {
-            chunk = chunk.min((*s).limit - (*s).before);
-        }
+        let hist = (*s).mode == wire::MODE_HIST;
+        let ring = (!hist).then_some((*s).capacity);
+        let (chunk, pos) = wire::next_chunk((*s).before, ring, (*s).limit);
         (*s).chunk = chunk;
         (*s).remaining = chunk;
-        (*s).wptr = (*s).ring + 4 * entry_words(s) as u64 * pos as u64;
+        if !hist {
+            (*s).wptr = (*s).ring + 4 * entry_words(s) as u64 * pos as u64;
+        }
     }
 }
 

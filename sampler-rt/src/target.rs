@@ -315,26 +315,14 @@ pub fn start() {
 unsafe fn next_chunk(s: *mut State) {
     // SAFETY: called with the sampling interrupt unable to run (before it starts, or from it).
     unsafe {
-        if (*s).mode == wire::MODE_HIST {
-            // Bins need no chunks: count down to the limit, or as far as a word goes.
-            let chunk = if (*s).limit == 0 {
-                u32::MAX
-            } else {
-                (*s).limit - (*s).before
-            };
-            (*s).chunk = chunk;
-            (*s).remaining = chunk;
-            return;
-        }
-        let cap = (*s).capacity;
-        let pos = (*s).before % cap;
-        let mut chunk = cap - pos;
-        if (*s).limit != 0 {
-            chunk = chunk.min((*s).limit - (*s).before);
-        }
+        let hist = (*s).mode == wire::MODE_HIST;
+        let ring = (!hist).then_some((*s).capacity);
+        let (chunk, pos) = wire::next_chunk((*s).before, ring, (*s).limit);
         (*s).chunk = chunk;
         (*s).remaining = chunk;
-        (*s).wptr = (*s).ring + entry_bytes(s) * pos;
+        if !hist {
+            (*s).wptr = (*s).ring + entry_bytes(s) * pos;
+        }
     }
 }
 

@@ -165,6 +165,22 @@ pub fn names_entries(b: &[u8], wide: bool) -> impl Iterator<Item = (u32, u32, u6
     })
 }
 
+/// The sampler's next chunk (both architectures): after `before` samples, with a ring of
+/// `capacity` entries (`None`: bins) and a `limit` (0 = none), how many samples it holds and
+/// from which ring slot. A ring's chunk ends at the ring's end or the limit; bins have no
+/// chunks and count down to the limit, or as far as a word goes.
+pub fn next_chunk(before: u32, capacity: Option<u32>, limit: u32) -> (u32, u32) {
+    let Some(cap) = capacity else {
+        return (if limit == 0 { u32::MAX } else { limit - before }, 0);
+    };
+    let pos = before % cap;
+    let mut chunk = cap - pos;
+    if limit != 0 {
+        chunk = chunk.min(limit - before);
+    }
+    (chunk, pos)
+}
+
 /// Where the dump goes when the run is done.
 pub const SINK_NONE: u8 = 0;
 /// A host file through semihosting (QEMU, or a debugger that serves semihosting).
@@ -875,6 +891,15 @@ mod tests {
         // The standard check value of CRC-32/ISO-HDLC.
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn chunks_end_at_the_ring_end_or_the_limit() {
+        assert_eq!(next_chunk(0, Some(100), 0), (100, 0));
+        assert_eq!(next_chunk(250, Some(100), 0), (50, 50));
+        assert_eq!(next_chunk(250, Some(100), 270), (20, 50));
+        assert_eq!(next_chunk(10, None, 0), (u32::MAX, 0));
+        assert_eq!(next_chunk(10, None, 30), (20, 0));
     }
 
     #[test]

@@ -115,6 +115,22 @@ fn u16_at(b: &[u8], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
 
+/// The little-endian word at `at` of a record's payload, if it is there.
+pub(crate) fn word(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// A name in a record's payload: its length (a word, at most `max`), its bytes, zeros up to a
+/// multiple of 4. The name and the offset after it.
+pub(crate) fn padded_name(b: &[u8], at: usize, max: usize) -> Option<(String, usize)> {
+    let len = word(b, at)? as usize;
+    if len > max {
+        return None;
+    }
+    let name = String::from_utf8_lossy(b.get(at + 4..at + 4 + len)?).into_owned();
+    Some((name, at + 4 + len.div_ceil(4) * 4))
+}
+
 fn u32_at(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
@@ -277,13 +293,11 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                         break;
                     }
                     let tag = u32_at(payload, at);
-                    let n = u32_at(payload, at + 4) as usize;
-                    let Some(name) = payload.get(at + 8..at + 8 + n) else {
+                    let Some((name, next)) = padded_name(payload, at + 4, payload.len()) else {
                         break;
                     };
-                    dump.names
-                        .push((tag, String::from_utf8_lossy(name).into_owned()));
-                    at += 8 + n.div_ceil(4) * 4;
+                    dump.names.push((tag, name));
+                    at = next;
                 }
             }
             wire::REC_HIST => {

@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use sampler_rt::wire;
 
+use crate::dump::word;
+
 /// The LAPS record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Laps {
@@ -45,10 +47,6 @@ pub struct Region {
     pub values: Vec<(u32, u32)>,
 }
 
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 /// Decode a LAPS payload; `None` if it is damaged.
 pub fn decode(p: &[u8]) -> Option<Laps> {
     let count = word(p, 0)? as usize;
@@ -60,12 +58,8 @@ pub fn decode(p: &[u8]) -> Option<Laps> {
     };
     let mut at = 16;
     for _ in 0..count.min(4096) {
-        let len = word(p, at)? as usize;
-        if len > 4096 {
-            return None;
-        }
-        let name = String::from_utf8_lossy(p.get(at + 4..at + 4 + len)?).into_owned();
-        at += 4 + len.div_ceil(4) * 4;
+        let (name, next) = crate::dump::padded_name(p, at, 4096)?;
+        at = next;
         let f = |k: usize| word(p, at + 4 * k);
         let n = f(8)? as usize;
         if n > 1 << 16 {

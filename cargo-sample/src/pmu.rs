@@ -12,6 +12,7 @@ use serde::Serialize;
 use sampler_rt::wire;
 
 use crate::cli::{EventsArgs, StatArgs, TableFormat};
+use crate::dump::word;
 use crate::{dump, elf, firmware, project, qemu, runs, term};
 
 /// The CPU tables shipped: (name, TSV).
@@ -302,10 +303,6 @@ pub struct RegionCounts {
     pub counts: Vec<(u64, u64, u64)>,
 }
 
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 fn dword(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
@@ -332,12 +329,8 @@ pub fn decode(p: &[u8]) -> Option<Record> {
     let regions = word(p, at)? as usize;
     at += 4;
     for _ in 0..regions.min(1024) {
-        let len = word(p, at)? as usize;
-        if len > 4096 {
-            return None;
-        }
-        let name = String::from_utf8_lossy(p.get(at + 4..at + 4 + len)?).into_owned();
-        at += 4 + len.div_ceil(4) * 4;
+        let (name, next) = dump::padded_name(p, at, 4096)?;
+        at = next;
         let calls = word(p, at)?;
         at += 8;
         let mut counts = Vec::with_capacity(n + 1);

@@ -53,6 +53,23 @@ pub fn spin(n: u32) {
     }
 }
 
+/// Exactly 2 * 1000 + 1 instructions: `mov`, then 1000 times `subs` and `b.ne` (what the
+/// tests compare PMU counts and laps with).
+#[inline(always)]
+pub fn known_loop() {
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        core::arch::asm!(
+            "mov {n}, #1000",
+            "1:",
+            "subs {n}, {n}, #1",
+            "b.ne 1b",
+            n = out(reg) _,
+            options(nomem, nostack)
+        )
+    };
+}
+
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     sampler_rt::pmu::finish(101)

@@ -6,32 +6,15 @@
 #![no_std]
 #![no_main]
 
-use core::arch::asm;
 use core::hint::black_box;
 
-use aarch64_pmu as _;
+use aarch64_pmu::known_loop;
 use sampler_rt::pmu::{self, Region};
 
 static EMPTY: Region = Region::new("empty");
 static LOOP: Region = Region::new("loop 1000");
 static INCR: Region = Region::new("sw_incr 10");
 static SUM: Region = Region::new("sum 4096 words");
-
-/// Exactly 2 * 1000 + 1 instructions: `mov`, then 1000 times `subs` and `b.ne`.
-#[inline(always)]
-fn known_loop() {
-    // SAFETY: register-only arithmetic.
-    unsafe {
-        asm!(
-            "mov {n}, #1000",
-            "1:",
-            "subs {n}, {n}, #1",
-            "b.ne 1b",
-            n = out(reg) _,
-            options(nomem, nostack)
-        )
-    };
-}
 
 static mut DATA: [u64; 4096] = [0; 4096];
 

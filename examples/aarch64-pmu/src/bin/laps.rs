@@ -3,9 +3,7 @@
 #![no_std]
 #![no_main]
 
-use core::arch::asm;
-
-use aarch64_pmu as _;
+use aarch64_pmu::known_loop;
 use sampler_rt::laps::Region;
 
 static EMPTY: Region = Region::new("empty");
@@ -16,19 +14,7 @@ extern "C" fn main() -> ! {
     sampler_rt::start();
     for _ in 0..20 {
         EMPTY.measure(|| ());
-        LOOP.measure(|| {
-            // SAFETY: register-only arithmetic: `mov`, then 1000 × (`subs`, `b.ne`).
-            unsafe {
-                asm!(
-                    "mov {n}, #1000",
-                    "1:",
-                    "subs {n}, {n}, #1",
-                    "b.ne 1b",
-                    n = out(reg) _,
-                    options(nomem, nostack)
-                )
-            };
-        });
+        LOOP.measure(known_loop);
     }
     sampler_rt::exit(0)
 }

@@ -8,16 +8,20 @@
 # --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
 # PyPI, whose SWO parser the tests compare ours with.
 # --with-fuzz: also install cargo-fuzz from crates.io (for tests/fuzz.sh).
+# --with-python: also make a Python virtual environment in target/py-venv with pyelftools from
+# PyPI, the independent DWARF reader the symbolizer's tests compare with (tests/dwarf_oracle.py).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_qemu10=0
 with_pyocd=0
 with_fuzz=0
+with_python=0
 for arg in "$@"; do
   case "$arg" in
     --with-fuzz) with_fuzz=1 ;;
     --with-qemu10) with_qemu10=1 ;;
     --with-pyocd) with_pyocd=1 ;;
+    --with-python) with_python=1 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +82,15 @@ if ((with_pyocd)); then
     "$venv/bin/pip" install -q "pyocd==0.46.0" >&2
   fi
   "$venv/bin/python" -c "import pyocd; print('pyOCD', pyocd.__version__)" >&2
+fi
+
+if ((with_python)); then
+  venv="${CARGO_TARGET_DIR:-$root/target}/py-venv"
+  if ! "$venv/bin/python" -c "import elftools" 2>/dev/null; then
+    echo "setup: installing pyelftools into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "pyelftools==0.32" >&2
+  fi
 fi
 
 if ((with_fuzz)) && ! cargo fuzz --version >/dev/null 2>&1; then

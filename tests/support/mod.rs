@@ -28,6 +28,25 @@ pub fn profile(bin: &str, extra: &[&str]) -> Value {
     profile_in(bin, extra).0
 }
 
+/// Run `cargo sample ARGS --format json` in `examples/NAME` and return the report and the run
+/// directory.
+pub fn profile_example(name: &str, args: &[&str]) -> (Value, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--format", "json"]);
+    let out = cargo_sample(&dir, &all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo sample {all:?} in {name} failed:\n{stderr}"
+    );
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    (report, run_dir_of(&out.stderr))
+}
+
 /// Run a scenario and return its JSON report and its run directory.
 pub fn profile_in(bin: &str, extra: &[&str]) -> (Value, PathBuf) {
     let mut args = vec!["--release", "--bin", bin, "--format", "json"];

@@ -2,7 +2,10 @@
 //!
 //! The function of a sample is the linker-level symbol that contains its address (from the ELF
 //! symbol table, which stripped-of-DWARF images still have). Inline chains and lines come from
-//! DWARF through addr2line, innermost frame first. Each distinct address is resolved once.
+//! the DWARF of code that is in the image ([`dwarf`]), innermost frame first, and the outermost
+//! frame is always the subprogram of that symbol. Each distinct address is resolved once.
+
+pub mod dwarf;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -38,7 +41,7 @@ impl Resolved {
 pub struct Symbolizer {
     /// `(start, end, name)`, sorted by start.
     functions: Vec<(u64, u64, String)>,
-    loader: Option<addr2line::Loader>,
+    debug: dwarf::DebugInfo,
     /// Data objects `(start, end, name)`, sorted by start: for naming tags (a task's control
     /// block, a handler's state).
     objects: Vec<(u64, u64, String)>,
@@ -57,11 +60,11 @@ pub fn demangle(name: &str) -> String {
 }
 
 impl Symbolizer {
-    /// Load the symbol table of `data` and DWARF of the file at `path` (the same image).
-    /// `root` is the workspace directory, for shorter paths.
-    pub fn new(path: &Path, data: &[u8], root: Option<&Path>) -> anyhow::Result<Symbolizer> {
+    /// Load the symbol table and the DWARF of the image `data`. `root` is the workspace
+    /// directory, for shorter paths.
+    pub fn new(_path: &Path, data: &[u8], root: Option<&Path>) -> anyhow::Result<Symbolizer> {
         let file = object::File::parse(data)?;
-        let mut functions: Vec<(u64, u64, String, bool)> = file
+        let mut functions: Vec<(u64, u64, String, bool, String)> = file
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
             .filter_map(|s| {
@@ -71,7 +74,8 @@ impl Symbolizer {
                     return None;
                 }
                 let start = s.address() & !1;
-                Some((start, start + s.size(), demangle(name), s.is_global()))
+                let end = start.saturating_add(s.size());
+                Some((start, end, demangle(name), s.is_global(), name.to_owned()))
             })
             .collect();
         let sampler = functions
@@ -82,6 +86,15 @@ impl Symbolizer {
         // Global names first at one address (aliases such as SysTick = sampler_rt_entry).
         functions.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
         functions.dedup_by(|b, a| a.0 == b.0);
+        let symbols: Vec<dwarf::Symbol> = functions
+            .iter()
+            .map(|f| dwarf::Symbol {
+                start: f.0,
+                end: f.1,
+                raw_name: f.4.clone(),
+            })
+            .collect();
+        let debug = dwarf::DebugInfo::new(&file, &symbols);
         let mut objects: Vec<(u64, u64, String)> = file
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
@@ -91,13 +104,12 @@ impl Symbolizer {
             })
             .collect();
         objects.sort();
-        let loader = addr2line::Loader::new(path).ok();
         Ok(Symbolizer {
             functions: functions
                 .into_iter()
-                .map(|(a, b, n, _)| (a, b, n))
+                .map(|(a, b, n, _, _)| (a, b, n))
                 .collect(),
-            loader,
+            debug,
             objects,
             sampler,
             root: root.map(|r| r.to_string_lossy().into_owned()),
@@ -168,31 +180,47 @@ impl Symbolizer {
     }
 
     fn resolve_uncached(&self, pc: u64) -> Resolved {
-        let function = self.function_of(pc).map(str::to_owned);
-        let mut frames = Vec::new();
-        if function.is_some()
-            && let Some(loader) = &self.loader
-            && let Ok(mut iter) = loader.find_frames(pc)
+        let Some((start, end, name)) = self.symbol_of(pc) else {
+            return Resolved {
+                function: None,
+                frames: Vec::new(),
+            };
+        };
+        let function = Some(name.to_owned());
+        let mut frames: Vec<Frame> = self
+            .debug
+            .frames(pc, start, end)
+            .into_iter()
+            .map(|f| Frame {
+                function: f.name.map(|n| demangle(&n)).unwrap_or_else(|| "??".into()),
+                file: f.file.map(|p| self.shorten(&p)),
+                line: f.line,
+            })
+            .collect();
+        // Code without a subprogram entry (assembly) may still have lines: the symbol is
+        // then its only frame.
+        if frames.is_empty()
+            && let Some((file, line)) = self.debug.location(pc)
         {
-            while let Ok(Some(f)) = iter.next() {
-                let name = f
-                    .function
-                    .as_ref()
-                    .and_then(|n| n.raw_name().ok())
-                    .map(|n| demangle(&n))
-                    .unwrap_or_else(|| "??".into());
-                let (file, line) = match &f.location {
-                    Some(l) => (l.file.map(|p| self.shorten(p)), l.line),
-                    None => (None, None),
-                };
-                frames.push(Frame {
-                    function: name,
-                    file,
-                    line,
-                });
-            }
+            frames.push(Frame {
+                function: name.to_owned(),
+                file: file.map(|p| self.shorten(&p)),
+                line,
+            });
         }
         Resolved { function, frames }
+    }
+
+    /// The function symbol containing `pc`: `(start, end, name)`.
+    fn symbol_of(&self, pc: u64) -> Option<(u64, u64, &str)> {
+        let i = self.functions.partition_point(|f| f.0 <= pc);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        (pc < f.1).then_some((f.0, f.1, f.2.as_str()))
+    }
+
+    /// How much debug information described code that is not in the image (ignored).
+    pub fn discarded(&self) -> dwarf::Discarded {
+        self.debug.discarded()
     }
 
     /// Paths relative to the workspace, the cargo registry or the standard library.

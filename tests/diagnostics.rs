@@ -83,6 +83,16 @@ fn masked_interrupts_are_flagged_and_the_masked_region_named() {
     // With the exact count beside it, the disagreement is stated too; nothing else is.
     let kinds: Vec<Value> = diagnostics(&r).iter().map(|d| d["kind"].clone()).collect();
     assert_eq!(kinds, ["masked-skid", "disagrees-with-exact"], "{kinds:?}");
+    // The warning sends the user to the exact count for the region's real time, and the
+    // disagreement points back to it rather than to settings that cannot help.
+    assert!(msg.contains("--truth") && msg.contains("--exact"), "{msg}");
+    let dis = of_kind(&r, "disagrees-with-exact");
+    let dis = dis[0]["message"].as_str().unwrap();
+    assert!(dis.contains("masked-skid warning explains it"), "{dis}");
+    assert!(
+        !dis.contains("--jitter") && !dis.contains("--priority"),
+        "{dis}"
+    );
 }
 
 #[test]

@@ -203,6 +203,20 @@ fn saved_runs_re_render_and_damage_is_refused() {
     for f in ["run.json", "firmware.elf", "sampler.dump"] {
         std::fs::copy(dir.join(f), copy.join(f)).unwrap();
     }
+    // A run directory needs no cargo workspace around it.
+    let outside = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args(["sample", "report", "run", "--format", "json"])
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        outside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&outside.stderr)
+    );
+    let third: Value = serde_json::from_slice(&outside.stdout).unwrap();
+    assert_eq!(first["functions"], third["functions"]);
     let mut dump = std::fs::read(copy.join("sampler.dump")).unwrap();
     dump[200] ^= 0x04;
     std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
@@ -421,4 +435,72 @@ fn truth_puts_exact_shares_beside_sampled_ones_in_the_same_run() {
         .fold(0.0f64, |m, e| m.max(e.abs()));
     assert_eq!(max, worst);
     assert!(r["exact_instructions"].as_u64().unwrap() > 90_000_000);
+}
+
+/// An RTIC application whose SysTick monotonic owns SysTick: with LTO the link silently keeps
+/// the application's handler over the sampler's; without LTO it fails on a duplicate symbol.
+/// Both are refused before anything runs, with the owner named and what to do.
+#[test]
+fn a_sampler_the_link_dropped_is_refused_before_running() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rtic-app");
+    let out = cargo_sample(&dir, &["--release", "--bin", "mono"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("not in the image: the link dropped it"),
+        "{err}"
+    );
+    assert!(
+        err.contains("SysTick's vector points at the application's handler"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`--timer`") && err.contains("systick_monotonic!"),
+        "{err}"
+    );
+    // Nothing ran, and no run directory was made.
+    assert!(!err.contains("Running") && !err.contains("Saved"), "{err}");
+
+    let out = cargo_sample(&dir, &["--profile", "nolto", "--bin", "mono"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("duplicate symbol: SysTick"), "{err}");
+    assert!(
+        err.contains("hint: the application defines a SysTick handler of its own"),
+        "{err}"
+    );
+}
+
+/// A ring that leaves the stack almost no room on a 16 KiB part: said before the run, with the
+/// numbers and a size that fits.
+#[test]
+fn a_ring_that_crowds_the_stack_is_named_with_a_size_that_fits() {
+    let copy = copy_crate("examples/microbit-m0");
+    let out = cargo_sample_in_copy(
+        copy.path(),
+        &["--release", "--samples", "200"],
+        &[("SAMPLER_RT_RING_SLOTS", "3100")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bytes of RAM are left for the stack"), "{err}");
+    assert!(err.contains("takes 12400 (3100 samples)"), "{err}");
+    assert!(err.contains("SAMPLER_RT_RING_SLOTS = \"1024\""), "{err}");
+    // A ring that does not fit at all: the linker's error, and what to do about it.
+    let out = cargo_sample_in_copy(
+        copy.path(),
+        &["--release", "--samples", "200"],
+        &[("SAMPLER_RT_RING_SLOTS", "3600")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("will not fit in region 'RAM'"), "{err}");
+    assert!(
+        err.contains("hint: sampler-rt's ring does not fit"),
+        "{err}"
+    );
+    // The default build of the same crate leaves room and says nothing.
+    let out = cargo_sample_in_copy(copy.path(), &["--release", "--samples", "200"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("left for the stack"), "{err}");
 }

@@ -161,9 +161,12 @@ fn tags_that_cannot_be_recorded_are_refused_with_the_reason() {
         ],
     );
     assert!(e.contains("bins have none"), "{e}");
+    assert!(!e.contains("Finished"), "{e}");
     let m0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/microbit-m0");
     let e = err(&m0, &["--release", "--tag", "exception"]);
     assert!(e.contains("ARMv7-M"), "{e}");
+    // Refused before anything is built.
+    assert!(!e.contains("Finished") && !e.contains("Compiling"), "{e}");
     let e = err(
         &scenarios(),
         &["--release", "--bin", "hot-loops", "--tag", "0x20000001"],

@@ -286,7 +286,8 @@ pub struct RunArgs {
     #[arg(short = 'n', long, value_name = "N")]
     pub samples: Option<u32>,
     /// Mean sampling period: timer ticks (`250`), or a duration (`10us`, `1ms`), or a rate (`100khz`).
-    /// Default: 10 µs in QEMU.
+    /// Default: 10 000 instructions in QEMU (the ticks that make them at the run's
+    /// `-icount` shift), 10 000 cycles on a board.
     #[arg(long, value_name = "PERIOD")]
     pub period: Option<String>,
     /// Random span of each period, in ticks, rounded down to a power of two, at most twice the

@@ -11,6 +11,32 @@ use cargo_metadata::{Message, TargetKind};
 use crate::cli::CargoArgs;
 use crate::project::{Project, cargo_command};
 
+/// What to do about a link error whose cause is known, from the linker's words.
+fn link_hint(errors: &str) -> Option<String> {
+    let duplicate = |name: &str| {
+        errors.contains(&format!("duplicate symbol: {name}"))
+            || errors.contains(&format!("multiple definition of `{name}'"))
+    };
+    if duplicate("SysTick") {
+        return Some(
+            "hint: the application defines a SysTick handler of its own (RTIC's \
+             `systick_monotonic!`, a HAL's tick), and so does sampler-rt. Keep SysTick for the \
+             application: turn sampler-rt's `systick` feature off for this crate \
+             (`default-features = false`) and pace the sampler with another timer (`--timer`)"
+                .to_owned(),
+        );
+    }
+    if errors.contains("will not fit in region") && errors.contains(".uninit") {
+        return Some(
+            "hint: sampler-rt's ring does not fit in the part's RAM (4 bytes a sample). Build it \
+             smaller with `SAMPLER_RT_RING_SLOTS` (for example 2048: 8 KiB) in the crate's \
+             `.cargo/config.toml` under `[env]`, so that every build uses it"
+                .to_owned(),
+        );
+    }
+    None
+}
+
 /// Where cargo-sample keeps its builds and runs: `<target>/cargo-sample`.
 pub fn own_dir(project: &Project) -> PathBuf {
     project.target_dir.join("cargo-sample")
@@ -86,7 +112,13 @@ fn build_in(
     let mut cmd = cargo_command();
     cmd.current_dir(&project.dir)
         .arg("build")
-        .arg("--message-format=json-render-diagnostics")
+        // Diagnostics come back as JSON with their rendering: printed as they arrive, and
+        // read for the linker errors that have a known cause.
+        .arg(if crate::term::color() {
+            "--message-format=json-diagnostic-rendered-ansi"
+        } else {
+            "--message-format=json"
+        })
         .arg("--manifest-path")
         .arg(&project.manifest_path)
         .arg("--target")
@@ -133,24 +165,39 @@ fn build_in(
     } else {
         TargetKind::Bin
     };
+    let mut errors = String::new();
     for message in Message::parse_stream(BufReader::new(stdout)) {
         let message = message.context("reading cargo's messages")?;
-        if let Message::CompilerArtifact(a) = message
-            && a.target.name == project.target_name
-            && a.target.kind.contains(&want)
-            && let Some(exe) = a.executable
-        {
-            found = Some(Built {
-                elf: exe.into_std_path_buf(),
-            });
+        match message {
+            Message::CompilerArtifact(a)
+                if a.target.name == project.target_name && a.target.kind.contains(&want) =>
+            {
+                if let Some(exe) = a.executable {
+                    found = Some(Built {
+                        elf: exe.into_std_path_buf(),
+                    });
+                }
+            }
+            Message::CompilerMessage(m) => {
+                if let Some(r) = &m.message.rendered {
+                    eprint!("{r}");
+                    if m.message.level == cargo_metadata::diagnostic::DiagnosticLevel::Error {
+                        errors.push_str(r);
+                    }
+                }
+            }
+            _ => {}
         }
     }
     let status = child.wait().context("waiting for cargo")?;
     if !status.success() {
         bail!(
-            "building `{}` failed (cargo {}); the compiler's messages are above",
+            "building `{}` failed (cargo {}); the compiler's messages are above{}",
             project.target_name,
-            status
+            status,
+            link_hint(&errors)
+                .map(|h| format!("\n{h}"))
+                .unwrap_or_default()
         );
     }
     found.with_context(|| {

@@ -36,3 +36,4 @@ pub mod stats;
 pub mod symbolize;
 pub mod term;
 pub mod textdump;
+pub mod wiring;

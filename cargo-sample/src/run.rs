@@ -45,6 +45,43 @@ pub enum Timer {
     },
 }
 
+/// Refuse a `--tag` the run cannot honour before anything is built.
+fn check_tag_before_build(args: &RunArgs, p: &Project) -> Result<()> {
+    if args.tag.is_none() {
+        return Ok(());
+    }
+    if args.laps {
+        bail!("`--tag` records who was running with each sample; `--laps` takes no samples");
+    }
+    if args.mode == crate::cli::Mode::Hist {
+        bail!(
+            "`--tag` records a tag with each sample of a ring; bins have none (drop `--mode hist`)"
+        );
+    }
+    if p.triple.starts_with("thumbv6m") || p.triple.starts_with("thumbv8m.base") {
+        bail!(
+            "`--tag` needs ARMv7-M or later (`{}` has no `ldrd`/`strd` for the sampler to \
+             record a tag with each sample)",
+            p.triple
+        );
+    }
+    Ok(())
+}
+
+/// The interrupt that paces the sampler with `timer` in this image.
+fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::wiring::Pacer {
+    use crate::wiring::Pacer;
+    match timer {
+        _ if fw.aarch64 => Pacer::A64,
+        Timer::SysTick => Pacer::SysTick,
+        Timer::Cmsdk { irq, .. } => Pacer::Device {
+            irq,
+            timer: "the CMSDK timer",
+        },
+        Timer::Pmu { .. } => Pacer::A64,
+    }
+}
+
 /// An ARMv8-A PMU event's name in the machine's CPU table (its number if none).
 fn event_name(cpu: &str, event: u16) -> String {
     event_table(cpu)
@@ -782,6 +819,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             event_name(&cpu, event)
         );
     }
+    check_tag_before_build(args, &p)?;
     let counting = if args.truth {
         Some(choose_counting(
             args.truth_method,
@@ -834,6 +872,12 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     };
+    if !args.laps {
+        crate::wiring::check(&elf_bytes, pacer(&fw, timer))?;
+    }
+    if let Some(w) = crate::wiring::stack_room(&elf_bytes) {
+        term::warn(w);
+    }
     // The semihosting sink streams every full ring chunk, so any number of samples fits; a live
     // capture for a duration runs until then (no limit).
     let live = args.live || args.duration.is_some();
@@ -887,21 +931,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     };
     let (tag_kind, tag_addr) = match &args.tag {
         None => (wire::TAG_NONE, 0),
-        Some(what) => {
-            if mode != wire::MODE_RING {
-                bail!(
-                    "`--tag` records a tag with each sample of a ring; bins have none (drop `--mode hist`)"
-                );
-            }
-            if p.triple.starts_with("thumbv6m") || p.triple.starts_with("thumbv8m.base") {
-                bail!(
-                    "`--tag` needs ARMv7-M or later (`{}` has no `ldrd`/`strd` for the sampler to \
-                     record a tag with each sample)",
-                    p.triple
-                );
-            }
-            tag_for(fw.aarch64, what, &elf_bytes)?
-        }
+        Some(what) => tag_for(fw.aarch64, what, &elf_bytes)?,
     };
     let config = wire::Config {
         mode,
@@ -1159,6 +1189,9 @@ fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
 fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     use crate::cli::Method;
     let method = args.board.method;
+    if method == Method::Timer {
+        check_tag_before_build(args, p)?;
+    }
     if args.truth || args.exact {
         bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
     }
@@ -1190,6 +1223,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
             );
         };
         state_addr = Some(state.0 as u32);
+        crate::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
         config = Some(board_config(
             args,
             &elf_bytes,
@@ -1270,6 +1304,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
 /// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
 /// user), and read the dump from the port. Everything the port carried is kept.
 fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
+    check_tag_before_build(args, p)?;
     let port = args.board.serial.as_deref().context("no serial port")?;
     if !p.has_feature || !p.has_dependency {
         bail!(missing_setup_help(p, &args.cargo.feature_name));
@@ -1292,6 +1327,7 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     }
+    crate::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
     let config = board_config(
         args,
@@ -1960,22 +1996,28 @@ pub fn report(args: &crate::cli::ReportArgs) -> Result<()> {
     if let (Some(td), Some(elf)) = (&args.text_dump, &args.elf) {
         return render_text_dump(td, elf, &args.view);
     }
-    let runs_dir = match &args.runs_dir {
-        Some(d) => d.clone(),
+    let dir = find_run(args.runs_dir.as_deref(), &args.run)?;
+    render_run(&dir, &args.view)
+}
+
+/// A run by directory (anywhere, no workspace needed), or by name or `latest` among the runs of
+/// `runs_dir` (default: the current workspace's).
+fn find_run(runs_dir: Option<&Path>, which: &str) -> Result<PathBuf> {
+    let direct = Path::new(which);
+    if direct.join(runs::META).is_file() {
+        return Ok(direct.to_path_buf());
+    }
+    let runs_dir = match runs_dir {
+        Some(d) => d.to_path_buf(),
         None => default_runs_dir()?,
     };
-    let dir = runs::find(&runs_dir, &args.run)?;
-    render_run(&dir, &args.view)
+    runs::find(&runs_dir, which)
 }
 
 /// `cargo sample diff`.
 pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
-    let runs_dir = match &args.runs_dir {
-        Some(d) => d.clone(),
-        None => default_runs_dir()?,
-    };
-    let a = runs::find(&runs_dir, &args.before)?;
-    let b = runs::find(&runs_dir, &args.after)?;
+    let a = find_run(args.runs_dir.as_deref(), &args.before)?;
+    let b = find_run(args.runs_dir.as_deref(), &args.after)?;
     let ra = load_report(&a, report::Options::default())?;
     let rb = load_report(&b, report::Options::default())?;
     let code_a = std::fs::read(a.join(runs::ELF))?;
@@ -1997,7 +2039,10 @@ fn default_runs_dir() -> Result<PathBuf> {
     let meta = cargo_metadata::MetadataCommand::new()
         .no_deps()
         .exec()
-        .context("finding the workspace's target directory (or pass --runs-dir)")?;
+        .context(
+            "finding the saved runs of the current workspace: run this inside the firmware's \
+             crate, give a run directory, or pass --runs-dir",
+        )?;
     Ok(runs::runs_dir(
         &meta
             .target_directory

@@ -268,3 +268,86 @@ pub fn kept_dir(stderr: &str) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no run directory in:\n{stderr}"))
 }
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where copies of firmware crates build: one target directory for all of them, so that their
+/// dependencies are compiled once (only the copied crate itself is rebuilt).
+pub fn copies_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("crate-copies")
+}
+
+/// A copy of a firmware crate of the repository (`examples/NAME`, `tests/crates/NAME`) in a
+/// temporary directory, its path dependencies on sampler-rt made absolute.
+pub fn copy_crate(rel: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree_skipping_target(&repo().join(rel), tmp.path());
+    let rt = repo().join("sampler-rt").canonicalize().unwrap();
+    for entry in walk(tmp.path()) {
+        if entry.file_name().is_some_and(|n| n == "Cargo.toml") {
+            let text = std::fs::read_to_string(&entry).unwrap();
+            let fixed = text
+                .replace(
+                    "path = \"../../sampler-rt\"",
+                    &format!("path = {:?}", rt.display().to_string()),
+                )
+                .replace(
+                    "path = \"../../../sampler-rt\"",
+                    &format!("path = {:?}", rt.display().to_string()),
+                );
+            std::fs::write(&entry, fixed).unwrap();
+        }
+    }
+    tmp
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
+
+fn copy_tree_skipping_target(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "target" {
+            continue;
+        }
+        let (src, dst) = (e.path(), to.join(&name));
+        if src.is_dir() {
+            copy_tree_skipping_target(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// `cargo sample ARGS` in `dir` with the shared target directory of crate copies and extra
+/// environment.
+pub fn cargo_sample_in_copy(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-sample"));
+    c.arg("sample")
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("CARGO_TARGET_DIR", copies_target_dir());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("running cargo-sample")
+}

@@ -75,6 +75,49 @@ pub struct Input<'a> {
     pub functions: &'a [Row],
     /// The image's vector table: `(exception number, handler address)`.
     pub vectors: &'a [(u32, u32)],
+    /// With `--truth`: the instructions the firmware executed (sampler-rt's excluded).
+    pub exact_total: Option<u64>,
+}
+
+/// Why a run has no samples, against its sampling period.
+fn no_samples(input: &Input<'_>) -> String {
+    let f = input.facts;
+    let period = f.period_units;
+    let units_per_tick = if f.period_ticks > 0.0 {
+        period / f.period_ticks
+    } else {
+        1.0
+    };
+    // A period that gives about 100 samples over `ran`.
+    let suggest = |ran: f64| ((ran / 100.0 / units_per_tick).floor() as u64).max(2);
+    match input.exact_total {
+        Some(ran) if (ran as f64) < 2.0 * period => format!(
+            "no samples: the firmware ran {ran} {unit} (counted exactly), about {:.2} of one mean \
+             sampling period ({period:.0} {unit}), and the first sample did not come. Sample \
+             more often (`--period {}` gives about 100 samples), or let the firmware run longer",
+            ran as f64 / period,
+            suggest(ran as f64),
+            unit = f.unit
+        ),
+        Some(ran) => format!(
+            "no samples although the firmware ran {ran} {unit} (counted exactly), {:.0} mean \
+             sampling periods ({period:.0} {unit}): interrupts were masked, or the sampler was \
+             started late (`sampler_rt::start()`)",
+            ran as f64 / period,
+            unit = f.unit
+        ),
+        None => format!(
+            "no samples: {} before the first sample, which comes after one mean sampling period \
+             ({period:.0} {unit}) on average. Sample more often (`--period`), let the firmware \
+             run longer, or add `--truth` to see how long it ran",
+            if f.stop.is_empty() {
+                "the run ended".to_owned()
+            } else {
+                f.stop.clone()
+            },
+            unit = f.unit
+        ),
+    }
 }
 
 /// Everything the report should say about a sampled profile.
@@ -86,10 +129,7 @@ pub fn sampled(
     let mut d = Vec::new();
     let n = input.total as usize;
     if n == 0 {
-        d.push(Diagnostic::warning(
-            "no-samples",
-            "no samples: nothing to report. Did sampling start before the run ended?".into(),
-        ));
+        d.push(Diagnostic::warning("no-samples", no_samples(input)));
         return d;
     }
     // Lockstep needs the order of the samples; pile-ups need single addresses.
@@ -165,7 +205,7 @@ pub fn sampled(
             ),
         ));
     }
-    resolution(input, &mut d);
+    resolution(input, sym, &mut d);
     d
 }
 
@@ -373,7 +413,10 @@ fn pile_ups(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, d: &mut Ve
                      `{}` re-enables interrupts: a sampling interrupt that fires while interrupts \
                      are masked waits, and lands here. These samples are the time of the masked \
                      region{region}, not of the instruction they land on; and a region longer than \
-                     the period loses samples as well. Look at the region, or measure it with laps",
+                     the period loses samples as well. No sampling setting changes this (a masked \
+                     region holds off every interrupt): for the time really spent inside the \
+                     region, count it exactly with `--truth` (the exact share beside each row, in \
+                     QEMU) or `--exact`, or time it with laps",
                     prev.text
                 )
             }
@@ -503,7 +546,7 @@ fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code) -> St
 
 /// With the exact count of the same run: functions far outside their binomial bounds. Five
 /// sigma, so that a sound profile of many rows practically never trips it.
-pub fn against_exact(functions: &[Row]) -> Option<Diagnostic> {
+pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnostic> {
     let mut off: Vec<&Row> = functions
         .iter()
         .filter(|r| r.error_sigma.is_some_and(|s| s.abs() > 5.0))
@@ -527,19 +570,33 @@ pub fn against_exact(functions: &[Row]) -> Option<Diagnostic> {
             )
         })
         .collect();
+    // Say why when another diagnostic already does, rather than suggest settings that cannot
+    // help (a masked region holds off the sampler whatever its period or priority).
+    let why = if found.iter().any(|d| d.kind == "masked-skid") {
+        "The masked-skid warning explains it: samples taken while interrupts were masked land \
+         after the region. The exact column is where the time went"
+    } else if found.iter().any(|d| d.kind == "held-off") {
+        "The held-off warning explains it: a handler the sampler could not preempt held the \
+         samples back (`--priority`)"
+    } else if found.iter().any(|d| d.kind == "lockstep") {
+        "The lockstep warning explains it: the samples were in step with the program \
+         (`--jitter`)"
+    } else {
+        "The samples are not a fair draw of the run: in step with the program (widen the random \
+         span, `--jitter`), or held off by code the sampler could not preempt"
+    };
     Some(Diagnostic::warning(
         "disagrees-with-exact",
         format!(
-            "the sampled profile disagrees with the exact count of the same run beyond 5 sigma: {}. \
-             The samples are not a fair draw of the run (in step with the program, or held off); \
-             see the other diagnostics, widen the random span (`--jitter`), or check `--priority`",
+            "the sampled profile disagrees with the exact count of the same run beyond 5 sigma: \
+             {}. {why}",
             list.join("; ")
         ),
     ))
 }
 
 /// Too few samples for the shares shown.
-fn resolution(input: &Input<'_>, d: &mut Vec<Diagnostic>) {
+fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
     let n = input.total as f64;
     if n < 100.0 {
         d.push(Diagnostic::warning(
@@ -550,10 +607,18 @@ fn resolution(input: &Input<'_>, d: &mut Vec<Diagnostic>) {
             ),
         ));
     }
+    // A row that holds a masked region's pile is explained already; comparing it with its
+    // neighbours would only add noise.
+    let piled: HashSet<String> = d
+        .iter()
+        .filter(|x| x.kind == "masked-skid")
+        .flat_map(|x| x.addresses.iter())
+        .filter_map(|&pc| sym.function_of(pc as u64).map(str::to_owned))
+        .collect();
     let top: Vec<&Row> = input
         .functions
         .iter()
-        .filter(|r| r.percent >= 1.0)
+        .filter(|r| r.percent >= 1.0 && !piled.contains(&r.name))
         .take(10)
         .collect();
     let mut shown = 0;
@@ -674,8 +739,96 @@ mod tests {
             facts: f,
             functions: &[],
             vectors: &[],
+            exact_total: None,
         };
         sampled(&input, &mut sym, None)
+    }
+
+    fn row(name: &str, percent: f64) -> Row {
+        Row {
+            name: name.into(),
+            count: 0,
+            samples: None,
+            instructions: None,
+            percent,
+            ci95: None,
+            function: None,
+            exact_percent: None,
+            error_points: None,
+            error_sigma: None,
+        }
+    }
+
+    #[test]
+    fn a_row_explained_by_a_masked_pile_is_not_compared_with_its_neighbours() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(&path).unwrap();
+        let sym = Symbolizer::new(&path, &data, None).unwrap();
+        let f = facts(200, 0, 0);
+        let per_pc = HashMap::new();
+        let rows = [row("hot_a", 50.5), row("hot_b", 49.5)];
+        let input = Input {
+            pcs: &[],
+            total: 200,
+            binned: false,
+            per_pc: &per_pc,
+            facts: &f,
+            functions: &rows,
+            vectors: &[],
+            exact_total: None,
+        };
+        let mut d = Vec::new();
+        resolution(&input, &sym, &mut d);
+        assert_eq!(d.iter().filter(|x| x.kind == "indistinct").count(), 1);
+        // hot_a spans 0xfee..0xffc in the fixture: a masked pile there explains its row.
+        let mut d = vec![Diagnostic::warning("masked-skid", String::new()).at(50.5, vec![0xff0])];
+        resolution(&input, &sym, &mut d);
+        assert_eq!(
+            d.iter().filter(|x| x.kind == "indistinct").count(),
+            0,
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn no_samples_are_measured_against_the_period() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(&path).unwrap();
+        let mut sym = Symbolizer::new(&path, &data, None).unwrap();
+        let mut f = facts(0, 0, 0);
+        f.stop = "the firmware ended the run".into();
+        let per_pc = HashMap::new();
+        let mut input = Input {
+            pcs: &[],
+            total: 0,
+            binned: false,
+            per_pc: &per_pc,
+            facts: &f,
+            functions: &[],
+            vectors: &[],
+            exact_total: Some(1072),
+        };
+        let d = sampled(&input, &mut sym, None);
+        assert_eq!(d[0].kind, "no-samples");
+        assert!(
+            d[0].message.contains("ran 1072 instructions"),
+            "{}",
+            d[0].message
+        );
+        assert!(
+            d[0].message.contains("0.11 of one mean sampling period"),
+            "{}",
+            d[0].message
+        );
+        assert!(!d[0].message.contains("start"), "{}", d[0].message);
+        input.exact_total = None;
+        let d = sampled(&input, &mut sym, None);
+        assert!(
+            d[0].message
+                .contains("the firmware ended the run before the first sample")
+        );
     }
 
     #[test]

@@ -595,13 +595,15 @@ pub fn build_samples(
             facts: &facts,
             functions: &v.functions,
             vectors,
+            exact_total: exact_instructions,
         },
         sym,
         code,
     );
     diagnostics.extend(samples.findings.iter().cloned());
     if exact_instructions.is_some() {
-        diagnostics.extend(diagnose::against_exact(&v.functions));
+        let found = diagnostics.clone();
+        diagnostics.extend(diagnose::against_exact(&v.functions, &found));
     }
     let warnings = diagnostics
         .iter()

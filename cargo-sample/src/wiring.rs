@@ -1,0 +1,262 @@
+//! Before anything runs: is the sampler wired into the image that was built?
+//!
+//! A link can drop the sampler without an error. With LTO, an application that defines its own
+//! `SysTick` handler (RTIC's `systick_monotonic!`, a HAL's tick) wins over sampler-rt's, and the
+//! vector table points at the application's handler; the run would then wait for samples that
+//! never come. This module reads the vector table and the symbols of the built ELF and says
+//! what happened, and what to do, before QEMU or a probe is started.
+
+use anyhow::{Result, bail};
+use object::{Object, ObjectSymbol, SymbolKind};
+
+use crate::disasm;
+use crate::symbolize::demangle;
+
+/// The interrupt that paces the sampler in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacer {
+    /// SysTick (exception 15): its vector must be sampler-rt's entry.
+    SysTick,
+    /// A device interrupt (`irq` from 0): its handler must continue into sampler-rt's entry.
+    /// `timer` names the timer for messages.
+    Device { irq: u32, timer: &'static str },
+    /// ARMv8-A: sampler-rt installs its own vectors, or the firmware forwards its IRQs.
+    A64,
+}
+
+/// The entry every Cortex-M sampling handler reaches.
+const ENTRY: &str = "sampler_rt_entry";
+
+/// The image's function symbols, `(start, end, demangled name)`, sorted by start.
+fn functions(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    let mut v: Vec<(u64, u64, String)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text)
+        .filter_map(|s| {
+            let n = s.name().ok()?;
+            if n.is_empty() || n.starts_with('$') {
+                return None;
+            }
+            let a = s.address() & !1;
+            Some((a, a + s.size().max(1), demangle(n)))
+        })
+        .collect();
+    // A global alias and a local name at one address: prefer a name that says more than the
+    // default handler's aliases.
+    v.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.len().cmp(&b.2.len())));
+    v
+}
+
+/// Names of the functions at exactly `addr` (aliases included).
+fn names_at(funcs: &[(u64, u64, String)], addr: u64) -> Vec<&str> {
+    funcs
+        .iter()
+        .filter(|f| f.0 == addr)
+        .map(|f| f.2.as_str())
+        .collect()
+}
+
+fn is_default_handler(names: &[&str]) -> bool {
+    names
+        .iter()
+        .any(|n| *n == "DefaultHandler" || *n == "DefaultHandler_")
+}
+
+/// The handler a vector points at, as a user would recognise it.
+fn describe(names: &[&str], addr: u64) -> String {
+    // Prefer the application's own spelling over an exception's alias (`SysTick`).
+    let best = names
+        .iter()
+        .find(|n| n.contains("::"))
+        .or_else(|| names.first())
+        .copied();
+    match best {
+        Some(n) => format!("`{n}` ({addr:#x})"),
+        None => format!("{addr:#x} (no symbol)"),
+    }
+}
+
+/// Refuse an image whose sampling interrupt does not reach sampler-rt, saying which handler
+/// owns the vector and what to do instead.
+pub fn check(elf: &[u8], pacer: Pacer) -> Result<()> {
+    let Ok(file) = object::File::parse(elf) else {
+        return Ok(());
+    };
+    let funcs = functions(&file);
+    let symbol = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .map(|s| s.address() & !1)
+    };
+    if pacer == Pacer::A64 {
+        let own = symbol("sampler_rt_vectors").is_some();
+        let forwarded = funcs
+            .iter()
+            .any(|f| f.2.ends_with("sampler_rt::a64::on_irq"));
+        if !own && !forwarded {
+            bail!(
+                "sampler-rt's interrupt handling is not in the image: neither its vector table \
+                 (`sampler_rt_vectors`, installed by `sampler_rt::start()`) nor \
+                 `sampler_rt::on_irq` (called from the firmware's own IRQ handler after \
+                 `start_keeping_vectors()`) was linked in. Call one of them when the sampling \
+                 feature is on"
+            );
+        }
+        return Ok(());
+    }
+    let vectors = crate::elf::vectors(elf);
+    let vector = |n: u32| vectors.iter().find(|v| v.0 == n).map(|v| v.1 as u64);
+    let (number, what) = match pacer {
+        Pacer::SysTick => (15, "SysTick".to_owned()),
+        Pacer::Device { irq, timer } => (16 + irq, format!("{timer}'s interrupt (IRQ {irq})")),
+        Pacer::A64 => unreachable!(),
+    };
+    let rtic = funcs.iter().any(|f| f.2.contains("rtic"));
+    let Some(entry) = symbol(ENTRY) else {
+        let owner = match vector(number) {
+            Some(a) if is_default_handler(&names_at(&funcs, a)) => {
+                format!("the default handler ({a:#x})")
+            }
+            Some(a) => format!(
+                "the application's handler {}",
+                describe(&names_at(&funcs, a), a)
+            ),
+            None => "nothing".into(),
+        };
+        bail!(
+            "sampler-rt's interrupt entry (`{ENTRY}`) is not in the image: the link dropped it. \
+             {what}'s vector points at {owner}: the application has a handler of its own for \
+             it, and the link kept that one (with LTO it does so without an error).{}",
+            advice(pacer, rtic)
+        );
+    };
+    let Some(handler) = vector(number) else {
+        bail!(
+            "the vector table has no entry for {what} (exception {number}): the table is \
+             shorter than that. Is the device's interrupt table (`device.x`, the PAC's `rt` \
+             feature) linked in?"
+        );
+    };
+    let names = names_at(&funcs, handler);
+    match pacer {
+        Pacer::SysTick if handler == entry => Ok(()),
+        Pacer::SysTick => bail!(
+            "SysTick's vector points at {}, not at sampler-rt's handler: {}{}",
+            describe(&names, handler),
+            if is_default_handler(&names) {
+                "sampler-rt's SysTick handler is not linked in (is sampler-rt's `systick` \
+                 feature off?)."
+                    .to_owned()
+            } else {
+                "the application has a SysTick handler of its own, and the link kept it over \
+                 sampler-rt's (with LTO it does so without an error). Sampling there would also \
+                 break the application's time base."
+                    .to_owned()
+            },
+            advice(pacer, rtic)
+        ),
+        Pacer::Device { .. } => {
+            if is_default_handler(&names) {
+                bail!(
+                    "{what} goes to the default handler: the sampler's handler for it is not in \
+                     the image. Define it with `sampler_rt::cmsdk_timer_interrupt!(NAME)` (NAME \
+                     as your device crate spells the vector) when the sampling feature is on"
+                );
+            }
+            let end = funcs
+                .iter()
+                .find(|f| f.0 == handler)
+                .map(|f| f.1)
+                .unwrap_or(handler + 64);
+            let reaches = disasm::Code::new(elf).is_ok_and(|mut code| {
+                code.function(handler as u32, end as u32)
+                    .iter()
+                    .any(|i| i.target == Some(entry as u32))
+            });
+            if reaches || handler == entry {
+                Ok(())
+            } else {
+                bail!(
+                    "{what}'s vector points at {}, which does not continue into sampler-rt: the \
+                     application uses that interrupt itself. Choose a timer the application \
+                     leaves alone with `--timer`",
+                    describe(&names, handler)
+                )
+            }
+        }
+        Pacer::A64 => Ok(()),
+    }
+}
+
+/// RAM left for the stack below 2 KiB, with sampler-rt's ring taking a share: a warning with
+/// the numbers and a ring size that leaves room. cortex-m-rt puts the stack above the statics,
+/// growing down towards them, with nothing to stop it.
+pub fn stack_room(elf: &[u8]) -> Option<String> {
+    const WANT: u64 = 8 << 10;
+    let file = object::File::parse(elf).ok()?;
+    let sym = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .map(|s| (s.address(), s.size()))
+    };
+    let top = sym("_stack_start")?.0;
+    let bottom = sym("_stack_end").or_else(|| sym("__sheap"))?.0;
+    let (_, ring) = sym("SAMPLER_RT_RING")?;
+    let free = top.checked_sub(bottom)?;
+    if free >= 2 << 10 || ring == 0 {
+        return None;
+    }
+    let slots = ring / 4;
+    let fits = ring.saturating_sub(WANT - free.min(WANT)) / 4;
+    let suggest = if fits >= 64 {
+        1u64 << (63 - fits.leading_zeros())
+    } else {
+        0
+    };
+    Some(format!(
+        "only {free} bytes of RAM are left for the stack above the statics, and sampler-rt's ring \
+         takes {ring} ({slots} samples): a stack that grows deeper overwrites the ring, or the \
+         ring the stack, without a fault. Build a smaller ring: `SAMPLER_RT_RING_SLOTS = \
+         \"{suggest}\"` under `[env]` in the crate's .cargo/config.toml (every build then uses it)"
+    ))
+}
+
+fn advice(pacer: Pacer, rtic: bool) -> String {
+    match pacer {
+        Pacer::SysTick => format!(
+            " Pace the sampler with a timer the application leaves free (`--timer`), and turn \
+             sampler-rt's `systick` feature off for this crate (`default-features = false`){}",
+            if rtic {
+                "; RTIC's SysTick monotonic (`systick_monotonic!`) keeps SysTick for the \
+                 application"
+            } else {
+                ""
+            }
+        ),
+        _ => " Choose a timer the application leaves free with `--timer`.".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixture_is_wired_to_systick() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(path).unwrap();
+        check(&data, Pacer::SysTick).unwrap();
+        // The fixture's TIMER0 (IRQ 8) goes to the default handler.
+        let e = check(
+            &data,
+            Pacer::Device {
+                irq: 8,
+                timer: "CMSDK timer",
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("default handler"), "{e}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The accuracy suite: sampled profiles of the seed scenarios against the exact instruction
+//! The accuracy suite: sampled profiles of the scenarios against the exact instruction
 //! counts of the same QEMU run (`--truth`), with the statistics of the binomial law.
 //!
 //! Nothing here compares with a hard-coded share: every expectation is the exact count.
@@ -188,7 +188,7 @@ fn hot_loops_agrees_with_exact_counts_from_100_to_100000_samples() {
         worst(3),
         worst(1)
     );
-    // The seed's constant-period profiler never saw `run` (0.26 % of the time): we do.
+    // A constant-period profiler never saw `run` (0.26 % of the time): we do.
     let big = &reports[3].1;
     let run = share(big, "functions", "hot_loops::run");
     assert!(run > 0.0, "hot_loops::run never sampled");

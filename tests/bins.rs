@@ -63,7 +63,7 @@ fn small_bins_are_exact_and_large_ones_give_time_to_code_that_never_ran() {
         within_sigma(&r, 4.0)
     );
     assert!(!kinds(&r).contains(&"ambiguous-bins".to_owned()));
-    // Sixteen-byte bins split by bytes, as the seed's script does: a function that never ran
+    // Sixteen-byte bins split by bytes, as the C profiler's script does: a function that never ran
     // while sampling (its bytes share bins with hot loops) gets samples, and it is flagged.
     let seed = profile(
         "hot-loops",

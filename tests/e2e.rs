@@ -1,4 +1,4 @@
-//! End-to-end tests: the real `cargo-sample` binary builds the seed-scenario firmware with cargo,
+//! End-to-end tests: the real `cargo-sample` binary builds the scenario firmware with cargo,
 //! runs it in real QEMU (`qemu-system-arm`, installed by `tests/setup.sh`) and reports.
 //!
 //! Shares are checked against what the programs are built to do, with binomial bounds.
@@ -503,4 +503,37 @@ fn a_ring_that_crowds_the_stack_is_named_with_a_size_that_fits() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("left for the stack"), "{err}");
+}
+
+/// Help and the README name things by what they are, and state the defaults the tool uses.
+#[test]
+fn help_and_readme_speak_of_the_tool_itself() {
+    let mut texts = Vec::new();
+    for sub in [
+        &[][..],
+        &["report"],
+        &["init"],
+        &["diff"],
+        &["advise"],
+        &["swo"],
+        &["events"],
+        &["stat"],
+    ] {
+        let mut args: Vec<&str> = sub.to_vec();
+        args.push("--help");
+        let out = cargo_sample(Path::new("."), &args);
+        assert!(out.status.success(), "{args:?}");
+        texts.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert!(
+        texts[0].contains("10 000 instructions in QEMU"),
+        "{}",
+        texts[0]
+    );
+    texts.push(std::fs::read_to_string(repo().join("README.md")).unwrap());
+    for t in &texts {
+        for word in ["the seed", "seed's", "lecture", "10 µs"] {
+            assert!(!t.contains(word), "`{word}` in:\n{t}");
+        }
+    }
 }

@@ -52,7 +52,7 @@ fn region<'a>(r: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
-fn laps_reproduce_the_lectures_experiments_against_exact_counts() {
+fn laps_reproduce_the_lap_timer_experiments_against_exact_counts() {
     let (r, run) = profile_in("laps", &["--laps", "--truth"]);
     let laps = &r["laps"];
     assert_eq!(laps["counter"], "SysTick");

@@ -198,7 +198,7 @@ fn an_rtic_application_on_lm3s6965evb_matches_the_oracle_everywhere() {
 #[test]
 fn a_core_fmt_user_on_mps2_an385_matches_the_oracle_everywhere() {
     let (_, run) = profile_example(
-        "seed-scenarios",
+        "scenarios",
         &[
             "--profile",
             "nolto",

@@ -1,4 +1,4 @@
-//! `cargo sample report --text-dump`: the seed's C profiler's text dumps (raw PCs, tags, bins)
+//! `cargo sample report --text-dump`: a C PC-sampling profiler's text dumps (raw PCs, tags, bins)
 //! reported against the ELF they came from, checked against a run of our own turned into that
 //! format.
 
@@ -137,7 +137,7 @@ fn raw_pcs_and_tags_report_as_the_run_did() {
     assert_eq!(t["diagnostics"], serde_json::json!([]));
 }
 
-/// The seed's split of a bin among the functions whose bytes it holds, in fractions.
+/// The C profiler's split of a bin among the functions whose bytes it holds, in fractions.
 fn seed_split(counts: &[u32], base: u32, size: u32, elf: &Path) -> BTreeMap<String, f64> {
     let data = std::fs::read(elf).unwrap();
     let file = object::File::parse(&*data).unwrap();
@@ -208,7 +208,7 @@ fn bins_are_split_by_bytes_and_the_guess_is_flagged() {
             assert_eq!(got, by_function(&r));
             assert!(ambiguous.is_empty());
         } else {
-            // The seed's split, to the sample, and flagged as a guess.
+            // The C profiler's split, to the sample, and flagged as a guess.
             let expected = seed_split(&bins, 0, size, &elf);
             for (name, want) in &expected {
                 let have = got.get(name).copied().unwrap_or(0) as f64;

@@ -1,6 +1,6 @@
 //! `cargo sample bench`: the sampler's on-target cost, measured exactly in QEMU.
 //!
-//! The `cost` firmware of the seed scenarios runs one workload without sampling and the same
+//! The `cost` firmware of the scenarios runs one workload without sampling and the same
 //! workload while sampling, timing both with a CMSDK timer (0.625 instructions a tick at the
 //! machine's default `-icount shift=6`; exception entry and return cost nothing in QEMU). The difference divided
 //! by the samples taken is the handler's instructions per sample, slow path included. Code
@@ -26,7 +26,7 @@ pub struct Variant {
     pub samples: u64,
     /// Bytes executed per sample: entry + variant (+ timer acknowledge).
     pub hot_code_bytes: u64,
-    /// The seed's C figure for the same job.
+    /// The reference C handler's figure for the same job.
     pub seed_instructions: u32,
 }
 
@@ -785,9 +785,7 @@ fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
 pub fn bench(args: &BenchArgs) -> Result<()> {
     let manifest = match &args.manifest_path {
         Some(p) => p.clone(),
-        None => {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/seed-scenarios/Cargo.toml")
-        }
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/Cargo.toml"),
     };
     let mut variants = Vec::new();
     for (name, extra, seed, variant_sym, ack) in [
@@ -896,7 +894,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             );
             println!(
                 "{:<30} {:>12} {:>8} {:>10} {:>10}",
-                "variant", "instr/sample", "seed C", "code bytes", "samples"
+                "variant", "instr/sample", "C handler", "code bytes", "samples"
             );
             for v in &all.sampler {
                 println!(
@@ -925,7 +923,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 );
             }
             println!(
-                "goals: ring <= 13, jitter <= 20, bins <= 18, a tag <= 3 more; seed C handler 114 bytes in all"
+                "goals: ring <= 13, jitter <= 20, bins <= 18, a tag <= 3 more; the C handler is 114 bytes in all"
             );
             println!(
                 "RAM: 4 bytes per ring slot (8 with tags), 2 bytes per bin (+32), 88 bytes of state, 56 bytes of configuration"

@@ -2,7 +2,7 @@
 //! holds code of several functions its count must be shared among them, which is a guess.
 //!
 //! Two ways to guess, in whole samples (largest remainder):
-//! - `bytes`, the seed's: by each function's bytes in the bin (two-byte Thumb slots). A function
+//! - `bytes`, the C profiler's: by each function's bytes in the bin (two-byte Thumb slots). A function
 //!   that never ran gets samples because it sits next to one that did.
 //! - `density` (the default): by its bytes times its density, the samples per byte it is
 //!   estimated to have, found by expectation-maximisation: start from the bytes split, give
@@ -232,7 +232,7 @@ mod tests {
         };
         assert!(
             of(&bytes, "hot_b") > 0,
-            "the seed's split gives hot_b samples"
+            "the byte split gives hot_b samples"
         );
         assert_eq!(of(&density, "hot_b"), 0, "{density:?}");
         assert_eq!(of(&density, "hot_a"), 1000);

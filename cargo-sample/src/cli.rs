@@ -240,7 +240,7 @@ pub struct ViewArgs {
     #[arg(long, value_name = "WHEN")]
     pub color: Option<String>,
     /// How a histogram bin shared by several functions is split: by each one's bytes (as the
-    /// seed's C profiler does), or by bytes times its estimated samples per byte (`density`).
+    /// C profiler's analysis does), or by bytes times its estimated samples per byte (`density`).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::bins::Split::Density)]
     pub bin_split: crate::bins::Split,
 }
@@ -482,7 +482,7 @@ pub struct ReportArgs {
     /// Where runs are kept (default: `target/cargo-sample/runs` of the current workspace).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// Read a text dump of the seed's C profiler (`prof raw`/`p`, `prof hist`/`h`, `g` lines)
+    /// Read the text dump of a C PC-sampling profiler (`prof raw`/`p`, `prof hist`/`h`, `g` lines)
     /// instead of a saved run; needs `--elf`.
     #[arg(long, value_name = "FILE", requires = "elf")]
     pub text_dump: Option<PathBuf>,
@@ -514,7 +514,7 @@ pub struct InitArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// The seed-scenarios firmware crate (default: `examples/seed-scenarios` of this repository).
+    /// The scenarios firmware crate (default: `examples/scenarios` of this repository).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
     /// Output format.

@@ -576,7 +576,7 @@ mod tests {
 
     #[test]
     fn a_base_region_counts_the_interrupts_in_the_lowest_cluster() {
-        // The seed's 20 kHz run: 628-632 and 698-699, never the undisturbed 355.
+        // The method's 20 kHz run: 628-632 and 698-699, never the undisturbed 355.
         let l = Laps {
             counter: wire::LAP_COUNTER_SYSTICK,
             overhead: 46,

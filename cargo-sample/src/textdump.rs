@@ -1,4 +1,4 @@
-//! The text dump of the C profiler the seed describes (`prof_dump()` over a UART or semihosting),
+//! The text dump of a C PC-sampling profiler (`prof_dump()` over a UART or semihosting),
 //! so that its users get the same report from the same ELF:
 //!
 //! ```text

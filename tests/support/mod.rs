@@ -10,7 +10,7 @@ use object::{Object, ObjectSymbol};
 use serde_json::Value;
 
 pub fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed-scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios")
 }
 
 pub fn cargo_sample(dir: &Path, args: &[&str]) -> Output {

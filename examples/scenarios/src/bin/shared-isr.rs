@@ -8,7 +8,7 @@
 use core::ptr::write_volatile;
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, sampling_start, spin};
+use scenarios::{finish, sampling_start, spin};
 
 const IRQ: u32 = 30;
 const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;

@@ -5,7 +5,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a, hot_b, hot_c, sampling_start};
+use scenarios::{finish, hot_a, hot_b, hot_c, sampling_start};
 
 #[entry]
 fn main() -> ! {

@@ -7,7 +7,7 @@
 use core::ptr::{addr_of_mut, read_volatile, write_volatile};
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a, hot_c, sampling_start};
+use scenarios::{finish, hot_a, hot_c, sampling_start};
 
 /// Room for the copy (hot_c is a dozen bytes of position-independent code).
 static mut RAM_CODE: [u16; 32] = [0; 32];

@@ -7,7 +7,7 @@
 use core::fmt::Write;
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, sampling_start};
+use scenarios::{finish, sampling_start};
 
 /// A fixed buffer to format into.
 struct Buf {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use seed_scenarios::{hot_a, hot_b, hot_c, sampling_start};
+use scenarios::{hot_a, hot_b, hot_c, sampling_start};
 
 #[entry]
 fn main() -> ! {
@@ -17,5 +17,5 @@ fn main() -> ! {
     }
     // SAFETY: deliberately not safe: a bus error.
     let v = unsafe { core::ptr::read_volatile(0xF000_0000 as *const u32) };
-    seed_scenarios::finish(v as i32)
+    scenarios::finish(v as i32)
 }

@@ -6,7 +6,7 @@
 
 use core::arch::asm;
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a, sampling_start, spin};
+use scenarios::{finish, hot_a, sampling_start, spin};
 
 #[unsafe(no_mangle)]
 #[inline(never)]

@@ -6,7 +6,7 @@
 
 use cortex_m_rt::entry;
 use rtt_target::{rprintln, rtt_init_print};
-use seed_scenarios::{finish, hot_a, hot_b, hot_c, sampling_start};
+use scenarios::{finish, hot_a, hot_b, hot_c, sampling_start};
 
 #[entry]
 fn main() -> ! {

@@ -6,7 +6,7 @@
 
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
-use seed_scenarios::{clock_start, finish, hot_a, now, sampling_start};
+use scenarios::{clock_start, finish, hot_a, now, sampling_start};
 
 const ROUNDS: u32 = 20_000;
 

@@ -1,4 +1,4 @@
-//! The lap-timing experiments of a classic lecture on software performance, in QEMU: a summing
+//! The lap-timer method's classic experiments, in QEMU: a summing
 //! loop timed with and without a periodic interrupt at two rates, and a cyclic executive's
 //! iteration time with and without it. The interrupt is CMSDK timer 1 (interrupt 9), whose
 //! handler toggles a "pin" and clears the timer's flag. Run it with `cargo sample --laps`
@@ -14,7 +14,7 @@ use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m_rt::entry;
-use seed_scenarios::{TIMER1_BASE, finish, sampling_start};
+use scenarios::{TIMER1_BASE, finish, sampling_start};
 
 use sampler_rt::laps::Region;
 

@@ -8,7 +8,7 @@
 use core::ptr::{read_volatile, write_volatile};
 
 use cortex_m_rt::entry;
-use seed_scenarios::{hot_a, hot_b, hot_c};
+use scenarios::{hot_a, hot_b, hot_c};
 
 const UART0: usize = 0x4000_4000;
 const DATA: usize = 0x0;

@@ -6,7 +6,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a, hot_b, sampling_start};
+use scenarios::{finish, hot_a, hot_b, sampling_start};
 
 #[cfg(feature = "sample")]
 fn phase(tag: u32) {

@@ -7,7 +7,7 @@
 
 use core::ptr::write_volatile;
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a, sampling_start, spin};
+use scenarios::{finish, hot_a, sampling_start, spin};
 
 const IRQ: u32 = 31;
 const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;

@@ -1,4 +1,4 @@
-//! Shared pieces of the seed scenarios: the mps2-an385 interrupt table, the CMSDK timers, the
+//! Shared pieces of the scenarios: the mps2-an385 interrupt table, the CMSDK timers, the
 //! workload functions, and the way a scenario ends.
 #![no_std]
 

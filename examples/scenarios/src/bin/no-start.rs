@@ -3,7 +3,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use seed_scenarios::{finish, hot_a};
+use scenarios::{finish, hot_a};
 
 #[entry]
 fn main() -> ! {

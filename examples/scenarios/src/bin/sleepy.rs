@@ -10,7 +10,7 @@ use core::arch::asm;
 use core::ptr::write_volatile;
 
 use cortex_m_rt::entry;
-use seed_scenarios::{TIMER1_BASE, finish, hot_a, sampling_start};
+use scenarios::{TIMER1_BASE, finish, hot_a, sampling_start};
 
 /// Timer 1's interrupt (IRQ 9 on mps2-an385).
 const IRQ: u32 = 9;

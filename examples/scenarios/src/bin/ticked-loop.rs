@@ -5,7 +5,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use seed_scenarios::{clock_start, finish, now, sampling_start, spin};
+use scenarios::{clock_start, finish, now, sampling_start, spin};
 
 /// Ticks of the 25 MHz clock per loop iteration: 10 000 instructions in QEMU at the machine's
 /// default `-icount shift=6` (64 ns an instruction).

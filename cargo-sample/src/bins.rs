@@ -195,6 +195,7 @@ pub fn split(
             ),
             percent: Some(100.0 * shared as f64 / total as f64),
             addresses: Vec::new(),
+            functions: Vec::new(),
         }
     });
     (per_pc, finding)

@@ -498,13 +498,29 @@ pub struct InitArgs {
     /// Path to the firmware crate's Cargo.toml (default: the one in the current directory).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
-    /// Use sampler-rt from this directory instead of crates.io.
-    #[arg(long, value_name = "DIR")]
+    /// The package to set up, in a workspace of several.
+    #[arg(short = 'p', long, value_name = "SPEC")]
+    pub package: Option<String>,
+    /// Only this binary (default: every binary of the package).
+    #[arg(long, value_name = "NAME", conflicts_with = "example")]
+    pub bin: Option<String>,
+    /// This example instead of the binaries.
+    #[arg(long, value_name = "NAME")]
+    pub example: Option<String>,
+    /// Use sampler-rt from this directory (default: the checkout this cargo-sample was built
+    /// from, else the published version).
+    #[arg(long, value_name = "DIR", conflicts_with = "sampler_rt_git")]
     pub sampler_rt_path: Option<PathBuf>,
+    /// Use sampler-rt from this git repository.
+    #[arg(long, value_name = "URL")]
+    pub sampler_rt_git: Option<String>,
+    /// With `--sampler-rt-git`: the revision (commit, tag or branch name).
+    #[arg(long, value_name = "REV", requires = "sampler_rt_git")]
+    pub sampler_rt_rev: Option<String>,
     /// Name of the feature to add.
     #[arg(long, value_name = "NAME", default_value = "sample")]
     pub feature_name: String,
-    /// Source file whose `main` gets the `start()` call (default: the package's main binary).
+    /// Source file whose entry point gets the `start()` call (default: each binary's).
     #[arg(long, value_name = "FILE")]
     pub main: Option<PathBuf>,
     /// Show the changes without writing them.

@@ -526,6 +526,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 message,
                 percent: None,
                 addresses: vec![c.pc],
+                functions: Vec::new(),
             },
         );
     }
@@ -582,6 +583,7 @@ fn hist_samples(
             ),
             percent: None,
             addresses: Vec::new(),
+            functions: Vec::new(),
         });
     }
     report::Samples {
@@ -701,15 +703,20 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
 }
 
 fn missing_setup_help(p: &Project, feature: &str) -> String {
+    let dep = match crate::init::checkout_runtime() {
+        Some(dir) => format!("path = \"{}\"", dir.display()),
+        None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
+    };
     format!(
-        "`{}` is not set up for sampling. Add to {}:\n\n\
+        "`{}` is not set up for sampling. `cargo sample init` does it (and shows the change), or \
+         add to {}:\n\n\
          [dependencies]\n\
-         sampler-rt = {{ version = \"0.1\", optional = true }}\n\n\
+         sampler-rt = {{ {dep}, optional = true }}\n\n\
          [features]\n\
          {feature} = [\"dep:sampler-rt\"]\n\n\
-         and at the top of `main`:\n\n    \
-         #[cfg(feature = \"{feature}\")]\n    sampler_rt::start();\n\n\
-         (`cargo sample init` does this for you.)",
+         and at the top of your entry point (`#[entry]`, RTIC's `#[init]`, \
+         `#[embassy_executor::main]`):\n\n    \
+         #[cfg(feature = \"{feature}\")]\n    sampler_rt::start();",
         p.package,
         p.manifest_path.display()
     )
@@ -1137,12 +1144,21 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     }
     term::status("Saved", dir.display());
     if !have_dump {
-        let why = if outcome.status.is_some() {
-            "the firmware ended without sending samples. Does `main` call `sampler_rt::start()` \
-             (when the sampling feature is on)? If it exits by itself, call \
-             `sampler_rt::flush()` (or `sampler_rt::exit(code)`) before it exits"
-        } else {
-            "no samples could be recovered: the sampler had not started"
+        let why = match outcome.status {
+            Some(status) => format!(
+                "the firmware ended ({}) without sending samples. sampler-rt sends them when the \
+                 sample limit is reached, or at `sampler_rt::exit(code)` / `sampler_rt::flush()`; \
+                 a firmware that ends by its own means (semihosting's `debug::exit`, \
+                 `panic-semihosting`) takes them with it. With the sampling feature on, end it \
+                 with `sampler_rt::exit(code)` (or call `sampler_rt::flush()` just before), or \
+                 take fewer samples (`--samples`) so that the limit ends the run first. (And \
+                 samples are only taken after `sampler_rt::start()`.)",
+                status
+                    .code()
+                    .map(|c| format!("exit code {c}"))
+                    .unwrap_or_else(|| "killed".into())
+            ),
+            None => "no samples could be recovered: the sampler had not started".to_owned(),
         };
         bail!(
             "{why}; firmware output and the run are kept in {}",
@@ -1934,6 +1950,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
             ),
             percent: Some(share),
             addresses: Vec::new(),
+            functions: Vec::new(),
         });
     }
     if s.overflow > 0 {
@@ -1947,6 +1964,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
             ),
             percent: None,
             addresses: Vec::new(),
+            functions: Vec::new(),
         });
     }
     if s.skipped > 0 || s.invalid > 0 {

@@ -35,6 +35,9 @@ pub struct Diagnostic {
     /// Addresses concerned.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<u32>,
+    /// Functions whose rows this finding explains (a masked region's owner and callers).
+    #[serde(skip)]
+    pub functions: Vec<String>,
 }
 
 impl Diagnostic {
@@ -45,6 +48,7 @@ impl Diagnostic {
             message,
             percent: None,
             addresses: Vec::new(),
+            functions: Vec::new(),
         }
     }
 
@@ -404,10 +408,12 @@ fn pile_ups(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, d: &mut Ve
     found.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
     for (kind, pc, s, prev, name) in found {
         let share = 100.0 * s as f64 / total as f64;
+        let mut explained = Vec::new();
         let at = format!("{name} at {pc:#x}");
         let msg = match kind {
             Kind::Unmask | Kind::MaskWrite => {
-                let region = masked_region(sym, code, pc, &prev);
+                let (region, names) = masked_region(sym, code, pc, &prev);
+                explained = names;
                 format!(
                     "{share:.2} % of the samples ({s}) are on {at}, the instruction right after \
                      `{}` re-enables interrupts: a sampling interrupt that fires while interrupts \
@@ -457,15 +463,25 @@ fn pile_ups(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, d: &mut Ve
         } else {
             Diagnostic::warning(diag_kind, msg)
         };
-        d.push(diag.at(share, vec![pc]));
+        let mut diag = diag.at(share, vec![pc]);
+        diag.functions = explained;
+        d.push(diag);
     }
 }
 
 /// Where interrupts were masked: the function that unmasks, and when that is a small helper
 /// (`irq_on`, an `enable()`), the functions that call it.
-fn masked_region(sym: &mut Symbolizer, code: &mut Code, pc: u32, unmask: &Insn) -> String {
+/// Where interrupts were masked, in words, and the functions that hold the region: the one
+/// that unmasks, and when that is a small helper (`irq_on`, an `enable()`), the functions that
+/// call it.
+fn masked_region(
+    sym: &mut Symbolizer,
+    code: &mut Code,
+    pc: u32,
+    unmask: &Insn,
+) -> (String, Vec<String>) {
     let Some((start, end)) = sym.range_of(pc as u64) else {
-        return String::new();
+        return (String::new(), Vec::new());
     };
     let owner = sym.function_of(pc as u64).unwrap_or("?").to_owned();
     let insns = code.function(start as u32, end as u32);
@@ -475,10 +491,13 @@ fn masked_region(sym: &mut Symbolizer, code: &mut Code, pc: u32, unmask: &Insn) 
         .iter()
         .any(|i| i.addr < unmask.addr && i.kind == Kind::Mask);
     if !small || masks_too {
-        return format!(" in {owner} (it ends at {:#x})", unmask.addr);
+        return (
+            format!(" in {owner} (it ends at {:#x})", unmask.addr),
+            vec![owner],
+        );
     }
     let callers = callers_of(sym, code, start as u32);
-    if callers.is_empty() {
+    let text = if callers.is_empty() {
         format!(" that {owner} ends")
     } else {
         format!(
@@ -486,7 +505,10 @@ fn masked_region(sym: &mut Symbolizer, code: &mut Code, pc: u32, unmask: &Insn) 
             if callers.len() > 1 { "s" } else { "" },
             callers.join(", ")
         )
-    }
+    };
+    let mut names = vec![owner];
+    names.extend(callers);
+    (text, names)
 }
 
 /// Functions with a direct call to `target`.
@@ -612,8 +634,12 @@ fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
     let piled: HashSet<String> = d
         .iter()
         .filter(|x| x.kind == "masked-skid")
-        .flat_map(|x| x.addresses.iter())
-        .filter_map(|&pc| sym.function_of(pc as u64).map(str::to_owned))
+        .flat_map(|x| {
+            x.addresses
+                .iter()
+                .filter_map(|&pc| sym.function_of(pc as u64).map(str::to_owned))
+                .chain(x.functions.iter().cloned())
+        })
         .collect();
     let top: Vec<&Row> = input
         .functions

@@ -669,6 +669,7 @@ pub fn build_exact(
             message: "no instructions were counted: did the firmware start?".into(),
             percent: None,
             addresses: Vec::new(),
+            functions: Vec::new(),
         });
     }
     if let Some(out) = v.functions.iter().find(|r| r.name == OUTSIDE) {
@@ -682,6 +683,7 @@ pub fn build_exact(
             ),
             percent: Some(out.percent),
             addresses: Vec::new(),
+            functions: Vec::new(),
         });
     }
     let warnings = diagnostics.iter().map(|d| d.message.clone()).collect();

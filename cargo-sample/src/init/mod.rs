@@ -1,0 +1,552 @@
+//! `cargo sample init`: set up an existing firmware crate for sampling, showing what changes.
+//!
+//! Three edits, each made only where it is missing: an optional `sampler-rt` dependency (from
+//! wherever it resolves today), a feature that turns it on, and a `sampler_rt::start()` call
+//! behind that feature at the top of each binary's entry point ([`entry`]). Files are edited
+//! in place at the spot that changes, the change is shown as a unified diff, and the crate is
+//! checked with `cargo metadata` afterwards: if it no longer resolves, the files are put back.
+
+pub mod diff;
+pub mod entry;
+
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{MetadataCommand, Package, TargetKind};
+use toml_edit::{DocumentMut, InlineTable, Item, Value};
+
+use crate::cli::InitArgs;
+use crate::term;
+
+/// Where the `sampler-rt` dependency comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory (written relative to the manifest's directory when it can be).
+    Path(String),
+    /// A git repository, at a revision when given.
+    Git { url: String, rev: Option<String> },
+    /// A version on crates.io.
+    Version(String),
+}
+
+impl Source {
+    fn keys(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Source::Path(p) => vec![("path", p.clone())],
+            Source::Git { url, rev } => {
+                let mut v = vec![("git", url.clone())];
+                if let Some(r) = rev {
+                    v.push(("rev", r.clone()));
+                }
+                v
+            }
+            Source::Version(v) => vec![("version", v.clone())],
+        }
+    }
+}
+
+/// The sampler-rt of the checkout this cargo-sample was built from, when it is still there
+/// (the README installs cargo-sample from a checkout: its runtime is the one that matches).
+pub fn checkout_runtime() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sampler-rt");
+    let text = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+    let doc: toml::Table = text.parse().ok()?;
+    (doc.get("package")?.get("name")?.as_str()? == "sampler-rt").then(|| normalize(&dir))
+}
+
+/// `dir` without `.` and `..` components (no file system access).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `target` relative to `base` (both absolute), when they share more than the root.
+fn relative(target: &Path, base: &Path) -> Option<PathBuf> {
+    let (target, base) = (normalize(target), normalize(base));
+    let t: Vec<Component> = target.components().collect();
+    let b: Vec<Component> = base.components().collect();
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if common <= 1 {
+        return None;
+    }
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    Some(out)
+}
+
+/// The dependency's source for this run of `init`: the options, else the checkout's runtime,
+/// else the published version. `explicit` says whether the user chose it.
+fn choose_source(args: &InitArgs, manifest_dir: &Path) -> Result<(Source, bool)> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    if let Some(p) = &args.sampler_rt_path {
+        let abs = normalize(&cwd.join(p));
+        if !abs.join("Cargo.toml").is_file() {
+            bail!(
+                "`--sampler-rt-path {}`: there is no Cargo.toml in {}",
+                p.display(),
+                abs.display()
+            );
+        }
+        let shown = relative(&abs, manifest_dir).unwrap_or(abs);
+        return Ok((Source::Path(path_text(&shown)), true));
+    }
+    if let Some(url) = &args.sampler_rt_git {
+        return Ok((
+            Source::Git {
+                url: url.clone(),
+                rev: args.sampler_rt_rev.clone(),
+            },
+            true,
+        ));
+    }
+    if let Some(dir) = checkout_runtime() {
+        let shown = relative(&dir, manifest_dir).unwrap_or(dir);
+        return Ok((Source::Path(path_text(&shown)), false));
+    }
+    Ok((Source::Version(env!("CARGO_PKG_VERSION").to_owned()), false))
+}
+
+/// Paths in manifests use `/` everywhere.
+fn path_text(p: &Path) -> String {
+    p.to_string_lossy().replace('\\', "/")
+}
+
+/// Add (or, with `replace_source`, re-point) the optional dependency and the feature.
+pub fn edit_manifest(
+    text: &str,
+    feature: &str,
+    source: &Source,
+    replace_source: bool,
+) -> Result<String> {
+    let mut doc: DocumentMut = text.parse().context("Cargo.toml is not valid TOML")?;
+    if doc.get("package").is_none() {
+        bail!(
+            "this Cargo.toml has no [package]: run init in the firmware crate, not the workspace"
+        );
+    }
+    let deps = doc
+        .entry("dependencies")
+        .or_insert(Item::Table(Default::default()))
+        .as_table_like_mut()
+        .context("[dependencies] is not a table")?;
+    match deps.get_mut("sampler-rt") {
+        None => {
+            let mut t = InlineTable::new();
+            for (k, v) in source.keys() {
+                t.insert(k, Value::from(v));
+            }
+            t.insert("optional", Value::from(true));
+            deps.insert("sampler-rt", Item::Value(Value::InlineTable(t)));
+        }
+        Some(item) => {
+            if let Some(t) = item.as_table_like_mut() {
+                let inherited = t.get("workspace").and_then(|w| w.as_bool()) == Some(true);
+                if replace_source && !inherited {
+                    for k in ["path", "git", "rev", "branch", "tag", "version"] {
+                        t.remove(k);
+                    }
+                    for (k, v) in source.keys() {
+                        t.insert(k, Item::Value(Value::from(v)));
+                    }
+                }
+                if t.get("optional").and_then(|o| o.as_bool()) != Some(true) {
+                    t.insert("optional", Item::Value(Value::from(true)));
+                }
+            } else if item.is_str() {
+                // `sampler-rt = "0.1"`: a version only.
+                let mut t = InlineTable::new();
+                if replace_source {
+                    for (k, v) in source.keys() {
+                        t.insert(k, Value::from(v));
+                    }
+                } else if let Some(v) = item.as_str() {
+                    t.insert("version", Value::from(v));
+                }
+                t.insert("optional", Value::from(true));
+                *item = Item::Value(Value::InlineTable(t));
+            }
+        }
+    }
+    let features = doc
+        .entry("features")
+        .or_insert(Item::Table(Default::default()))
+        .as_table_like_mut()
+        .context("[features] is not a table")?;
+    match features.get_mut(feature) {
+        None => {
+            let mut a = toml_edit::Array::new();
+            a.push("dep:sampler-rt");
+            features.insert(feature, Item::Value(Value::Array(a)));
+        }
+        Some(item) => {
+            let a = item
+                .as_array_mut()
+                .with_context(|| format!("[features] {feature} is not a list"))?;
+            let on = a
+                .iter()
+                .any(|v| matches!(v.as_str(), Some("dep:sampler-rt" | "sampler-rt")));
+            if !on {
+                a.push("dep:sampler-rt");
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// The package `init` edits: `-p`, else the manifest's own, else a workspace's only member.
+fn select_package<'a>(
+    members: &[&'a Package],
+    spec: Option<&str>,
+    manifest: &Path,
+) -> Result<&'a Package> {
+    let names = || {
+        members
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(s) = spec {
+        return members
+            .iter()
+            .copied()
+            .find(|p| p.name.as_str() == s)
+            .with_context(|| format!("no package `{s}` in this workspace (members: {})", names()));
+    }
+    if let Some(p) = members
+        .iter()
+        .find(|p| p.manifest_path.as_std_path() == manifest)
+    {
+        return Ok(p);
+    }
+    match members {
+        [one] => Ok(one),
+        _ => bail!(
+            "this workspace has several packages; choose the firmware crate with `-p`: {}",
+            names()
+        ),
+    }
+}
+
+/// The source files whose entry point gets the call, with what they are.
+fn entry_files(pkg: &Package, args: &InitArgs) -> Result<Vec<(String, PathBuf)>> {
+    if let Some(f) = &args.main {
+        return Ok(vec![("--main".into(), f.clone())]);
+    }
+    let pick = |kind: TargetKind, name: &str| {
+        pkg.targets
+            .iter()
+            .find(|t| t.kind.contains(&kind) && t.name == name)
+            .map(|t| (t.name.clone(), t.src_path.clone().into_std_path_buf()))
+    };
+    if let Some(b) = &args.bin {
+        return pick(TargetKind::Bin, b)
+            .map(|t| vec![t])
+            .with_context(|| format!("package `{}` has no binary `{b}`", pkg.name));
+    }
+    if let Some(e) = &args.example {
+        return pick(TargetKind::Example, e)
+            .map(|t| vec![t])
+            .with_context(|| format!("package `{}` has no example `{e}`", pkg.name));
+    }
+    let bins: Vec<(String, PathBuf)> = pkg
+        .targets
+        .iter()
+        .filter(|t| t.kind.contains(&TargetKind::Bin))
+        .map(|t| (t.name.clone(), t.src_path.clone().into_std_path_buf()))
+        .collect();
+    if bins.is_empty() {
+        bail!(
+            "package `{}` has no binary: choose an example with `--example`, or the file of your \
+             entry point with `--main FILE`",
+            pkg.name
+        );
+    }
+    Ok(bins)
+}
+
+/// A file to write: path, old text, new text.
+struct Change {
+    path: PathBuf,
+    old: String,
+    new: String,
+}
+
+/// `cargo sample init`.
+pub fn init(args: &InitArgs) -> Result<()> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let manifest = match &args.manifest_path {
+        Some(p) => cwd.join(p),
+        None => cwd.join("Cargo.toml"),
+    };
+    if !manifest.is_file() {
+        bail!(
+            "no Cargo.toml at {}: run init in the firmware crate, or pass --manifest-path",
+            manifest.display()
+        );
+    }
+    let meta = MetadataCommand::new()
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()
+        .with_context(|| format!("reading the cargo metadata of {}", manifest.display()))?;
+    let members = meta.workspace_packages();
+    let pkg = select_package(&members, args.package.as_deref(), &manifest)?;
+    let pkg_manifest = pkg.manifest_path.clone().into_std_path_buf();
+    let pkg_dir = pkg_manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cwd.clone());
+    let (source, explicit) = choose_source(args, &pkg_dir)?;
+
+    let mut changes = Vec::new();
+    let old_manifest = std::fs::read_to_string(&pkg_manifest)
+        .with_context(|| format!("reading {}", pkg_manifest.display()))?;
+    let has_dep_elsewhere = pkg.dependencies.iter().any(|d| d.name == "sampler-rt")
+        && !old_manifest.contains("sampler-rt");
+    if !has_dep_elsewhere {
+        let new_manifest = edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
+        changes.push(Change {
+            path: pkg_manifest.clone(),
+            old: old_manifest,
+            new: new_manifest,
+        });
+    }
+
+    // The entry points; anything undecidable stops everything before a file is written.
+    let mut by_hand = Vec::new();
+    let mut shapes = Vec::new();
+    for (target, file) in entry_files(pkg, args)? {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let shown = file
+            .strip_prefix(&pkg_dir)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        match entry::find(&text) {
+            Ok(entry::Found::AlreadyStarts(_)) => {}
+            Ok(entry::Found::One(e)) => match entry::insert(&text, &e, &args.feature_name) {
+                Ok(new) => {
+                    shapes.push(e.shape);
+                    changes.push(Change {
+                        path: file.clone(),
+                        old: text,
+                        new,
+                    });
+                }
+                Err(why) => by_hand.push(format!(
+                    "{shown}:{}: {why}; add the call at the top of `{}` by hand",
+                    e.line, e.function
+                )),
+            },
+            Ok(entry::Found::Ambiguous(v)) => {
+                let at: Vec<String> = v
+                    .iter()
+                    .map(|e| format!("`{}` (line {})", e.function, e.line))
+                    .collect();
+                by_hand.push(format!(
+                    "{shown}: several entry points ({}) for `{target}`; choose with `--bin`, or add \
+                     the call by hand at the top of the one that runs",
+                    at.join(", ")
+                ));
+            }
+            Ok(entry::Found::None) => by_hand.push(format!(
+                "{shown}: no entry point found for `{target}` (no `#[entry]`, RTIC `#[init]`, \
+                 `#[embassy_executor::main]` or `fn main`); add the call at the top of the \
+                 function where your firmware starts"
+            )),
+            Err(e) => by_hand.push(format!(
+                "{shown}: {e} (the file does not parse); fix it first, or add the call by hand"
+            )),
+        }
+    }
+    if !by_hand.is_empty() {
+        bail!(
+            "nothing was changed: {}\nThe lines to add:\n{}",
+            by_hand.join("\n"),
+            entry::call_lines(&args.feature_name, "    ")
+        );
+    }
+    changes.retain(|c| c.old != c.new);
+    if changes.is_empty() {
+        term::status(
+            "Unchanged",
+            format!("`{}` is already set up for `cargo sample`", pkg.name),
+        );
+        return Ok(());
+    }
+    for c in &changes {
+        let name = c
+            .path
+            .strip_prefix(&cwd)
+            .unwrap_or(&c.path)
+            .display()
+            .to_string();
+        print!("{}", diff::unified(&name, &c.old, &c.new, 3));
+    }
+    if args.dry_run {
+        term::note("dry run: nothing was written");
+        return Ok(());
+    }
+    for c in &changes {
+        std::fs::write(&c.path, &c.new).with_context(|| format!("writing {}", c.path.display()))?;
+    }
+    // The edited crate must still resolve (the dependency is found, the feature is valid).
+    if let Err(e) = check_resolves(&pkg_manifest) {
+        for c in &changes {
+            let _ = std::fs::write(&c.path, &c.old);
+        }
+        bail!(
+            "the edited crate does not resolve, so the files were put back as they were:\n{e}\n\
+             Point init at a sampler-rt that exists here: `--sampler-rt-path DIR` or \
+             `--sampler-rt-git URL`"
+        );
+    }
+    if shapes.contains(&entry::Shape::RticInit) {
+        term::note(
+            "the sampler starts in RTIC's `#[init]`, where interrupts are masked: its first \
+             sample comes when RTIC enables them",
+        );
+    }
+    term::status(
+        "Ready",
+        format!("`{}`: profile it with `cargo sample --release`", pkg.name),
+    );
+    Ok(())
+}
+
+/// `cargo metadata` with the dependency graph resolved: the new dependency must be found.
+fn check_resolves(manifest: &Path) -> Result<(), String> {
+    let out = crate::project::cargo_command()
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("starting cargo: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(err
+        .trim()
+        .lines()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = "[package]\nname = \"app\" # keep me\nversion = \"0.1.0\"\n\n[dependencies]\ncortex-m-rt = \"0.7\"\n";
+
+    fn path_source() -> Source {
+        Source::Path("../sampler-rt".into())
+    }
+
+    #[test]
+    fn manifest_gains_dependency_and_feature_and_keeps_comments() {
+        let out = edit_manifest(MANIFEST, "sample", &path_source(), false).unwrap();
+        assert!(out.contains("# keep me"));
+        let doc: toml::Table = out.parse().unwrap();
+        assert_eq!(
+            doc["dependencies"]["sampler-rt"]["optional"].as_bool(),
+            Some(true)
+        );
+        assert_eq!(
+            doc["dependencies"]["sampler-rt"]["path"].as_str(),
+            Some("../sampler-rt")
+        );
+        assert_eq!(
+            doc["features"]["sample"][0].as_str(),
+            Some("dep:sampler-rt")
+        );
+        assert_eq!(
+            edit_manifest(&out, "sample", &path_source(), false).unwrap(),
+            out,
+            "not idempotent"
+        );
+        assert!(edit_manifest("[workspace]\n", "sample", &path_source(), false).is_err());
+    }
+
+    #[test]
+    fn an_explicit_source_replaces_an_unresolvable_one() {
+        let set_up = "[package]\nname = \"a\"\nversion = \"0.1.0\"\n[dependencies]\nsampler-rt = { version = \"0.1\", optional = true, default-features = false }\n[features]\nsample = [\"dep:sampler-rt\"]\n";
+        // Without a choice of source, a set-up crate stays as it is.
+        assert_eq!(
+            edit_manifest(set_up, "sample", &path_source(), false).unwrap(),
+            set_up
+        );
+        let out = edit_manifest(set_up, "sample", &path_source(), true).unwrap();
+        let doc: toml::Table = out.parse().unwrap();
+        let dep = &doc["dependencies"]["sampler-rt"];
+        assert_eq!(dep["path"].as_str(), Some("../sampler-rt"));
+        assert!(dep.get("version").is_none());
+        assert_eq!(
+            dep["default-features"].as_bool(),
+            Some(false),
+            "other keys stay"
+        );
+        let git = Source::Git {
+            url: "https://example.com/x.git".into(),
+            rev: Some("abc".into()),
+        };
+        let out = edit_manifest(set_up, "sample", &git, true).unwrap();
+        assert!(
+            out.contains("git = \"https://example.com/x.git\", rev = \"abc\""),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn an_existing_feature_gains_the_dependency() {
+        let m = "[package]\nname = \"a\"\nversion = \"0.1.0\"\n[features]\nsample = [\"defmt\"]\n";
+        let out = edit_manifest(m, "sample", &path_source(), false).unwrap();
+        assert!(
+            out.contains("sample = [\"defmt\", \"dep:sampler-rt\"]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn relative_paths_between_directories() {
+        assert_eq!(
+            relative(
+                Path::new("/w/repo/sampler-rt"),
+                Path::new("/w/repo/examples/app")
+            ),
+            Some(PathBuf::from("../../sampler-rt"))
+        );
+        assert_eq!(relative(Path::new("/a/x"), Path::new("/b/y")), None);
+        assert_eq!(
+            normalize(Path::new("/w/repo/cargo-sample/../sampler-rt")),
+            PathBuf::from("/w/repo/sampler-rt")
+        );
+    }
+
+    #[test]
+    fn a_checkout_build_points_at_its_own_runtime() {
+        let dir = checkout_runtime().expect("this test runs from a checkout");
+        assert!(dir.join("src/lib.rs").is_file());
+    }
+}

@@ -1,0 +1,281 @@
+//! Crates shaped like the ones users have (`tests/crates/`: a cortex-m-quickstart crate, an RTIC
+//! v2 application, an Embassy application, a workspace of two firmware crates), each copied
+//! and taken from zero: `cargo sample init` with no option, then `cargo sample --release` with no
+//! hand edit, profiled against the exact instruction counts of the same run.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+use support::*;
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run `cargo sample init ARGS` in `dir`; returns the diff it printed.
+fn init(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["init"];
+    all.extend_from_slice(args);
+    let out = cargo_sample_in_copy(dir, &all, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "init {args:?} failed:\n{stderr}");
+    stdout
+}
+
+/// Every file of a crate, for checking that nothing changed.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                v.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Profile with `--truth` and check every function of at least 1 % within 3 sigma of its
+/// exact share, except the ones the report itself flags: a masked region's time lands after
+/// it (the masked-skid warning names the region and its callers).
+fn profile_against_exact(dir: &Path, args: &[&str], n: u32) -> Value {
+    let n = n.to_string();
+    let mut all = vec!["--release", "--truth", "--format", "json", "--samples", &n];
+    all.extend_from_slice(args);
+    let out = cargo_sample_in_copy(dir, &all, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "cargo sample {all:?} failed:\n{stderr}"
+    );
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let flagged: Vec<String> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "masked-skid")
+        .map(|d| d["message"].as_str().unwrap().to_owned())
+        .collect();
+    let named = |f: &str| {
+        flagged.iter().any(|m| {
+            m.match_indices(f).any(|(i, _)| {
+                let after = m[i + f.len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            })
+        })
+    };
+    let judged: Vec<&str> = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["exact_percent"].as_f64().unwrap_or(0.0) >= 1.0)
+        .map(|f| f["name"].as_str().unwrap())
+        .filter(|f| !named(f))
+        .collect();
+    assert!(judged.len() >= 2, "{}", r["functions"]);
+    assert_within_3_sigma(&r, &judged, "function");
+    r
+}
+
+#[test]
+fn a_quickstart_crate_is_set_up_and_profiled_from_zero() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    let diff = init(dir, &[]);
+    // The entry point is `start`, after a doc comment that shows a `fn main`; the diff shows
+    // where the lines went.
+    assert!(
+        diff.contains(" fn start() -> ! {\n+    #[cfg(feature = \"sample\")]\n+    sampler_rt::start();\n     let mut buf"),
+        "{diff}"
+    );
+    assert!(diff.contains("@@ "), "{diff}");
+    let rt = repo().join("sampler-rt").canonicalize().unwrap();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!(
+            "sampler-rt = {{ path = \"{}\", optional = true }}",
+            rt.display()
+        )),
+        "the checkout's runtime, by path:\n{manifest}"
+    );
+    // Set up already: nothing changes.
+    let before = snapshot(dir);
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success() && stdout.is_empty(),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains("already set up"), "{stderr}");
+    assert_eq!(before, snapshot(dir));
+    let r = profile_against_exact(dir, &[], 3000);
+    assert!(
+        share(&r, "functions", "quickstart_app::sort") > 20.0,
+        "{}",
+        r["functions"]
+    );
+    assert!(share(&r, "functions", "quickstart_app::checksum") > 10.0);
+}
+
+#[test]
+fn an_rtic_application_is_set_up_in_init_and_profiled_from_zero() {
+    let copy = copy_crate("tests/crates/rtic");
+    let dir = copy.path();
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (diff, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        diff.contains(" fn init(_: init::Context) -> (Shared, Local) {\n+        #[cfg(feature = \"sample\")]\n+        sampler_rt::start();"),
+        "{diff}"
+    );
+    assert!(stderr.contains("RTIC enables them"), "{stderr}");
+    let r = profile_against_exact(dir, &["--tag", "exception"], 4000);
+    // `spawn` takes a critical section: its masked time is flagged, not silently misplaced.
+    assert!(
+        kinds(&r).contains(&"masked-skid".to_owned()),
+        "{}",
+        r["diagnostics"]
+    );
+    // Each hardware task is seen at its own share.
+    for task in ["GPIOA", "GPIOB"] {
+        let row = r["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"].as_str().is_some_and(|n| n.contains(task)))
+            .unwrap_or_else(|| panic!("no tag row for {task}: {}", r["tags"]));
+        assert!(row["percent"].as_f64().unwrap() > 1.0, "{row}");
+    }
+}
+
+#[test]
+fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
+    let copy = copy_crate("tests/crates/embassy");
+    let dir = copy.path();
+    let diff = init(dir, &[]);
+    assert!(
+        diff.contains(" async fn main(spawner: Spawner) {\n+    #[cfg(feature = \"sample\")]\n+    sampler_rt::start();"),
+        "{diff}"
+    );
+    let r = profile_against_exact(dir, &[], 3000);
+    assert!(share(&r, "functions", "embassy_sensors::integrate") > 40.0);
+}
+
+#[test]
+fn a_workspace_of_two_firmware_crates_is_set_up_one_crate_at_a_time() {
+    let copy = copy_crate("tests/crates/workspace");
+    let dir = copy.path();
+    let before = snapshot(dir);
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("choose the firmware crate with `-p`: blinky, meter"),
+        "{stderr}"
+    );
+    assert_eq!(before, snapshot(dir), "nothing may change");
+    let diff = init(dir, &["-p", "meter"]);
+    assert!(
+        diff.contains("meter/Cargo.toml") && diff.contains("meter/src/main.rs"),
+        "{diff}"
+    );
+    assert!(!diff.contains("blinky"), "{diff}");
+    let r = profile_against_exact(dir, &["-p", "meter"], 3000);
+    assert!(share(&r, "functions", "meter::energy") > 10.0);
+    // The other crate is still as it was.
+    let blinky = std::fs::read_to_string(dir.join("blinky/Cargo.toml")).unwrap();
+    assert!(!blinky.contains("sampler-rt"));
+}
+
+#[test]
+fn crates_init_cannot_handle_are_left_as_they_were_with_the_place_named() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    // Two entry points in one file: init cannot know which runs.
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let two = src.replace(
+        "// The entry point need not be called `main`.",
+        "#[entry]\nfn other() -> ! {\n    loop {}\n}\n",
+    );
+    std::fs::write(&main, &two).unwrap();
+    let before = snapshot(dir);
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nothing was changed"), "{stderr}");
+    assert!(
+        stderr.contains("src/main.rs: several entry points"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`other` (line") && stderr.contains("`start` (line"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("sampler_rt::start();"), "{stderr}");
+    assert_eq!(before, snapshot(dir));
+
+    // A runtime that does not resolve: the edit is undone and the reason given.
+    std::fs::write(&main, &src).unwrap();
+    let before = snapshot(dir);
+    let missing = dir.join("no-such-runtime");
+    std::fs::create_dir(&missing).unwrap();
+    std::fs::write(
+        missing.join("Cargo.toml"),
+        "[package]\nname = \"not-the-runtime\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    let out = cargo_sample_in_copy(
+        dir,
+        &["init", "--sampler-rt-path", missing.to_str().unwrap()],
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("put back as they were"), "{stderr}");
+    std::fs::remove_dir_all(&missing).unwrap();
+    assert_eq!(before, snapshot(dir));
+}
+
+#[test]
+fn an_explicit_runtime_replaces_the_one_a_set_up_crate_has() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    // Set up the way an earlier version did: a version that does not resolve.
+    let manifest = dir.join("Cargo.toml");
+    let text0 = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text0.replace(
+            "panic-halt = \"1.0.0\"\n",
+            "panic-halt = \"1.0.0\"\nsampler-rt = { version = \"0.1\", optional = true }\n",
+        ) + "\n[features]\nsample = [\"dep:sampler-rt\"]\n",
+    )
+    .unwrap();
+    let rt = repo().join("sampler-rt").canonicalize().unwrap();
+    let diff = init(dir, &["--sampler-rt-path", rt.to_str().unwrap()]);
+    assert!(
+        diff.contains("-sampler-rt = { version = \"0.1\", optional = true }"),
+        "{diff}"
+    );
+    let now = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        now.contains(&format!("path = \"{}\"", rt.display())),
+        "{now}"
+    );
+    assert!(!now.contains("version = \"0.1\""), "{now}");
+}

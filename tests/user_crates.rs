@@ -279,3 +279,109 @@ fn an_explicit_runtime_replaces_the_one_a_set_up_crate_has() {
     );
     assert!(!now.contains("version = \"0.1\""), "{now}");
 }
+
+/// The crate's runner read as cargo reads it, with what cargo-sample keeps and replaces, and
+/// bad configuration named by file and key before anything is built.
+#[test]
+fn runners_and_bad_configuration_are_read_as_cargo_reads_them() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    init(dir, &[]);
+    let config = dir.join(".cargo/config.toml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let set_runner = |runner: &str| {
+        let text = original.replace(
+            "runner = \"qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel\"",
+            &format!("runner = {runner:?}"),
+        );
+        assert_ne!(text, original);
+        std::fs::write(&config, text).unwrap();
+    };
+    let fails = |args: &[&str]| {
+        let out = cargo_sample_in_copy(dir, args, &[]);
+        assert!(!out.status.success());
+        let (_, err) = text(&out);
+        assert!(
+            !err.contains("Compiling quickstart-app"),
+            "refused before the build:\n{err}"
+        );
+        err
+    };
+    let shown = config.display().to_string();
+
+    // A runner that is neither QEMU nor probe-rs.
+    set_runner("arm-none-eabi-gdb -q -x openocd.gdb");
+    let err = fails(&["--release"]);
+    assert!(err.contains("the runner `arm-none-eabi-gdb`"), "{err}");
+    assert!(
+        err.contains(&format!("`target.thumbv7m-none-eabi.runner` in {shown}")),
+        "{err}"
+    );
+    // A machine cargo-sample does not know.
+    set_runner("qemu-system-arm -machine foo-board -kernel");
+    let err = fails(&["--release"]);
+    assert!(err.contains("QEMU machine `foo-board`"), "{err}");
+    assert!(err.contains(&shown), "{err}");
+    // Invalid TOML.
+    std::fs::write(&config, "[build\ntarget = \"thumbv7m-none-eabi\"\n").unwrap();
+    let err = fails(&["--release"]);
+    assert!(err.contains(&shown), "{err}");
+
+    // A runner's own options reach QEMU; the ones cargo-sample owns are replaced and said so;
+    // a `--config` value on the command line wins over the file.
+    std::fs::write(&config, &original).unwrap();
+    let out = cargo_sample_in_copy(
+        dir,
+        &[
+            "--release",
+            "--samples",
+            "200",
+            "--format",
+            "json",
+            "--config",
+            "target.thumbv7m-none-eabi.runner=\"qemu-system-arm -machine lm3s6965evb -no-reboot -icount shift=0 -nographic -kernel\"",
+        ],
+        &[],
+    );
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the runner's `-icount shift=0` is replaced by cargo-sample's own"),
+        "{err}"
+    );
+    assert!(err.contains("kept: `-no-reboot`"), "{err}");
+    let run = run_dir_of(&out.stderr);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    let cmd: Vec<&str> = meta["qemu_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(cmd.contains(&"-no-reboot"), "{cmd:?}");
+    assert_eq!(
+        cmd.iter().filter(|w| **w == "-icount").count(),
+        1,
+        "{cmd:?}"
+    );
+
+    // A shell script around QEMU.
+    let script = dir.join("run-qemu.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n# the board's emulator\nexec qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel \"$@\"\n",
+    )
+    .unwrap();
+    set_runner(script.to_str().unwrap());
+    let out = cargo_sample_in_copy(
+        dir,
+        &["--release", "--samples", "200", "--format", "json"],
+        &[],
+    );
+    let (stdout, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the runner is a script"), "{err}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["machine"], "lm3s6965evb (QEMU)");
+}

@@ -174,8 +174,8 @@ fn selection(c: &CargoArgs) -> String {
     if let Some(e) = &c.example {
         v.push(format!("--example {e}"));
     }
-    if !c.features.is_empty() {
-        v.push(format!("--features {}", c.features.join(",")));
+    if !c.features.features.is_empty() {
+        v.push(format!("--features {}", c.features.features.join(",")));
     }
     if let Some(t) = &c.target {
         v.push(format!("--target {t}"));

@@ -650,8 +650,13 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let cli = release_args(manifest, &["--bin", "hot-loops"])?;
         let t0 = std::time::Instant::now();
         // The build step alone (cached, as in everyday use), then the whole capture.
-        let p = crate::project::discover(&cli.run.cargo)?;
-        crate::firmware::build(&p, &cli.run.cargo, true, &[])?;
+        let p = crate::project::discover(&crate::project::Selection::from(&cli.run.cargo))?;
+        crate::firmware::build(
+            &p,
+            &crate::project::Selection::from(&cli.run.cargo),
+            true,
+            &[],
+        )?;
         let b = t0.elapsed().as_secs_f64();
         let t1 = std::time::Instant::now();
         let dir = run::capture(&cli.run)?;

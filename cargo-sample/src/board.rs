@@ -41,17 +41,33 @@ pub struct Connection {
     pub chip: String,
     pub probe: Option<String>,
     pub speed: Option<u32>,
+    /// `swd` or `jtag`; the probe's default when `None`.
+    pub protocol: Option<String>,
     pub connect_under_reset: bool,
 }
 
 impl Connection {
-    /// The chip and the probe options given on the command line.
-    pub fn new(chip: &str, args: &crate::cli::ProbeArgs) -> Self {
+    /// The chip and the probe settings, by precedence: the command line, the crate's probe-rs
+    /// runner, then `PROBE_RS_*` and cargo-embed's files (`defaults`).
+    pub fn new(
+        chip: &str,
+        args: &crate::cli::ProbeArgs,
+        defaults: crate::project::runner::Probe,
+    ) -> Self {
+        let cli = crate::project::runner::Probe {
+            chip: Some(chip.to_owned()),
+            protocol: args.protocol.clone(),
+            speed: args.speed,
+            probe: args.probe.clone(),
+            connect_under_reset: args.connect_under_reset,
+        };
+        let p = cli.or(defaults);
         Connection {
             chip: chip.to_owned(),
-            probe: args.probe.clone(),
-            speed: args.speed,
-            connect_under_reset: args.connect_under_reset,
+            probe: p.probe,
+            speed: p.speed,
+            protocol: p.protocol,
+            connect_under_reset: p.connect_under_reset,
         }
     }
 }
@@ -148,6 +164,14 @@ fn open(opts: &Connection) -> Result<Session> {
             }
         }
     };
+    if let Some(proto) = &opts.protocol {
+        let wire: probe_rs::probe::WireProtocol = proto
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("`--protocol {proto}`: {e}"))?;
+        probe
+            .select_protocol(wire)
+            .with_context(|| format!("selecting {wire} on the probe"))?;
+    }
     if let Some(khz) = opts.speed {
         probe
             .set_speed(khz)

@@ -174,35 +174,103 @@ pub struct DiffArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CargoArgs {
     /// Package to profile.
-    #[arg(short = 'p', long, value_name = "SPEC")]
+    #[arg(
+        short = 'p',
+        long,
+        value_name = "SPEC",
+        help_heading = "Package Selection"
+    )]
     pub package: Option<String>,
     /// Binary to profile.
-    #[arg(long, value_name = "NAME", conflicts_with = "example")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "example",
+        help_heading = "Target Selection"
+    )]
     pub bin: Option<String>,
     /// Example to profile.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
     pub example: Option<String>,
     /// Build with the release profile.
-    #[arg(short = 'r', long, conflicts_with = "profile")]
+    #[arg(
+        short = 'r',
+        long,
+        conflicts_with = "profile",
+        help_heading = "Compilation Options"
+    )]
     pub release: bool,
     /// Build with the given profile.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Compilation Options")]
     pub profile: Option<String>,
-    /// Space or comma separated list of features to activate (the sampling feature is added).
-    #[arg(short = 'F', long, value_name = "FEATURES")]
-    pub features: Vec<String>,
-    /// Do not activate the `default` feature.
-    #[arg(long)]
-    pub no_default_features: bool,
-    /// Target triple (default: `build.target` of the crate's `.cargo/config.toml`).
-    #[arg(long, value_name = "TRIPLE")]
+    #[command(flatten)]
+    pub features: clap_cargo::Features,
+    /// Target triple (default: `build.target` of cargo's configuration).
+    #[arg(long, value_name = "TRIPLE", help_heading = "Compilation Options")]
     pub target: Option<String>,
+    /// Directory for cargo-sample's builds and runs (`DIR/cargo-sample`).
+    #[arg(long, value_name = "DIR", help_heading = "Compilation Options")]
+    pub target_dir: Option<PathBuf>,
+    /// Number of parallel jobs of the build.
+    #[arg(
+        short = 'j',
+        long,
+        value_name = "N",
+        help_heading = "Compilation Options"
+    )]
+    pub jobs: Option<String>,
     /// Path to Cargo.toml.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Manifest Options")]
     pub manifest_path: Option<PathBuf>,
+    /// Assert that `Cargo.lock` will remain unchanged.
+    #[arg(long, help_heading = "Manifest Options")]
+    pub locked: bool,
+    /// Run without accessing the network.
+    #[arg(long, help_heading = "Manifest Options")]
+    pub offline: bool,
+    /// Equivalent to specifying both `--locked` and `--offline`.
+    #[arg(long, help_heading = "Manifest Options")]
+    pub frozen: bool,
+    /// Override a configuration value (`KEY=VALUE` in TOML, or a file), as for cargo.
+    #[arg(long = "config", value_name = "KEY=VALUE|PATH")]
+    pub config: Vec<String>,
+    /// Unstable (nightly-only) flags to cargo.
+    #[arg(short = 'Z', value_name = "FLAG")]
+    pub unstable: Vec<String>,
+    /// Use verbose output of the build (-vv very verbose).
+    #[arg(short = 'v', long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// Name of the crate's feature that turns sampler-rt on.
     #[arg(long, value_name = "NAME", default_value = "sample")]
     pub feature_name: String,
+}
+
+impl From<&CargoArgs> for crate::project::Selection {
+    fn from(a: &CargoArgs) -> Self {
+        crate::project::Selection {
+            package: a.package.clone(),
+            bin: a.bin.clone(),
+            example: a.example.clone(),
+            release: a.release,
+            profile: a.profile.clone(),
+            features: a.features.features.clone(),
+            all_features: a.features.all_features,
+            no_default_features: a.features.no_default_features,
+            target: a.target.clone(),
+            manifest_path: a.manifest_path.clone(),
+            feature_name: a.feature_name.clone(),
+            flags: crate::project::CargoFlags {
+                locked: a.locked,
+                frozen: a.frozen,
+                offline: a.offline,
+                config: a.config.clone(),
+                unstable: a.unstable.clone(),
+                target_dir: a.target_dir.clone(),
+                jobs: a.jobs.clone(),
+                verbose: a.verbose,
+            },
+        }
+    }
 }
 
 /// How to present a profile.
@@ -444,6 +512,9 @@ pub struct ProbeArgs {
     /// Debug port speed in kHz.
     #[arg(long, value_name = "KHZ")]
     pub speed: Option<u32>,
+    /// Wire protocol: `swd` or `jtag` (default: the probe's).
+    #[arg(long, value_name = "swd|jtag")]
+    pub protocol: Option<String>,
     /// Hold the chip in reset while attaching (for firmware that disables the debug pins or
     /// sleeps deeply).
     #[arg(long)]

@@ -8,8 +8,7 @@ use std::process::Stdio;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, TargetKind};
 
-use crate::cli::CargoArgs;
-use crate::project::{Project, cargo_command};
+use crate::project::{Project, Selection, cargo_command};
 
 /// What to do about a link error whose cause is known, from the linker's words.
 fn link_hint(errors: &str) -> Option<String> {
@@ -43,12 +42,8 @@ pub fn own_dir(project: &Project) -> PathBuf {
 }
 
 /// The profile a build uses, by cargo's name for it.
-pub fn profile_name(args: &CargoArgs) -> String {
-    match (&args.profile, args.release) {
-        (Some(p), _) => p.clone(),
-        (None, true) => "release".into(),
-        (None, false) => "dev".into(),
-    }
+pub fn profile_name(args: &Selection) -> String {
+    args.profile_name()
 }
 
 /// What a build produced.
@@ -61,7 +56,7 @@ pub struct Built {
 /// Compiler diagnostics reach the user as cargo renders them.
 pub fn build(
     project: &Project,
-    args: &CargoArgs,
+    args: &Selection,
     with_feature: bool,
     extra_config: &[String],
 ) -> Result<Built> {
@@ -72,7 +67,7 @@ pub fn build(
 /// the rustflags source the crate itself uses, in a target directory of its own.
 pub fn build_aligned(
     project: &Project,
-    args: &CargoArgs,
+    args: &Selection,
     with_feature: bool,
     align: u32,
 ) -> Result<Built> {
@@ -103,7 +98,7 @@ pub fn build_aligned(
 
 fn build_in(
     project: &Project,
-    args: &CargoArgs,
+    args: &Selection,
     with_feature: bool,
     extra_config: &[String],
     subdir: &str,
@@ -135,6 +130,7 @@ fn build_in(
     for c in extra_config {
         cmd.arg("--config").arg(c);
     }
+    cmd.args(args.flags.build_args());
     let mut features: Vec<String> = args
         .features
         .iter()
@@ -150,6 +146,9 @@ fn build_in(
     }
     if args.no_default_features {
         cmd.arg("--no-default-features");
+    }
+    if args.all_features {
+        cmd.arg("--all-features");
     }
     if project.is_example {
         cmd.arg("--example").arg(&project.target_name);

@@ -83,19 +83,19 @@ pub fn elf(data: &[u8]) {
     }
 }
 
-/// `.cargo/config.toml` text and runner command lines.
+/// Runner command lines, scripts around QEMU and `--config` values.
 pub fn cargo_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let mut c = project::CargoConfig::default();
-    c.merge(text);
-    c.merge(text);
-    for (_, words) in &c.runners {
-        let _ = project::parse_runner(words);
-    }
     let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
-    let _ = project::parse_runner(&words);
+    if let project::Runner::Qemu(q) = project::runner::parse(&words) {
+        let _ = q.noteworthy_replacements();
+        let _ = q.machine_name();
+    }
+    let _ = project::runner::qemu_in_script(text);
+    let _ =
+        project::config::cli_overrides(&[text.to_owned()], std::path::Path::new("/nonexistent"));
 }
 
 /// A file of Arm's PMU data (`--pmu-data`): any table it gives is sorted by code with distinct

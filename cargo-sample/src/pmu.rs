@@ -636,7 +636,7 @@ pub fn stat(args: &StatArgs) -> Result<()> {
 
 /// Build once, run once per group, merge.
 pub fn run_stat(args: &StatArgs) -> Result<Stat> {
-    let p = project::discover(&args.cargo)?;
+    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
     if !p.triple.starts_with("aarch64") {
         bail!(
             "`cargo sample stat` counts ARMv8-A PMU events: the crate builds for `{}`, not \
@@ -644,33 +644,33 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             p.triple
         );
     }
-    let runner = p
-        .runner
-        .as_deref()
-        .map(project::parse_runner)
-        .unwrap_or_default();
+    let q = p.qemu_runner();
     let cpu = args
         .cpu
         .clone()
-        .or(runner.cpu.clone())
+        .or(q.and_then(|q| q.cpu.clone()))
         .unwrap_or_else(|| "cortex-a53".to_owned());
     let t = table_for(&cpu, args.pmu_data.as_deref())?;
     let machine = args
         .machine
         .clone()
-        .or(runner.machine.clone())
+        .or(q.and_then(|q| q.machine.clone()))
         .unwrap_or_else(|| "virt".to_owned());
+    let extra_args = q.map(|q| q.kept.clone()).unwrap_or_default();
     // A board: `--chip`, or the runner's `probe-rs run --chip` unless a QEMU machine is named.
-    let chip = args
-        .conn
-        .chip
-        .clone()
-        .or_else(|| runner.chip.clone().filter(|_| args.machine.is_none()));
+    let chip = args.conn.chip.clone().or_else(|| {
+        p.probe_runner()
+            .and_then(|r| r.chip.clone())
+            .filter(|_| args.machine.is_none())
+    });
     let qemu_path = match chip {
         Some(_) => PathBuf::new(),
         None => qemu::locate(
             args.qemu.as_deref(),
-            Some(runner.qemu.as_deref().unwrap_or("qemu-system-aarch64")),
+            Some(
+                q.map(|q| q.program.as_str())
+                    .unwrap_or("qemu-system-aarch64"),
+            ),
         )?,
     };
     let asked: Vec<u16> = args
@@ -680,7 +680,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         .collect::<Result<_>>()?;
     let size = args.group_size.unwrap_or(t.counters as usize);
     let gs = groups(&asked, size);
-    let built = firmware::build(&p, &args.cargo, true, &[])?;
+    let built = firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?;
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     if elf::symbol_address(&elf_bytes, wire::PMU_CONFIG_SYMBOL).is_none() {
@@ -737,7 +737,14 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         let timeout = Duration::from_secs(args.timeout);
         let (bytes, full) = if let Some(chip) = &chip {
             let (addr, id) = memory.context("no address for the counts")?;
-            let conn = crate::board::Connection::new(chip, &args.conn);
+            let conn = crate::board::Connection::new(
+                chip,
+                &args.conn,
+                p.probe_runner()
+                    .cloned()
+                    .unwrap_or_default()
+                    .or(p.probe_defaults.clone()),
+            );
             let c =
                 crate::board::pmu_counts(&conn, &kernel, addr, id, timeout).with_context(|| {
                     format!(
@@ -752,6 +759,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             let outcome = qemu::run(&qemu::Options {
                 qemu: qemu_path.clone(),
                 machine: machine.clone(),
+                extra_args: extra_args.clone(),
                 cpu: cpu.clone(),
                 kernel,
                 icount_shift: 0,

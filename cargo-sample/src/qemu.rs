@@ -49,6 +49,8 @@ pub struct Region {
 pub struct Options {
     pub qemu: PathBuf,
     pub machine: String,
+    /// The crate runner's own options, passed as they are (`-m`, `-device`, ...).
+    pub extra_args: Vec<String>,
     pub cpu: String,
     pub kernel: PathBuf,
     /// `-icount shift=N`: 2^N ns of emulated time per instruction.
@@ -177,6 +179,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         })
         .arg("-icount")
         .arg(format!("shift={}", opts.icount_shift))
+        .args(&opts.extra_args)
         .arg("-kernel")
         .arg(&opts.kernel);
     match &opts.counting {

@@ -722,28 +722,34 @@ fn missing_setup_help(p: &Project, feature: &str) -> String {
     )
 }
 
-/// The machine and CPU: `--machine`, else the runner's `-machine`, else the triple's default.
-fn choose_machine(
-    args: &RunArgs,
-    p: &Project,
-) -> Result<(&'static Machine, String, Option<String>)> {
-    let runner = p
-        .runner
-        .as_deref()
-        .map(project::parse_runner)
-        .unwrap_or_default();
-    let name = match (&args.machine, &runner.machine, &runner.chip) {
+/// Where the firmware runs in QEMU: the machine (with its options), the CPU, the executable the
+/// runner names, and the runner's options that go to QEMU as they are.
+pub struct QemuTarget {
+    pub machine: &'static Machine,
+    /// `-machine` as given (`virt,virtualization=on`).
+    pub machine_arg: String,
+    pub cpu: String,
+    pub program: Option<String>,
+    pub extra: Vec<String>,
+}
+
+/// The machine and CPU: `--machine`, else the runner's `-machine`, else the triple's default;
+/// the runner's other QEMU options are kept (a note lists the ones cargo-sample replaces).
+fn choose_machine(args: &RunArgs, p: &Project) -> Result<QemuTarget> {
+    let q = p.qemu_runner();
+    let name = match (&args.machine, q.and_then(|q| q.machine.clone()), &p.runner) {
         (Some(m), _, _) => m.clone(),
-        (None, Some(m), _) => m.clone(),
-        (None, None, Some(chip)) => bail!(
-            "the crate's runner flashes a board (`--chip {chip}`); board runs through probe-rs are not \
-             available in this version. Pass `--machine` to profile in QEMU (known: {})",
+        (None, Some(m), _) => m,
+        (None, None, Some(project::Runner::Other { program })) => bail!(
+            "the runner `{program}` ({}) is neither QEMU nor probe-rs. Pass `--machine NAME` to \
+             profile in QEMU (known: {}), or `--chip NAME` to profile on a board",
+            p.runner_origin,
             machine::names()
         ),
-        (None, None, None) => match machine::default_for(&p.triple) {
+        (None, None, _) => match machine::default_for(&p.triple) {
             Some(m) => {
                 term::note(format!(
-                    "no QEMU runner in .cargo/config.toml; using {} for {}",
+                    "no QEMU machine in the crate's runner; using {} for {}",
                     m.name, p.triple
                 ));
                 m.name.to_owned()
@@ -757,8 +763,14 @@ fn choose_machine(
     };
     // `virt,virtualization=on`: options after the name go to QEMU as they are.
     let m = machine::find(name.split(',').next().unwrap_or(&name)).with_context(|| {
+        let from = if args.machine.is_some() {
+            "`--machine`".to_owned()
+        } else {
+            p.runner_origin.clone()
+        };
         format!(
-            "QEMU machine `{name}` is not one cargo-sample knows the clocks of (known: {})",
+            "QEMU machine `{name}` (from {from}) is not one cargo-sample knows the clocks of \
+             (known: {})",
             machine::names()
         )
     })?;
@@ -771,9 +783,48 @@ fn choose_machine(
     let cpu = args
         .cpu
         .clone()
-        .or(runner.cpu.clone())
+        .or(q.and_then(|q| q.cpu.clone()))
         .unwrap_or_else(|| m.cpu.to_owned());
-    Ok((m, cpu, runner.qemu))
+    if let Some(q) = q {
+        if let Some(script) = &q.script {
+            term::note(format!(
+                "the runner is a script ({}); cargo-sample runs the QEMU command line found in it \
+                 itself: {} -machine {}",
+                script.display(),
+                q.program,
+                q.machine.as_deref().unwrap_or(m.name)
+            ));
+        }
+        let replaced = q.noteworthy_replacements();
+        if !replaced.is_empty() {
+            term::note(format!(
+                "the runner's {} replaced by cargo-sample's own (it needs semihosting, its \
+                 monitor, the firmware's UART on its output and its `-icount`){}",
+                replaced
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if replaced.len() == 1 { " is" } else { " are" },
+                if q.kept.is_empty() {
+                    String::new()
+                } else {
+                    format!("; kept: `{}`", q.kept.join(" "))
+                }
+            ));
+        }
+    }
+    Ok(QemuTarget {
+        machine: m,
+        machine_arg: if args.machine.is_some() || q.and_then(|q| q.machine.as_ref()).is_some() {
+            name.clone()
+        } else {
+            m.name.to_owned()
+        },
+        cpu,
+        program: q.map(|q| q.program.clone()),
+        extra: q.map(|q| q.kept.clone()).unwrap_or_default(),
+    })
 }
 
 /// `cargo sample [args]`: capture, then print the report.
@@ -784,7 +835,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
 
 /// Build, run and save a run; returns its directory (with a dump in it).
 pub fn capture(args: &RunArgs) -> Result<PathBuf> {
-    let p = project::discover(&args.cargo)?;
+    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
     if let Some(chip) = board_chip(args, &p)? {
         return capture_board(args, &p, &chip);
     }
@@ -794,8 +845,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if !p.has_feature || !p.has_dependency {
         bail!(missing_setup_help(&p, &args.cargo.feature_name));
     }
-    let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
-    let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
+    let target = choose_machine(args, &p)?;
+    let (m, cpu) = (target.machine, target.cpu.clone());
+    let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let timer = parse_timer(&args.timer, m, &cpu)?;
     if let Timer::Pmu { event } = timer
         && event != crate::pmu::CPU_CYCLES
@@ -838,11 +890,20 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     };
 
     let (built, alignment) = match args.align {
-        None => (firmware::build(&p, &args.cargo, true, &[])?, None),
+        None => (
+            firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?,
+            None,
+        ),
         Some(n) => {
-            let plain = firmware::build(&p, &args.cargo, true, &[])?;
+            let plain =
+                firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?;
             let plain_bytes = elf::code_bytes(&std::fs::read(&plain.elf)?);
-            let aligned = firmware::build_aligned(&p, &args.cargo, true, n)?;
+            let aligned = firmware::build_aligned(
+                &p,
+                &crate::project::Selection::from(&args.cargo),
+                true,
+                n,
+            )?;
             let bytes = std::fs::read(&aligned.elf)?;
             let odd = elf::unaligned_functions(&bytes, n as u64);
             let grown = elf::code_bytes(&bytes);
@@ -982,7 +1043,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         align: alignment.as_ref().map(|a| a.0),
         code_growth: alignment.as_ref().map(|a| (a.1, a.2)),
         unaligned_functions: alignment.map(|a| a.3).unwrap_or_default(),
-        ..project_meta(&p, &args.cargo)
+        ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
 
@@ -1011,11 +1072,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     }
     let outcome = qemu::run(&qemu::Options {
         qemu: qemu_path,
-        machine: args
-            .machine
-            .clone()
-            .filter(|a| a.contains(','))
-            .unwrap_or_else(|| m.name.to_owned()),
+        machine: target.machine_arg.clone(),
+        extra_args: target.extra.clone(),
         cpu,
         kernel: dir.join(runs::LOADED_ELF),
         icount_shift: shift,
@@ -1168,28 +1226,28 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The chip to run on: `--chip`, else the runner's `probe-rs run --chip` (unless `--machine`
-/// asks for QEMU). `None`: QEMU.
+/// The chip to run on: `--chip`, else (unless `--machine` asks for QEMU) the runner's
+/// `probe-rs run --chip`, `PROBE_RS_CHIP` or cargo-embed's files. `None`: QEMU.
 fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
     if let Some(c) = &args.board.conn.chip {
         return Ok(Some(c.clone()));
     }
-    let runner = p
-        .runner
-        .as_deref()
-        .map(project::parse_runner)
-        .unwrap_or_default();
-    if args.machine.is_none() && runner.machine.is_none() && args.board.serial.is_none() {
-        let from_embed = || p.manifest_path.parent().and_then(project::embed_chip);
-        if let Some(chip) = runner.chip.or_else(|| {
-            // cargo-embed's configuration, when no runner says otherwise.
-            if p.runner.is_none() {
-                from_embed()
-            } else {
-                None
-            }
-        }) {
+    if args.machine.is_none() && args.board.serial.is_none() && p.qemu_runner().is_none() {
+        let from_runner = p.probe_runner().and_then(|r| r.chip.clone());
+        let chip = from_runner.or_else(|| match &p.runner {
+            // No runner, or a probe-rs runner that names no chip: as probe-rs would.
+            None | Some(project::Runner::Probe(_)) => p.probe_defaults.chip.clone(),
+            _ => None,
+        });
+        if let Some(chip) = chip {
             return Ok(Some(chip));
+        }
+        if p.probe_runner().is_some() {
+            bail!(
+                "the runner is probe-rs ({}) but names no chip, and neither PROBE_RS_CHIP nor \
+                 cargo-embed's files do: pass `--chip NAME`, or `--machine NAME` for QEMU",
+                p.runner_origin
+            );
         }
     }
     if args.board.method != crate::cli::Method::Timer {
@@ -1199,6 +1257,15 @@ fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
         );
     }
     Ok(None)
+}
+
+/// The probe settings below the command line's: the runner's own, then `PROBE_RS_*` and
+/// cargo-embed's files.
+fn board_defaults(p: &Project) -> project::runner::Probe {
+    p.probe_runner()
+        .cloned()
+        .unwrap_or_default()
+        .or(p.probe_defaults.clone())
 }
 
 /// On a board through probe-rs: flash, run, capture, save.
@@ -1217,7 +1284,12 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     let clock = args.board.clock.map(u64::from).unwrap_or(0);
     let period = board_period(args, clock)?;
     // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
-    let built = firmware::build(p, &args.cargo, method == Method::Timer, &[])?;
+    let built = firmware::build(
+        p,
+        &crate::project::Selection::from(&args.cargo),
+        method == Method::Timer,
+        &[],
+    )?;
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     let fw = elf::inspect(&elf_bytes)?;
@@ -1260,11 +1332,11 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         requested_samples: requested,
         mode: "sampled".into(),
         board: Some(how.clone()),
-        ..project_meta(p, &args.cargo)
+        ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
     let cap = crate::board::capture(&crate::board::Options {
-        conn: crate::board::Connection::new(chip, &args.board.conn),
+        conn: crate::board::Connection::new(chip, &args.board.conn, board_defaults(p)),
         elf: dir.join(runs::LOADED_ELF),
         method,
         state_addr,
@@ -1332,7 +1404,7 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     let period = board_period(args, clock)?;
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
-    let built = firmware::build(p, &args.cargo, true, &[])?;
+    let built = firmware::build(p, &crate::project::Selection::from(&args.cargo), true, &[])?;
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     let fw = elf::inspect(&elf_bytes)?;
@@ -1364,7 +1436,7 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         mode: "sampled".into(),
         board: Some("serial".into()),
         source: Some("serial".into()),
-        ..project_meta(p, &args.cargo)
+        ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
 
@@ -1552,7 +1624,7 @@ fn note_live(l: &crate::live::Live, lo: &qemu::LiveOutcome) {
 }
 
 /// What every run's `run.json` starts with: the project, the build and the start.
-fn project_meta(p: &Project, cargo: &crate::cli::CargoArgs) -> RunMeta {
+fn project_meta(p: &Project, cargo: &crate::project::Selection) -> RunMeta {
     RunMeta {
         format_version: 1,
         package: p.package.clone(),
@@ -1704,16 +1776,22 @@ pub fn run_exact(args: &RunArgs) -> Result<()> {
 
 /// Build without the sampling feature, run with exact counting, save; returns the run directory.
 pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
-    let p = project::discover(&args.cargo)?;
-    let (m, cpu, runner_qemu) = choose_machine(args, &p)?;
-    let qemu_path = qemu::locate(args.qemu.as_deref(), runner_qemu.as_deref())?;
+    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
+    let target = choose_machine(args, &p)?;
+    let (m, cpu) = (target.machine, target.cpu.clone());
+    let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let own = firmware::own_dir(&p);
     let counting = choose_counting(args.truth_method, &qemu_path, &own)?;
     let shift = args
         .icount_shift
         .unwrap_or_else(|| m.default_icount_shift());
     // The program as it is: the sampler would only add its own instructions.
-    let built = firmware::build(&p, &args.cargo, false, &[])?;
+    let built = firmware::build(
+        &p,
+        &crate::project::Selection::from(&args.cargo),
+        false,
+        &[],
+    )?;
     let elf_bytes = std::fs::read(&built.elf)
         .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
     elf::inspect(&elf_bytes)?;
@@ -1731,7 +1809,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         mode: "exact".into(),
         instruction_budget: Some(budget),
         counted_by: Some(counting.describe()),
-        ..project_meta(&p, &args.cargo)
+        ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
     term::status(
@@ -1746,7 +1824,8 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     );
     let outcome = qemu::run(&qemu::Options {
         qemu: qemu_path,
-        machine: m.name.to_owned(),
+        machine: target.machine_arg.clone(),
+        extra_args: target.extra.clone(),
         cpu,
         kernel: dir.join(runs::ELF),
         icount_shift: shift,

@@ -537,3 +537,54 @@ fn help_and_readme_speak_of_the_tool_itself() {
         }
     }
 }
+
+/// A 16 KiB part whose crate says nothing about the ring: cargo-sample sizes it to fit, says
+/// so once, and remembers the size; the crate's own setting is taken as it is.
+#[test]
+fn the_ring_is_sized_to_the_part_without_a_variable_on_every_command() {
+    let copy = copy_crate("examples/microbit-m0");
+    let config = copy.path().join(".cargo/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let without_env = text[..text.find("[env]").unwrap()].to_owned();
+    std::fs::write(&config, without_env).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--release", "--samples", "300", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = cargo_sample_in_copy(copy.path(), &args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (err, run_dir_of(&out.stderr))
+    };
+    let (err, dir) = run(&[]);
+    assert!(err.contains("Resizing sampler-rt's ring"), "{err}");
+    assert!(
+        err.contains("sampler-rt's buffers were made smaller to fit the part's RAM"),
+        "{err}"
+    );
+    let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
+    let (free, ring) = cargo_sample::wiring::stack_room_bytes(&elf).unwrap();
+    assert!(
+        free >= 4096 && ring >= 1024,
+        "stack {free} bytes, ring {ring} bytes"
+    );
+    // The next run takes the remembered size at once.
+    let (err, _) = run(&[]);
+    assert!(
+        !err.contains("made smaller") && !err.contains("Resizing"),
+        "{err}"
+    );
+    // The crate's own choice wins.
+    let manifest = copy.path().join("Cargo.toml");
+    let m = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        m + "\n[package.metadata.sample]\nring-slots = 512\n",
+    )
+    .unwrap();
+    let (_, dir) = run(&[]);
+    let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
+    assert_eq!(
+        cargo_sample::wiring::stack_room_bytes(&elf).unwrap().1,
+        2048
+    );
+}

@@ -225,3 +225,78 @@ fn an_exact_profile_counts_instructions_in_every_format() {
         .sum();
     assert_eq!(total, r["instructions"].as_u64().unwrap());
 }
+
+/// Colour is decided per stream: a report written with `-o` never carries escape codes, even
+/// with `--color always` or when standard error is a terminal; standard output gets them only
+/// when it takes colour; `--color` is checked.
+#[cfg(unix)]
+#[test]
+fn colour_is_decided_per_stream_and_never_reaches_a_file() {
+    use std::os::fd::FromRawFd;
+    use std::process::{Command, Stdio};
+    let (_, run) = profile_in("hot-loops", &["--samples", "200"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("profile.txt");
+    // A terminal for standard error only.
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers given.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0);
+    // SAFETY: `slave` is a descriptor this test owns.
+    let tty = unsafe { std::fs::File::from_raw_fd(slave) };
+    let report = |extra: &[&str], stderr: Stdio| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-sample"));
+        c.args(["sample", "report", run.to_str().unwrap()])
+            .args(extra)
+            .env_remove("NO_COLOR")
+            .env_remove("CARGO_TERM_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .stderr(stderr)
+            .stdout(Stdio::piped());
+        c.output().unwrap()
+    };
+    let out = report(
+        &["-o", file.to_str().unwrap()],
+        Stdio::from(tty.try_clone().unwrap()),
+    );
+    assert!(out.status.success());
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.contains("hot_a") && !written.contains('\x1b'),
+        "{written}"
+    );
+    // The status line went to the terminal, in colour.
+    let mut seen = vec![0u8; 4096];
+    // SAFETY: `master` is the terminal's other end, owned by this test.
+    let mut m = unsafe { std::fs::File::from_raw_fd(master) };
+    let n = std::io::Read::read(&mut m, &mut seen).unwrap();
+    let seen = String::from_utf8_lossy(&seen[..n]);
+    assert!(seen.contains("Wrote") && seen.contains('\x1b'), "{seen}");
+    // Piped standard output, with standard error on the terminal: no codes.
+    let out = report(&[], Stdio::from(tty));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("hot_a") && !stdout.contains('\x1b'),
+        "{stdout}"
+    );
+    // `--color always` colours standard output, never the file.
+    let out = report(&["--color", "always"], Stdio::null());
+    assert!(String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+    let out = report(
+        &["--color", "always", "-o", file.to_str().unwrap()],
+        Stdio::null(),
+    );
+    assert!(out.status.success());
+    assert!(!std::fs::read_to_string(&file).unwrap().contains('\x1b'));
+    let out = report(&["--color", "sometimes"], Stdio::piped());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: auto, always, never"));
+}

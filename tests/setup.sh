@@ -8,6 +8,8 @@
 # --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
 # PyPI, whose SWO parser the tests compare ours with.
 # --with-fuzz: also install cargo-fuzz from crates.io (for tests/fuzz.sh).
+# --with-windows: also add the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler,
+# for the check that the host crate builds for Windows.
 # --with-python: also make a Python virtual environment in target/py-venv with pyelftools from
 # PyPI, the independent DWARF reader the symbolizer's tests compare with (tests/dwarf_oracle.py).
 set -euo pipefail
@@ -16,12 +18,14 @@ with_qemu10=0
 with_pyocd=0
 with_fuzz=0
 with_python=0
+with_windows=0
 for arg in "$@"; do
   case "$arg" in
     --with-fuzz) with_fuzz=1 ;;
     --with-qemu10) with_qemu10=1 ;;
     --with-pyocd) with_pyocd=1 ;;
     --with-python) with_python=1 ;;
+    --with-windows) with_windows=1 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +86,19 @@ if ((with_pyocd)); then
     "$venv/bin/pip" install -q "pyocd==0.46.0" >&2
   fi
   "$venv/bin/python" -c "import pyocd; print('pyOCD', pyocd.__version__)" >&2
+fi
+
+if ((with_windows)); then
+  rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-gnu \
+    || rustup target add x86_64-pc-windows-gnu >&2
+  if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing gcc-mingw-w64-x86-64" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y --no-install-recommends gcc-mingw-w64-x86-64 >&2 \
+      || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends gcc-mingw-w64-x86-64 >&2; }
+  fi
 fi
 
 if ((with_python)); then

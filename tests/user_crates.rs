@@ -384,4 +384,13 @@ fn runners_and_bad_configuration_are_read_as_cargo_reads_them() {
     assert!(err.contains("the runner is a script"), "{err}");
     let r: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(r["machine"], "lm3s6965evb (QEMU)");
+    assert!(!err.contains("unoptimised"), "{err}");
+    // Without `--release`, the profile of a debug build comes with a word about it.
+    let out = cargo_sample_in_copy(dir, &["--samples", "100", "--format", "json"], &[]);
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("profiling an unoptimised build (the `dev` profile)"),
+        "{err}"
+    );
 }

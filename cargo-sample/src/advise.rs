@@ -269,8 +269,8 @@ pub fn advise(args: &AdviseArgs) -> Result<()> {
         command,
     };
     match args.advice_format {
-        TableFormat::Json => println!("{}", serde_json::to_string_pretty(&advice)?),
-        TableFormat::Text => print!("{}", text_of(&advice)),
+        TableFormat::Json => anstream::println!("{}", serde_json::to_string_pretty(&advice)?),
+        TableFormat::Text => anstream::print!("{}", text_of(&advice)),
     }
     Ok(())
 }

@@ -165,9 +165,19 @@ pub struct DiffArgs {
     /// Show at most N functions (0 = all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
-    /// Colour: auto, always, never.
-    #[arg(long, value_name = "WHEN")]
-    pub color: Option<String>,
+    /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
+    #[arg(long, value_name = "WHEN", value_enum)]
+    pub color: Option<ColorWhen>,
+}
+
+/// When to colour the output.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorWhen {
+    /// Colour a stream that is a terminal (and `NO_COLOR` is unset).
+    Auto,
+    /// Always colour standard output and error (never a file written with `-o`).
+    Always,
+    Never,
 }
 
 /// Which package and target to build, as for `cargo build`.
@@ -305,8 +315,8 @@ pub struct ViewArgs {
     #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
     pub min_percent: f64,
     /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
-    #[arg(long, value_name = "WHEN")]
-    pub color: Option<String>,
+    #[arg(long, value_name = "WHEN", value_enum)]
+    pub color: Option<ColorWhen>,
     /// How a histogram bin shared by several functions is split: by each one's bytes (as the
     /// C profiler's analysis does), or by bytes times its estimated samples per byte (`density`).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::bins::Split::Density)]

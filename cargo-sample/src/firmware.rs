@@ -46,6 +46,39 @@ pub fn profile_name(args: &Selection) -> String {
     args.profile_name()
 }
 
+/// Whether `profile` builds without optimisation (cargo's `dev` and `test` unless the
+/// workspace's manifest, the environment or `--config` raise their `opt-level`).
+pub fn unoptimised(project: &Project, args: &Selection) -> bool {
+    let profile = args.profile_name();
+    if profile != "dev" && profile != "test" {
+        return false;
+    }
+    let var = format!("CARGO_PROFILE_{}_OPT_LEVEL", profile.to_ascii_uppercase());
+    if std::env::var(&var).is_ok_and(|v| v.trim() != "0") {
+        return false;
+    }
+    let key = format!("profile.{profile}.opt-level");
+    if args
+        .flags
+        .config
+        .iter()
+        .any(|c| c.replace(' ', "").starts_with(&key))
+    {
+        return false;
+    }
+    let manifest = project.workspace_root.join("Cargo.toml");
+    let level = std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("profile")?.get(&profile)?.get("opt-level").cloned());
+    match level {
+        None => true,
+        Some(toml::Value::Integer(0)) => true,
+        Some(toml::Value::String(s)) => s == "0",
+        Some(_) => false,
+    }
+}
+
 /// What a build produced.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -96,6 +129,118 @@ pub fn build_aligned(
     )
 }
 
+/// sampler-rt's default ring, in samples, and histogram counters (its build script's).
+const DEFAULT_SIZES: Sizes = Sizes {
+    ring: 10_240,
+    bins: 4096,
+};
+/// The smallest ring worth sampling with.
+const MIN_RING_SLOTS: u64 = 256;
+/// Stack left free when cargo-sample sizes the buffers itself.
+const STACK_RESERVE: u64 = 8 << 10;
+
+/// sampler-rt's build-time buffer sizes: ring slots (4 bytes each) and histogram counters (2
+/// bytes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    pub ring: u32,
+    pub bins: u32,
+}
+
+impl Sizes {
+    fn bytes(self) -> u64 {
+        u64::from(self.ring) * 4 + u64::from(self.bins) * 2
+    }
+
+    /// The largest sizes within `budget` bytes: a quarter for the bins (512 B to 8 KiB), the
+    /// rest for the ring; `None` when the ring would be under 256 samples.
+    fn within(budget: u64) -> Option<Sizes> {
+        let bins_bytes = floor_pow2(budget / 4).clamp(512, 8192);
+        let ring = floor_pow2(budget.saturating_sub(bins_bytes) / 4).min(10_240);
+        (ring >= MIN_RING_SLOTS).then_some(Sizes {
+            ring: ring as u32,
+            bins: (bins_bytes / 2) as u32,
+        })
+    }
+
+    fn env(self) -> [(&'static str, String); 2] {
+        [
+            ("SAMPLER_RT_RING_SLOTS", self.ring.to_string()),
+            ("SAMPLER_RT_HIST_BINS", self.bins.to_string()),
+        ]
+    }
+}
+
+/// The crate's own sizes (`[package.metadata.sample] ring-slots` / `hist-bins`), over the
+/// defaults.
+fn crate_sizes(project: &Project) -> Result<Option<Sizes>> {
+    let get = |key: &str| -> Result<Option<u32>> {
+        match project.metadata.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(n) => Ok(Some(n)),
+                None => bail!(
+                    "`[package.metadata.sample] {key} = {v}` in {}: a number",
+                    project.manifest_path.display()
+                ),
+            },
+        }
+    };
+    let (ring, bins) = (get("ring-slots")?, get("hist-bins")?);
+    if ring.is_none() && bins.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Sizes {
+        ring: ring.unwrap_or(DEFAULT_SIZES.ring),
+        bins: bins.unwrap_or(DEFAULT_SIZES.bins),
+    }))
+}
+
+/// The sizes cargo-sample chose for this crate last time, kept beside its builds.
+fn remembered(project: &Project, key: &str) -> Option<Sizes> {
+    let text = std::fs::read_to_string(own_dir(project).join("sizes.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let e = v.get(key)?;
+    let get = |k: &str| e.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
+    Some(Sizes {
+        ring: get("ring")?,
+        bins: get("bins")?,
+    })
+}
+
+fn remember(project: &Project, key: &str, sizes: Sizes) {
+    let path = own_dir(project).join("sizes.json");
+    let mut v: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    v.insert(
+        key.to_owned(),
+        serde_json::json!({ "ring": sizes.ring, "bins": sizes.bins }),
+    );
+    let _ = std::fs::create_dir_all(own_dir(project));
+    let _ = std::fs::write(&path, serde_json::Value::Object(v).to_string());
+}
+
+/// The largest power of two at most `n`.
+fn floor_pow2(n: u64) -> u64 {
+    if n == 0 {
+        0
+    } else {
+        1 << (63 - n.leading_zeros())
+    }
+}
+
+/// Bytes the linker said a region overflowed by (`... overflowed by N bytes`).
+fn overflow_bytes(errors: &str) -> Option<u64> {
+    let i = errors.find("overflowed by ")?;
+    errors[i + "overflowed by ".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn build_in(
     project: &Project,
     args: &Selection,
@@ -103,6 +248,159 @@ fn build_in(
     extra_config: &[String],
     subdir: &str,
 ) -> Result<Built> {
+    // No sampler, or sizes the user set (environment, [env]): one build, as it is.
+    if !with_feature || project.ring_slots.is_some() || project.hist_bins.is_some() {
+        return cargo_build(project, args, with_feature, extra_config, subdir, None)?
+            .into_result(project);
+    }
+    if let Some(sizes) = crate_sizes(project)? {
+        return cargo_build(
+            project,
+            args,
+            with_feature,
+            extra_config,
+            subdir,
+            Some(sizes),
+        )?
+        .into_result(project);
+    }
+    // Sized by cargo-sample: the sizes that fitted last time, else sampler-rt's defaults;
+    // smaller when the link says RAM overflows or the stack would be left too little.
+    let key = format!(
+        "{}/{}/{}/{}",
+        project.package,
+        project.target_name,
+        project.triple,
+        args.profile_name()
+    );
+    let first = remembered(project, &key);
+    let mut sizes = first.unwrap_or(DEFAULT_SIZES);
+    for _ in 0..6 {
+        let outcome = cargo_build(
+            project,
+            args,
+            with_feature,
+            extra_config,
+            subdir,
+            Some(sizes),
+        )?;
+        let budget = match &outcome {
+            Build::Failed { errors, .. }
+                if errors.contains("will not fit in region")
+                    && (errors.contains(".uninit") || errors.contains(".bss")) =>
+            {
+                let over = overflow_bytes(errors).unwrap_or(sizes.bytes());
+                sizes.bytes().saturating_sub(over + STACK_RESERVE)
+            }
+            Build::Failed { .. } => return outcome.into_result(project),
+            Build::Built(b) => {
+                let elf = std::fs::read(&b.elf).unwrap_or_default();
+                match crate::wiring::stack_room_bytes(&elf) {
+                    // Less than the reserve left for the stack: smaller buffers, when ones of a
+                    // useful size give the stack its room.
+                    Some((free, _))
+                        if free < STACK_RESERVE
+                            && Sizes::within(
+                                (sizes.bytes() + free).saturating_sub(STACK_RESERVE),
+                            )
+                            .is_some_and(|s| s.bytes() < sizes.bytes()) =>
+                    {
+                        (sizes.bytes() + free).saturating_sub(STACK_RESERVE)
+                    }
+                    _ => {
+                        if Some(sizes) != first {
+                            remember(project, &key, sizes);
+                        }
+                        if sizes != first.unwrap_or(DEFAULT_SIZES) {
+                            crate::term::note(format!(
+                                "sampler-rt's buffers were made smaller to fit the part's RAM: a \
+                                 ring of {} samples ({} KiB) and {} histogram counters. To \
+                                 choose them yourself, set `[package.metadata.sample] \
+                                 ring-slots = N` (and `hist-bins = N`) in {}",
+                                sizes.ring,
+                                sizes.ring * 4 / 1024,
+                                sizes.bins,
+                                project.manifest_path.display()
+                            ));
+                        }
+                        return outcome.into_result(project);
+                    }
+                }
+            }
+        };
+        match Sizes::within(budget) {
+            Some(smaller) if smaller.bytes() < sizes.bytes() => {
+                crate::term::status(
+                    "Resizing",
+                    format!(
+                        "sampler-rt's ring to {} samples to fit the part's RAM ({} bytes over \
+                         with {})",
+                        smaller.ring,
+                        sizes.bytes().saturating_sub(budget),
+                        sizes.ring
+                    ),
+                );
+                sizes = smaller;
+            }
+            _ => {
+                outcome.print_errors();
+                bail!(
+                    "sampler-rt's buffers do not fit in the part's RAM even at {MIN_RING_SLOTS} \
+                     samples with {} KiB left for the stack (they would have {budget} bytes). \
+                     Free RAM for them (a smaller heap or buffers), or give their sizes yourself: \
+                     `[package.metadata.sample] ring-slots = N` in {}",
+                    STACK_RESERVE / 1024,
+                    project.manifest_path.display()
+                );
+            }
+        }
+    }
+    bail!("sizing sampler-rt's buffers did not settle; set `[package.metadata.sample] ring-slots`")
+}
+
+/// What one `cargo build` gave.
+enum Build {
+    Built(Built),
+    Failed {
+        status: String,
+        /// The rendered error diagnostics, kept back until it is known whether they matter.
+        errors: String,
+    },
+}
+
+impl Build {
+    fn print_errors(&self) {
+        if let Build::Failed { errors, .. } = self {
+            eprint!("{errors}");
+        }
+    }
+
+    fn into_result(self, project: &Project) -> Result<Built> {
+        match self {
+            Build::Built(b) => Ok(b),
+            Build::Failed { status, errors } => {
+                eprint!("{errors}");
+                bail!(
+                    "building `{}` failed (cargo {}); the compiler's messages are above{}",
+                    project.target_name,
+                    status,
+                    link_hint(&errors)
+                        .map(|h| format!("\n{h}"))
+                        .unwrap_or_default()
+                )
+            }
+        }
+    }
+}
+
+fn cargo_build(
+    project: &Project,
+    args: &Selection,
+    with_feature: bool,
+    extra_config: &[String],
+    subdir: &str,
+    sizes: Option<Sizes>,
+) -> Result<Build> {
     let profile = profile_name(args);
     let mut cmd = cargo_command();
     cmd.current_dir(&project.dir)
@@ -127,6 +425,9 @@ fn build_in(
         .arg(format!("profile.{profile}.debug=2"))
         .arg("--config")
         .arg(format!("profile.{profile}.strip=false"));
+    if let Some(sizes) = sizes {
+        cmd.envs(sizes.env());
+    }
     for c in extra_config {
         cmd.arg("--config").arg(c);
     }
@@ -179,9 +480,10 @@ fn build_in(
             }
             Message::CompilerMessage(m) => {
                 if let Some(r) = &m.message.rendered {
-                    eprint!("{r}");
                     if m.message.level == cargo_metadata::diagnostic::DiagnosticLevel::Error {
                         errors.push_str(r);
+                    } else {
+                        eprint!("{r}");
                     }
                 }
             }
@@ -190,16 +492,12 @@ fn build_in(
     }
     let status = child.wait().context("waiting for cargo")?;
     if !status.success() {
-        bail!(
-            "building `{}` failed (cargo {}); the compiler's messages are above{}",
-            project.target_name,
-            status,
-            link_hint(&errors)
-                .map(|h| format!("\n{h}"))
-                .unwrap_or_default()
-        );
+        return Ok(Build::Failed {
+            status: status.to_string(),
+            errors,
+        });
     }
-    found.with_context(|| {
+    found.map(Build::Built).with_context(|| {
         format!(
             "cargo built `{}` but reported no executable for it",
             project.target_name

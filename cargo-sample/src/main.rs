@@ -15,13 +15,13 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse_from(argv);
     let color = match &cli.command {
-        Some(Command::Report(r)) => r.view.color.clone(),
-        Some(Command::Diff(d)) => d.color.clone(),
-        Some(Command::Advise(a)) => a.run.view.color.clone(),
-        Some(Command::Swo(s)) => s.view.color.clone(),
-        _ => cli.run.view.color.clone(),
+        Some(Command::Report(r)) => r.view.color,
+        Some(Command::Diff(d)) => d.color,
+        Some(Command::Advise(a)) => a.run.view.color,
+        Some(Command::Swo(s)) => s.view.color,
+        _ => cli.run.view.color,
     };
-    term::init_color(color.as_deref());
+    term::init_color(color);
     let result = match &cli.command {
         None if cli.run.exact => run::run_exact(&cli.run),
         None => run::run(&cli.run),
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: {e:#}", term::paint("1;31", "error"));
+            anstream::eprintln!("{}: {e:#}", term::paint("1;31", "error"));
             ExitCode::FAILURE
         }
     }

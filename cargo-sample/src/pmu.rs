@@ -255,14 +255,15 @@ pub fn events(args: &EventsArgs) -> Result<()> {
         })
         .collect();
     match args.format {
-        TableFormat::Json => println!("{}", serde_json::to_string_pretty(&list)?),
+        TableFormat::Json => anstream::println!("{}", serde_json::to_string_pretty(&list)?),
         TableFormat::Text => {
-            println!(
+            anstream::println!(
                 "{} PMU events ({} counters and the cycle counter; Arm's data, see --help)",
-                t.cpu, t.counters
+                t.cpu,
+                t.counters
             );
             for e in &list {
-                println!(
+                anstream::println!(
                     "  0x{:04x}  {:<24} {:<6} {}",
                     e.code,
                     if e.name.is_empty() { "-" } else { &e.name },
@@ -271,7 +272,7 @@ pub fn events(args: &EventsArgs) -> Result<()> {
                 );
             }
             if list.is_empty() {
-                println!("  (no event matches)");
+                anstream::println!("  (no event matches)");
             }
         }
     }
@@ -628,8 +629,8 @@ fn run_id(group: usize) -> u32 {
 pub fn stat(args: &StatArgs) -> Result<()> {
     let s = run_stat(args)?;
     match args.format {
-        TableFormat::Json => println!("{}", serde_json::to_string_pretty(&s)?),
-        TableFormat::Text => print!("{}", render(&s)),
+        TableFormat::Json => anstream::println!("{}", serde_json::to_string_pretty(&s)?),
+        TableFormat::Text => anstream::print!("{}", render(&s)),
     }
     Ok(())
 }

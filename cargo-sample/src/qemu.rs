@@ -3,7 +3,7 @@
 //! line, and the firmware's own output passed through untouched (and kept).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -16,6 +16,54 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exact::{Counting, ExecLog, QemuVersion};
 use crate::live::{AppRtt, Live, Target};
+
+/// Where QEMU's human monitor listens: a Unix socket in QEMU's working directory, or a
+/// localhost TCP port on systems without Unix sockets.
+#[cfg(unix)]
+mod endpoint {
+    use std::path::{Path, PathBuf};
+
+    pub type Stream = std::os::unix::net::UnixStream;
+
+    pub struct Addr(PathBuf);
+
+    impl Addr {
+        pub fn new(work: &Path) -> std::io::Result<Addr> {
+            Ok(Addr(work.join("monitor.sock")))
+        }
+        pub fn qemu_arg(&self) -> String {
+            format!("unix:{},server=on,wait=off", self.0.display())
+        }
+        pub fn connect(&self) -> std::io::Result<Stream> {
+            Stream::connect(&self.0)
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod endpoint {
+    use std::path::Path;
+
+    pub type Stream = std::net::TcpStream;
+
+    pub struct Addr(u16);
+
+    impl Addr {
+        pub fn new(_work: &Path) -> std::io::Result<Addr> {
+            // A free port: the system's choice for a listener, released for QEMU to take.
+            let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+            Ok(Addr(l.local_addr()?.port()))
+        }
+        pub fn qemu_arg(&self) -> String {
+            format!("tcp:127.0.0.1:{},server=on,wait=off", self.0)
+        }
+        pub fn connect(&self) -> std::io::Result<Stream> {
+            Stream::connect(("127.0.0.1", self.0))
+        }
+    }
+}
+
+use endpoint::Stream as MonitorStream;
 
 /// Where the plugin writes its counts, in QEMU's working directory.
 const EXACT_FILE: &str = "exact.counts";
@@ -163,13 +211,13 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .prefix("cargo-sample-qemu-")
         .tempdir()
         .context("creating QEMU's working directory")?;
-    let monitor = work.path().join("monitor.sock");
+    let monitor = endpoint::Addr::new(work.path()).context("choosing QEMU's monitor address")?;
     let mut cmd = Command::new(&opts.qemu);
     cmd.current_dir(work.path())
         .args(["-machine", &opts.machine, "-cpu", &opts.cpu])
         .args(["-display", "none", "-serial", "stdio"])
         .arg("-monitor")
-        .arg(format!("unix:{},server=on,wait=off", monitor.display()))
+        .arg(monitor.qemu_arg())
         .args(["-semihosting-config", "enable=on,target=native"])
         // virt's default network card needs a boot ROM Debian ships apart.
         .args(if opts.machine.starts_with("virt") {
@@ -201,8 +249,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    // Its own process group: a Ctrl-C in the terminal reaches cargo-sample, which stops QEMU
+    // after saving what it can.
+    #[cfg(unix)]
+    cmd.process_group(0);
     let command: Vec<String> = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|s| s.to_string_lossy().into_owned())
@@ -441,7 +492,7 @@ struct LiveRun {
 impl LiveRun {
     /// Connect, attach once the sampler runs, read what is new. True once the sampler stopped
     /// and its last samples are in.
-    fn step(&mut self, socket: &Path) -> Result<bool> {
+    fn step(&mut self, socket: &endpoint::Addr) -> Result<bool> {
         if self.monitor.is_none() {
             // None while QEMU has not opened its monitor yet.
             self.monitor = connect_monitor(socket, &self.dir);
@@ -481,8 +532,8 @@ impl LiveRun {
 }
 
 /// Connect to QEMU's monitor once it listens; `dir` is where its memory reads land.
-fn connect_monitor(socket: &Path, dir: &Path) -> Option<Monitor> {
-    let sock = UnixStream::connect(socket).ok()?;
+fn connect_monitor(socket: &endpoint::Addr, dir: &Path) -> Option<Monitor> {
+    let sock = socket.connect().ok()?;
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .ok()?;
     let mut m = Monitor {
@@ -497,7 +548,7 @@ fn connect_monitor(socket: &Path, dir: &Path) -> Option<Monitor> {
 
 /// Guest memory through the human monitor: `pmemsave` into QEMU's working directory.
 struct Monitor {
-    sock: UnixStream,
+    sock: MonitorStream,
     dir: PathBuf,
     reads: u64,
 }
@@ -522,7 +573,7 @@ impl Target for Monitor {
 }
 
 /// Read until the monitor's prompt (which may arrive split across reads).
-fn hmp_wait(sock: &mut UnixStream) {
+fn hmp_wait(sock: &mut MonitorStream) {
     let mut buf = [0u8; 4096];
     let mut tail: Vec<u8> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -543,8 +594,8 @@ fn hmp_wait(sock: &mut UnixStream) {
 }
 
 /// Ask QEMU to quit through the monitor and give it a moment to run its exit handlers.
-fn quit_cleanly(monitor: &Path, child: &mut std::process::Child) {
-    if let Ok(mut s) = std::os::unix::net::UnixStream::connect(monitor) {
+fn quit_cleanly(monitor: &endpoint::Addr, child: &mut std::process::Child) {
+    if let Ok(mut s) = monitor.connect() {
         let _ = s.write_all(b"quit\n");
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -653,8 +704,8 @@ type Snapshot = (Option<(Vec<u8>, Vec<u8>)>, Option<crate::fault::CoreState>);
 
 /// Stop the guest and save the sampler's state and ring, and the core's registers and fault
 /// status, through the human monitor.
-fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<Snapshot> {
-    let mut sock = UnixStream::connect(monitor).context("connecting to QEMU's monitor")?;
+fn take_snapshot(monitor: &endpoint::Addr, dir: &Path, state: Region) -> Result<Snapshot> {
+    let mut sock = monitor.connect().context("connecting to QEMU's monitor")?;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     hmp_wait(&mut sock);
     hmp(&mut sock, "stop")?;
@@ -666,7 +717,7 @@ fn take_snapshot(monitor: &Path, dir: &Path, state: Region) -> Result<Snapshot> 
 
 /// The core's registers (`info registers`) and its fault status registers (`memsave` reads
 /// through the core's own view, where the System Control Block is).
-fn core_state(sock: &mut UnixStream, dir: &Path) -> Option<crate::fault::CoreState> {
+fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::fault::CoreState> {
     sock.write_all(b"info registers\n").ok()?;
     let text = hmp_text(sock);
     let mut s = crate::fault::CoreState::from_registers(&text)?;
@@ -689,7 +740,7 @@ fn core_state(sock: &mut UnixStream, dir: &Path) -> Option<crate::fault::CoreSta
 }
 
 /// Everything the monitor prints up to its next prompt.
-fn hmp_text(sock: &mut UnixStream) -> String {
+fn hmp_text(sock: &mut MonitorStream) -> String {
     let mut buf = [0u8; 4096];
     let mut all = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -708,7 +759,11 @@ fn hmp_text(sock: &mut UnixStream) -> String {
 }
 
 /// The sampler's state block and its ring (or bins).
-fn sampler_memory(sock: &mut UnixStream, dir: &Path, state: Region) -> Result<(Vec<u8>, Vec<u8>)> {
+fn sampler_memory(
+    sock: &mut MonitorStream,
+    dir: &Path,
+    state: Region,
+) -> Result<(Vec<u8>, Vec<u8>)> {
     let state_file = dir.join("state.bin");
     hmp(
         sock,
@@ -734,7 +789,7 @@ fn sampler_memory(sock: &mut UnixStream, dir: &Path, state: Region) -> Result<(V
     Ok((state_bytes, ring_bytes))
 }
 
-fn hmp(sock: &mut UnixStream, line: &str) -> Result<()> {
+fn hmp(sock: &mut MonitorStream, line: &str) -> Result<()> {
     sock.write_all(line.as_bytes())?;
     sock.write_all(b"\n")?;
     // Drain the echo and prompt; the monitor answers pmemsave only once the file is written.

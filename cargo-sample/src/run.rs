@@ -1,5 +1,6 @@
 //! `cargo sample`: build, run in QEMU, capture, save, report.
 
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -43,6 +44,19 @@ pub enum Timer {
     Pmu {
         event: u16,
     },
+}
+
+/// A profile of unoptimised code shows where debug builds spend their time, not where the
+/// firmware that ships does.
+fn warn_if_unoptimised(p: &Project, cargo: &crate::cli::CargoArgs) {
+    let sel = crate::project::Selection::from(cargo);
+    if firmware::unoptimised(p, &sel) {
+        term::warn(format!(
+            "profiling an unoptimised build (the `{}` profile): its time goes to code an \
+             optimised build does not have. Add `--release` (or `--profile NAME`)",
+            sel.profile_name()
+        ));
+    }
 }
 
 /// Refuse a `--tag` the run cannot honour before anything is built.
@@ -683,20 +697,32 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
         Format::Svg => report::formats::svg(report)?,
         Format::Pprof => report::formats::pprof(report)?,
     };
+    // Only the text report is painted; its codes never reach a file, and reach standard
+    // output only when that stream takes colour.
+    let painted = view.format == Format::Text;
     match &view.output {
         Some(path) => {
+            let bytes = if painted {
+                term::plain(&String::from_utf8_lossy(&bytes)).into_bytes()
+            } else {
+                bytes
+            };
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
             term::status("Wrote", path.display());
         }
         None => {
             use std::io::{IsTerminal, Write};
-            let mut out = std::io::stdout().lock();
-            if view.format == Format::Pprof && out.is_terminal() {
+            if view.format == Format::Pprof && std::io::stdout().is_terminal() {
                 bail!(
                     "pprof output is binary: write it to a file with `-o profile.pb.gz` (then `pprof -http=: profile.pb.gz`)"
                 );
             }
-            out.write_all(&bytes)?;
+            if painted {
+                let mut out = anstream::stdout().lock();
+                out.write_all(&bytes)?;
+            } else {
+                std::io::stdout().lock().write_all(&bytes)?;
+            }
         }
     }
     Ok(())
@@ -879,6 +905,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         );
     }
     check_tag_before_build(args, &p)?;
+    warn_if_unoptimised(&p, &args.cargo);
     let counting = if args.truth {
         Some(choose_counting(
             args.truth_method,
@@ -1275,6 +1302,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     if method == Method::Timer {
         check_tag_before_build(args, p)?;
     }
+    warn_if_unoptimised(p, &args.cargo);
     if args.truth || args.exact {
         bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
     }
@@ -1393,6 +1421,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
 /// user), and read the dump from the port. Everything the port carried is kept.
 fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     check_tag_before_build(args, p)?;
+    warn_if_unoptimised(p, &args.cargo);
     let port = args.board.serial.as_deref().context("no serial port")?;
     if !p.has_feature || !p.has_dependency {
         bail!(missing_setup_help(p, &args.cargo.feature_name));
@@ -1453,13 +1482,13 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             let mut words = cmd.split_whitespace();
             let prog = words.next().context("`--runner` is empty")?;
             term::status("Loading", format!("{} with `{cmd}`", image.display()));
+            let mut c = std::process::Command::new(prog);
+            c.args(words).arg(&image).stdin(std::process::Stdio::null());
+            // Its own process group: Ctrl-C reaches cargo-sample, which ends the runner.
+            #[cfg(unix)]
+            c.process_group(0);
             Some(
-                std::process::Command::new(prog)
-                    .args(words)
-                    .arg(&image)
-                    .stdin(std::process::Stdio::null())
-                    .process_group(0)
-                    .spawn()
+                c.spawn()
                     .with_context(|| format!("starting the runner `{cmd}`"))?,
             )
         }
@@ -1778,6 +1807,7 @@ pub fn run_exact(args: &RunArgs) -> Result<()> {
 pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
     let target = choose_machine(args, &p)?;
+    warn_if_unoptimised(&p, &args.cargo);
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let own = firmware::own_dir(&p);
@@ -1996,7 +2026,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let data = std::fs::read(&args.capture)
         .with_context(|| format!("reading {}", args.capture.display()))?;
     if args.events {
-        print!("{}", crate::itm::event_lines(&data, args.sync));
+        anstream::print!("{}", crate::itm::event_lines(&data, args.sync));
         return Ok(());
     }
     let elf_path = args
@@ -2126,8 +2156,10 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
     };
     let d = report::diff::compare(&ra, &rb, (&name(&a), &name(&b)), code_a != code_b);
     match args.format {
-        crate::cli::TableFormat::Json => println!("{}", serde_json::to_string_pretty(&d)?),
-        crate::cli::TableFormat::Text => print!("{}", report::diff::text(&d, args.top)),
+        crate::cli::TableFormat::Json => {
+            anstream::println!("{}", serde_json::to_string_pretty(&d)?)
+        }
+        crate::cli::TableFormat::Text => anstream::print!("{}", report::diff::text(&d, args.top)),
     }
     Ok(())
 }

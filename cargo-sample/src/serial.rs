@@ -3,87 +3,94 @@
 //! (`sampler_rt::set_writer`), and the host picks the dump out of whatever else the port carries
 //! (boot messages, logs) by its file header.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sampler_rt::wire;
 
-/// Open `path` for reading at `baud` (raw mode, 8N1). A path that is not a terminal (a FIFO, a
-/// file a logger writes) is read as it is; the returned flag says whether it was a terminal.
-pub fn open(path: &Path, baud: u32) -> Result<(File, bool)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "opening the serial port {} (is it the right device, and may you read it? On \
-                 Linux, add yourself to the `dialout` group)",
-                path.display()
-            )
-        })?;
-    let fd = file.as_raw_fd();
-    // SAFETY: plain termios calls on a descriptor we own; `t` is fully written by tcgetattr.
-    let tty = unsafe {
-        let mut t: libc::termios = std::mem::zeroed();
-        if libc::tcgetattr(fd, &mut t) != 0 {
-            false
-        } else {
-            libc::cfmakeraw(&mut t);
-            let speed = speed_constant(baud).with_context(|| {
-                format!("{baud} baud is not a rate this system's serial driver takes")
-            })?;
-            libc::cfsetispeed(&mut t, speed);
-            libc::cfsetospeed(&mut t, speed);
-            t.c_cflag |= libc::CLOCAL | libc::CREAD;
-            // Return after 100 ms without data, so the reader can look at the clock.
-            t.c_cc[libc::VMIN] = 0;
-            t.c_cc[libc::VTIME] = 1;
-            if libc::tcsetattr(fd, libc::TCSANOW, &t) != 0 {
-                anyhow::bail!(
-                    "configuring {} for {baud} baud: {}",
-                    path.display(),
-                    std::io::Error::last_os_error()
-                );
-            }
-            true
-        }
-    };
-    Ok((file, tty))
+/// What the dump is read from: a serial port (any baud rate the driver takes, on every
+/// platform `serialport` supports), or a plain file or pipe a logger writes.
+pub enum Port {
+    Serial(Box<dyn serialport::SerialPort>),
+    File(File),
 }
 
-fn speed_constant(baud: u32) -> Option<libc::speed_t> {
-    Some(match baud {
-        9600 => libc::B9600,
-        19200 => libc::B19200,
-        38400 => libc::B38400,
-        57600 => libc::B57600,
-        115_200 => libc::B115200,
-        230_400 => libc::B230400,
-        460_800 => libc::B460800,
-        921_600 => libc::B921600,
-        1_000_000 => libc::B1000000,
-        2_000_000 => libc::B2000000,
-        3_000_000 => libc::B3000000,
-        4_000_000 => libc::B4000000,
-        _ => return None,
-    })
+/// Open `path` for reading at `baud` (raw, 8N1). A path that is not a serial port (a FIFO, a
+/// file a logger writes) is read as it is; the returned flag says whether it was a port.
+pub fn open(path: &Path, baud: u32) -> Result<(Port, bool)> {
+    let name = path.to_string_lossy();
+    match serialport::new(name.as_ref(), baud)
+        .timeout(Duration::from_millis(100))
+        .open()
+    {
+        Ok(p) => Ok((Port::Serial(p), true)),
+        Err(e) if path.exists() && !is_port(path) => {
+            let _ = e;
+            Ok((Port::File(open_plain(path)?), false))
+        }
+        Err(e) => Err(e).with_context(|| {
+            format!(
+                "opening the serial port {} at {baud} baud (is it the right device, and may you \
+                 read it? On Linux, add yourself to the `dialout` group)",
+                path.display()
+            )
+        }),
+    }
+}
+
+/// Whether `path` is a terminal device (a serial port or a pseudo terminal).
+#[cfg(unix)]
+fn is_port(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+#[cfg(not(unix))]
+fn is_port(path: &Path) -> bool {
+    path.to_string_lossy().to_ascii_uppercase().contains("COM")
+}
+
+/// A FIFO opens without waiting for its writer.
+#[cfg(unix)]
+fn open_plain(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))
+}
+
+#[cfg(not(unix))]
+fn open_plain(path: &Path) -> Result<File> {
+    File::open(path).with_context(|| format!("opening {}", path.display()))
 }
 
 /// Read what is there now (nothing is not an error).
-pub fn read_some(f: &mut File, buf: &mut Vec<u8>) -> Result<usize> {
+pub fn read_some(port: &mut Port, buf: &mut Vec<u8>) -> Result<usize> {
     let mut chunk = [0u8; 4096];
-    match f.read(&mut chunk) {
+    let r = match port {
+        Port::Serial(p) => p.read(&mut chunk),
+        Port::File(f) => f.read(&mut chunk),
+    };
+    match r {
         Ok(n) => {
             buf.extend_from_slice(&chunk[..n]);
             Ok(n)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(0),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(0)
+        }
         Err(e) => Err(e).context("reading the serial port"),
     }
 }
@@ -147,6 +154,7 @@ mod tests {
         assert_eq!(find_dump(&port), Some((at, true)));
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_fifo_is_read_without_terminal_settings() {
         let dir = tempfile::tempdir().unwrap();
@@ -156,7 +164,7 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let (mut f, tty) = open(&path, 115_200).unwrap();
         assert!(!tty);
-        let mut w = OpenOptions::new().write(true).open(&path).unwrap();
+        let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         std::io::Write::write_all(&mut w, b"SMPL").unwrap();
         let mut got = Vec::new();
         read_some(&mut f, &mut got).unwrap();
@@ -164,9 +172,47 @@ mod tests {
         assert_eq!(read_some(&mut f, &mut got).unwrap(), 0);
     }
 
+    /// A terminal device (here a pseudo terminal) is opened as a serial port at any rate the
+    /// driver takes, including one that is not a standard constant.
+    #[cfg(unix)]
     #[test]
-    fn unknown_rates_are_refused() {
-        assert!(speed_constant(115_200).is_some());
-        assert!(speed_constant(123_456).is_none());
+    fn a_terminal_is_opened_as_a_serial_port_at_any_rate() {
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes two descriptors into the integers given.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: `slave` is a terminal descriptor this test owns.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(slave)) }
+            .to_str()
+            .unwrap()
+            .to_owned();
+        for baud in [115_200, 250_000] {
+            let (mut port, tty) = open(Path::new(&name), baud).unwrap();
+            assert!(tty);
+            // SAFETY: writing to the pseudo terminal's other end, a descriptor we own.
+            let n = unsafe { libc::write(master, b"SMPL".as_ptr().cast(), 4) };
+            assert_eq!(n, 4);
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                read_some(&mut port, &mut got).unwrap();
+                if got.len() >= 4 {
+                    break;
+                }
+            }
+            assert_eq!(got, b"SMPL");
+        }
+        // SAFETY: closing descriptors this test opened.
+        unsafe {
+            libc::close(master);
+            libc::close(slave);
+        }
     }
 }

@@ -1,50 +1,58 @@
 //! Cargo-style status lines on stderr. stdout carries only the report.
 
-use std::io::IsTerminal;
-use std::sync::OnceLock;
+use anstream::ColorChoice;
 
-static COLOR: OnceLock<bool> = OnceLock::new();
+use crate::cli::ColorWhen;
 
-/// Decide once whether stderr/stdout get colour: `--color`, then `CARGO_TERM_COLOR`, then
-/// `NO_COLOR`, then whether the stream is a terminal.
-pub fn init_color(choice: Option<&str>) {
-    let env = std::env::var("CARGO_TERM_COLOR").ok();
-    let choice = choice.map(str::to_owned).or(env);
-    let on = match choice.as_deref() {
-        Some("always") => true,
-        Some("never") => false,
-        _ => std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
+/// Decide once how colour is chosen: `--color`, then `CARGO_TERM_COLOR`, then per stream
+/// (`NO_COLOR`, `CLICOLOR_FORCE`, whether the stream is a terminal). Each stream decides for
+/// itself: a report piped to a file is plain while the status lines on a terminal are coloured.
+pub fn init_color(choice: Option<ColorWhen>) {
+    let from_env = || match std::env::var("CARGO_TERM_COLOR").ok().as_deref() {
+        Some("always") => Some(ColorWhen::Always),
+        Some("never") => Some(ColorWhen::Never),
+        _ => None,
     };
-    let _ = COLOR.set(on);
+    let c = match choice.or_else(from_env) {
+        Some(ColorWhen::Always) => ColorChoice::Always,
+        Some(ColorWhen::Never) => ColorChoice::Never,
+        Some(ColorWhen::Auto) | None => ColorChoice::Auto,
+    };
+    c.write_global();
 }
 
-/// Whether colour is on.
+/// Whether standard error gets colour.
 pub fn color() -> bool {
-    *COLOR.get().unwrap_or(&false)
+    anstream::AutoStream::choice(&std::io::stderr()) != ColorChoice::Never
 }
 
-/// Paint `s` with an SGR code when colour is on.
+/// Paint `s` with an SGR code. The codes are taken out again on the way to a stream that
+/// should not have them (see [`init_color`]) and from files.
 pub fn paint(code: &str, s: &str) -> String {
-    if color() {
-        format!("\x1b[{code}m{s}\x1b[0m")
-    } else {
-        s.to_owned()
+    if ColorChoice::global() == ColorChoice::Never {
+        return s.to_owned();
     }
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+/// `s` without escape codes (for files).
+pub fn plain(s: &str) -> String {
+    anstream::adapter::strip_str(s).to_string()
 }
 
 /// Print a right-aligned green verb and a message, like cargo's "   Compiling".
 pub fn status(verb: &str, msg: impl std::fmt::Display) {
-    eprintln!("{} {msg}", paint("1;32", &format!("{verb:>12}")));
+    anstream::eprintln!("{} {msg}", paint("1;32", &format!("{verb:>12}")));
 }
 
 /// Print a warning.
 pub fn warn(msg: impl std::fmt::Display) {
-    eprintln!("{}: {msg}", paint("1;33", "warning"));
+    anstream::eprintln!("{}: {msg}", paint("1;33", "warning"));
 }
 
 /// Print a note.
 pub fn note(msg: impl std::fmt::Display) {
-    eprintln!("{}: {msg}", paint("1;36", "note"));
+    anstream::eprintln!("{}: {msg}", paint("1;36", "note"));
 }
 
 /// A count in the units people type: `300M`, `1.5G`, `20k`, `999`.

@@ -188,11 +188,9 @@ pub fn check(elf: &[u8], pacer: Pacer) -> Result<()> {
     }
 }
 
-/// RAM left for the stack below 2 KiB, with sampler-rt's ring taking a share: a warning with
-/// the numbers and a ring size that leaves room. cortex-m-rt puts the stack above the statics,
-/// growing down towards them, with nothing to stop it.
-pub fn stack_room(elf: &[u8]) -> Option<String> {
-    const WANT: u64 = 8 << 10;
+/// RAM left for the stack above the statics (cortex-m-rt's `_stack_start` down to its
+/// `_stack_end`), and the bytes sampler-rt's ring takes; `None` without those symbols.
+pub fn stack_room_bytes(elf: &[u8]) -> Option<(u64, u64)> {
     let file = object::File::parse(elf).ok()?;
     let sym = |name: &str| {
         file.symbols()
@@ -202,7 +200,15 @@ pub fn stack_room(elf: &[u8]) -> Option<String> {
     let top = sym("_stack_start")?.0;
     let bottom = sym("_stack_end").or_else(|| sym("__sheap"))?.0;
     let (_, ring) = sym("SAMPLER_RT_RING")?;
-    let free = top.checked_sub(bottom)?;
+    Some((top.checked_sub(bottom)?, ring))
+}
+
+/// RAM left for the stack below 2 KiB, with sampler-rt's ring taking a share: a warning with
+/// the numbers and a ring size that leaves room. cortex-m-rt puts the stack above the statics,
+/// growing down towards them, with nothing to stop it.
+pub fn stack_room(elf: &[u8]) -> Option<String> {
+    const WANT: u64 = 8 << 10;
+    let (free, ring) = stack_room_bytes(elf)?;
     if free >= 2 << 10 || ring == 0 {
         return None;
     }

@@ -397,7 +397,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
             .unwrap_or(&c.path)
             .display()
             .to_string();
-        print!("{}", diff::unified(&name, &c.old, &c.new, 3));
+        anstream::print!("{}", diff::unified(&name, &c.old, &c.new, 3));
     }
     if args.dry_run {
         term::note("dry run: nothing was written");

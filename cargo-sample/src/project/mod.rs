@@ -124,6 +124,8 @@ pub struct Project {
     pub probe_defaults: runner::Probe,
     /// `SAMPLER_RT_RING_SLOTS` as the build will see it (environment, `[env]`), if set.
     pub ring_slots: Option<String>,
+    /// `SAMPLER_RT_HIST_BINS` likewise.
+    pub hist_bins: Option<String>,
     /// `[package.metadata.sample]` of the manifest.
     pub metadata: serde_json::Value,
     /// The options given to cargo.
@@ -193,6 +195,7 @@ pub fn discover(sel: &Selection) -> Result<Project> {
         has_dependency,
         probe_defaults,
         ring_slots: config.env("SAMPLER_RT_RING_SLOTS"),
+        hist_bins: config.env("SAMPLER_RT_HIST_BINS"),
         metadata: package.metadata.get("sample").cloned().unwrap_or_default(),
         flags: sel.flags.clone(),
     })

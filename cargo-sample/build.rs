@@ -1,4 +1,4 @@
-//! Compiles the exact-count QEMU plugin (`qemu-plugin/src/lib.rs`, std only) with the same rustc
+//! Compiles the exact-count QEMU plugin (`plugin/exact.rs`, std only) with the same rustc
 //! for the host, twice: for plugin API version 1 (QEMU 4.2 to 8.2) and for version 2 and later
 //! (QEMU 9.0 on). The binary carries both, so `--truth` and `--exact` need no install step.
 use std::env;
@@ -33,7 +33,7 @@ fn build(src: &Path, lib: &Path, features: &[&str]) -> bool {
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let src = dir.join("qemu-plugin/src/lib.rs");
+    let src = dir.join("plugin/exact.rs");
     println!("cargo::rerun-if-changed={}", src.display());
     for (name, features) in [
         ("qemu-plugin-api1.so", &[][..]),

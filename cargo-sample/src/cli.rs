@@ -48,9 +48,13 @@ pub enum Command {
 /// `cargo sample events`.
 #[derive(Args, Debug)]
 pub struct EventsArgs {
-    /// The CPU: one of the tables shipped (`cortex-a53`, `cortex-a57`, `cortex-a72`).
+    /// The CPU: any of Arm's machine-readable data (`cortex-a53`, `cortex-a76`, `neoverse-n1`,
+    /// ...; `--list` shows them).
     #[arg(long, value_name = "CPU", default_value = "cortex-a53")]
     pub cpu: String,
+    /// List the CPUs whose event tables are shipped.
+    #[arg(long)]
+    pub list: bool,
     /// Read the events from a file of Arm's machine-readable data instead (`pmu/<cpu>.json`
     /// of github.com/ARM-software/data), for a CPU whose table is not shipped.
     #[arg(long, value_name = "FILE.json")]

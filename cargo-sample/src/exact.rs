@@ -2,7 +2,7 @@
 //! the profile itself (`--exact`).
 //!
 //! Two ways to count, both exact and checked against each other:
-//! - the TCG plugin of `qemu-plugin/` (a few percent slower than plain QEMU), built for plugin
+//! - the TCG plugin of `plugin/exact.rs` (a few percent slower than plain QEMU), built for plugin
 //!   API 1 (QEMU 4.2 to 8.2) and for API 2 and later (QEMU 9.0 on); the binary carries both;
 //! - QEMU's exec log (`-d exec,nochain`, one instruction per block), for a QEMU built without
 //!   plugin support: about a million instructions a second, read from QEMU's stderr as it

@@ -15,12 +15,30 @@ use crate::cli::{EventsArgs, StatArgs, TableFormat};
 use crate::dump::word;
 use crate::{dump, elf, firmware, project, qemu, runs, term};
 
-/// The CPU tables shipped: (name, TSV).
-const TABLES: [(&str, &str); 3] = [
-    ("cortex-a53", include_str!("../data/pmu/cortex-a53.tsv")),
-    ("cortex-a57", include_str!("../data/pmu/cortex-a57.tsv")),
-    ("cortex-a72", include_str!("../data/pmu/cortex-a72.tsv")),
-];
+/// Every CPU of Arm's machine-readable data, converted by `data/pmu/convert.py`: sections
+/// `## <cpu>` of TSV, gzipped.
+const TABLES_GZ: &[u8] = include_bytes!("../data/pmu/cpus.tsv.gz");
+
+/// The shipped tables' text by CPU key (`cortex-a53`), unpacked once.
+fn shipped() -> &'static [(String, String)] {
+    static TABLES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    TABLES.get_or_init(|| {
+        let mut text = String::new();
+        let _ =
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(TABLES_GZ), &mut text);
+        text.split("## ")
+            .filter_map(|sec| {
+                let (key, body) = sec.split_once('\n')?;
+                Some((key.trim().to_owned(), body.to_owned()))
+            })
+            .collect()
+    })
+}
+
+/// The CPUs whose tables are shipped, by their keys.
+pub fn shipped_cpus() -> Vec<&'static str> {
+    shipped().iter().map(|(k, _)| k.as_str()).collect()
+}
 
 /// The dedicated cycle counter's event.
 pub const CPU_CYCLES: u16 = wire::PMU_CPU_CYCLES;
@@ -173,16 +191,16 @@ pub fn table_for(cpu: &str, pmu_data: Option<&std::path::Path>) -> Result<Table>
 /// The table of `cpu`, with the names of those shipped in the error.
 pub fn table(cpu: &str) -> Result<Table> {
     let want = cpu.to_ascii_lowercase();
-    TABLES
+    shipped()
         .iter()
         .find(|(n, _)| *n == want)
         .map(|(n, text)| parse_table(n, text))
         .with_context(|| {
             format!(
-                "no PMU event table for `{cpu}`; shipped: {}. For another CPU, pass its file \
-                 of Arm's data: --pmu-data cortex-x1.json (pmu/<cpu>.json of \
+                "no PMU event table for `{cpu}`; shipped (all of Arm's data): {}. For a CPU \
+                 Arm added since, pass its file: --pmu-data <cpu>.json (pmu/<cpu>.json of \
                  github.com/ARM-software/data)",
-                TABLES.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
+                shipped_cpus().join(", ")
             )
         })
 }
@@ -242,6 +260,36 @@ impl Table {
 
 /// `cargo sample events`.
 pub fn events(args: &EventsArgs) -> Result<()> {
+    if args.list {
+        let cpus: Vec<serde_json::Value> = shipped_cpus()
+            .iter()
+            .filter_map(|k| table(k).ok().map(|t| (k, t)))
+            .map(|(k, t)| {
+                serde_json::json!({"cpu": k, "name": t.cpu, "counters": t.counters,
+                    "events": t.events.len()})
+            })
+            .collect();
+        match args.format {
+            TableFormat::Json => {
+                anstream::println!("{}", serde_json::to_string_pretty(&cpus)?)
+            }
+            TableFormat::Text => {
+                anstream::println!(
+                    "CPUs with PMU event tables (Arm's machine-readable data; `--cpu NAME`):"
+                );
+                for c in &cpus {
+                    anstream::println!(
+                        "  {:<16} {:<20} {:>2} counters  {:>3} events",
+                        c["cpu"].as_str().unwrap_or(""),
+                        c["name"].as_str().unwrap_or(""),
+                        c["counters"],
+                        c["events"]
+                    );
+                }
+            }
+        }
+        return Ok(());
+    }
     let t = table_for(&args.cpu, args.pmu_data.as_deref())?;
     let want = args.search.as_deref().map(str::to_ascii_lowercase);
     let list: Vec<&Event> = t
@@ -277,6 +325,22 @@ pub fn events(args: &EventsArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the QEMU at `qemu` has the CPU model `cpu` (`-cpu help`); unknown counts as yes.
+fn qemu_models_cpu(qemu: &std::path::Path, cpu: &str) -> bool {
+    let Ok(out) = std::process::Command::new(qemu)
+        .args(["-cpu", "help"])
+        .output()
+    else {
+        return true;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    names.len() < 2 || names.iter().any(|n| n.eq_ignore_ascii_case(cpu))
 }
 
 /// The PMU record of one run.
@@ -674,6 +738,18 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             ),
         )?,
     };
+    // The table names the events; QEMU models only some CPUs. Architectural events count the
+    // same on its `max` CPU, so a CPU it lacks runs there (the names stay the table's).
+    let cpu = if chip.is_none() && !qemu_models_cpu(&qemu_path, &cpu) {
+        term::note(format!(
+            "QEMU does not model `{cpu}`: counting on QEMU's `max` CPU, with {}'s event names \
+             and counters",
+            t.cpu
+        ));
+        "max".to_owned()
+    } else {
+        cpu
+    };
     let asked: Vec<u16> = args
         .events
         .iter()
@@ -919,7 +995,7 @@ mod tests {
 
     #[test]
     fn every_shipped_table_is_whole() {
-        for (name, _) in TABLES {
+        for name in ["cortex-a53", "cortex-a57", "cortex-a72"] {
             let t = table(name).unwrap();
             assert_eq!(t.counters, 6, "{name}");
             for (ev, code) in [
@@ -960,6 +1036,33 @@ mod tests {
                 .find("l1d_cache_refill_rd")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn every_cpu_of_arms_data_is_shipped_and_reads() {
+        let cpus = shipped_cpus();
+        assert!(cpus.len() >= 50, "{cpus:?}");
+        for must in [
+            "cortex-a55",
+            "cortex-a76",
+            "cortex-x4",
+            "neoverse-n1",
+            "neoverse-v2",
+        ] {
+            assert!(cpus.contains(&must), "{must} in {cpus:?}");
+        }
+        for k in cpus {
+            let t = table(k).unwrap();
+            assert!(!t.events.is_empty(), "{k}");
+            assert!(t.counters >= 1 && t.counters <= 31, "{k}");
+            assert!(t.events.windows(2).all(|w| w[0].code < w[1].code), "{k}");
+        }
+        // ARMv8 and later cores count instructions and cycles by their architectural names.
+        for k in ["cortex-a55", "cortex-a76", "neoverse-n1", "cortex-x4"] {
+            let t = table(k).unwrap();
+            assert_eq!(t.find("inst_retired").unwrap(), 0x08, "{k}");
+            assert_eq!(t.find("cpu_cycles").unwrap(), 0x11, "{k}");
+        }
     }
 
     #[test]

@@ -608,6 +608,10 @@ pub struct InitArgs {
     /// Source file whose entry point gets the `start()` call (default: each binary's).
     #[arg(long, value_name = "FILE")]
     pub main: Option<PathBuf>,
+    /// Fix the size of sampler-rt's ring for this crate (`[package.metadata.sample]
+    /// ring-slots`), instead of letting cargo-sample fit it to the part's RAM.
+    #[arg(long, value_name = "SAMPLES")]
+    pub ring_slots: Option<u32>,
     /// Show the changes without writing them.
     #[arg(long)]
     pub dry_run: bool,

@@ -207,6 +207,30 @@ pub fn edit_manifest(
     Ok(doc.to_string())
 }
 
+/// `[package.metadata.sample] ring-slots = N`.
+pub fn set_ring_slots(text: &str, n: u32) -> Result<String> {
+    if n < 64 {
+        bail!("`--ring-slots {n}`: at least 64 samples");
+    }
+    let mut doc: DocumentMut = text.parse().context("Cargo.toml is not valid TOML")?;
+    let package = doc["package"]
+        .as_table_mut()
+        .context("[package] is not a table")?;
+    let metadata = package
+        .entry("metadata")
+        .or_insert(Item::Table(Default::default()))
+        .as_table_mut()
+        .context("[package.metadata] is not a table")?;
+    metadata.set_implicit(true);
+    let sample = metadata
+        .entry("sample")
+        .or_insert(Item::Table(Default::default()))
+        .as_table_mut()
+        .context("[package.metadata.sample] is not a table")?;
+    sample["ring-slots"] = toml_edit::value(i64::from(n));
+    Ok(doc.to_string())
+}
+
 /// The package `init` edits: `-p`, else the manifest's own, else a workspace's only member.
 fn select_package<'a>(
     members: &[&'a Package],
@@ -319,7 +343,11 @@ pub fn init(args: &InitArgs) -> Result<()> {
     let has_dep_elsewhere = pkg.dependencies.iter().any(|d| d.name == "sampler-rt")
         && !old_manifest.contains("sampler-rt");
     if !has_dep_elsewhere {
-        let new_manifest = edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
+        let mut new_manifest =
+            edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
+        if let Some(n) = args.ring_slots {
+            new_manifest = set_ring_slots(&new_manifest, n)?;
+        }
         changes.push(Change {
             path: pkg_manifest.clone(),
             old: old_manifest,
@@ -526,6 +554,19 @@ mod tests {
             out.contains("sample = [\"defmt\", \"dep:sampler-rt\"]"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_ring_size_is_set_once_for_the_crate() {
+        let out = set_ring_slots(MANIFEST, 2048).unwrap();
+        let doc: toml::Table = out.parse().unwrap();
+        assert_eq!(
+            doc["package"]["metadata"]["sample"]["ring-slots"].as_integer(),
+            Some(2048)
+        );
+        assert!(out.contains("[package.metadata.sample]\nring-slots = 2048"), "{out}");
+        assert_eq!(set_ring_slots(&out, 2048).unwrap(), out);
+        assert!(set_ring_slots(MANIFEST, 8).is_err());
     }
 
     #[test]

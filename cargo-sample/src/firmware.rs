@@ -267,8 +267,8 @@ fn build_in(
     // Sized by cargo-sample: the sizes that fitted last time, else sampler-rt's defaults;
     // smaller when the link says RAM overflows or the stack would be left too little.
     let key = format!(
-        "{}/{}/{}/{}",
-        project.package,
+        "{} {}/{}/{}",
+        project.manifest_path.display(),
         project.target_name,
         project.triple,
         args.profile_name()

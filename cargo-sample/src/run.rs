@@ -1229,6 +1229,19 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     }
     term::status("Saved", dir.display());
     if !have_dump {
+        // With exact counts, how long it ran against the period says why.
+        let ran = outcome
+            .exact
+            .as_deref()
+            .and_then(|b| exact::parse(b).ok())
+            .map(|c| c.iter().map(|x| x.1).sum::<u64>());
+        if let Some(n) = ran {
+            term::note(format!(
+                "the firmware ran {n} instructions (counted exactly), {:.1} mean sampling \
+                 periods of {mean_period:.0}",
+                n as f64 / mean_period
+            ));
+        }
         let why = match outcome.status {
             Some(status) => format!(
                 "the firmware ended ({}) without sending samples. sampler-rt sends them when the \

@@ -343,8 +343,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
     let has_dep_elsewhere = pkg.dependencies.iter().any(|d| d.name == "sampler-rt")
         && !old_manifest.contains("sampler-rt");
     if !has_dep_elsewhere {
-        let mut new_manifest =
-            edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
+        let mut new_manifest = edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
         if let Some(n) = args.ring_slots {
             new_manifest = set_ring_slots(&new_manifest, n)?;
         }
@@ -564,7 +563,10 @@ mod tests {
             doc["package"]["metadata"]["sample"]["ring-slots"].as_integer(),
             Some(2048)
         );
-        assert!(out.contains("[package.metadata.sample]\nring-slots = 2048"), "{out}");
+        assert!(
+            out.contains("[package.metadata.sample]\nring-slots = 2048"),
+            "{out}"
+        );
         assert_eq!(set_ring_slots(&out, 2048).unwrap(), out);
         assert!(set_ring_slots(MANIFEST, 8).is_err());
     }

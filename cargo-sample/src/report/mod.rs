@@ -284,6 +284,7 @@ fn rows(
                     .total_cmp(&a.exact_percent.unwrap_or(0.0))
             })
             .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.function.cmp(&b.function))
     });
     v
 }

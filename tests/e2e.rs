@@ -562,7 +562,7 @@ fn the_ring_is_sized_to_the_part_without_a_variable_on_every_command() {
         "{err}"
     );
     let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
-    let (free, ring) = cargo_sample::wiring::stack_room_bytes(&elf).unwrap();
+    let (free, ring) = cargo_sample::image::wiring::stack_room_bytes(&elf).unwrap();
     assert!(
         free >= 4096 && ring >= 1024,
         "stack {free} bytes, ring {ring} bytes"
@@ -584,7 +584,9 @@ fn the_ring_is_sized_to_the_part_without_a_variable_on_every_command() {
     let (_, dir) = run(&[]);
     let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
     assert_eq!(
-        cargo_sample::wiring::stack_room_bytes(&elf).unwrap().1,
+        cargo_sample::image::wiring::stack_room_bytes(&elf)
+            .unwrap()
+            .1,
         2048
     );
 }

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cargo_sample::symbolize::{Symbolizer, demangle};
+use cargo_sample::image::symbolize::{Symbolizer, demangle};
 use object::{Object, ObjectSymbol, SymbolKind};
 use serde_json::Value;
 use support::*;

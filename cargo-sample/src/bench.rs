@@ -14,8 +14,8 @@ use object::{Object, ObjectSymbol};
 use serde::Serialize;
 
 use crate::cli::{BenchArgs, Cli, TableFormat, TruthMethod};
-use crate::exact::{self, Counting};
-use crate::run;
+use crate::cmd::sample;
+use crate::exec::exact::{self, Counting};
 use crate::runs;
 
 /// One measured variant.
@@ -59,7 +59,7 @@ fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
     let mut args = vec!["--bin", "cost", "--samples", "0", "--period", period];
     args.extend_from_slice(extra);
     let cli = release_args(manifest, &args)?;
-    let dir = run::capture(&cli.run)?;
+    let dir = sample::capture(&cli.run)?;
     let out = std::fs::read_to_string(dir.join(runs::OUTPUT))?;
     let line = out
         .lines()
@@ -178,13 +178,13 @@ fn itm_speed() -> Result<ItmSpeed> {
             0x0800_0000 + 2 * (x % 20_000)
         })
         .collect();
-    let stream = crate::itm::synthetic(&pcs, true);
+    let stream = crate::dump::itm::synthetic(&pcs, true);
     let mut times = Vec::new();
     for _ in 0..5 {
         let t0 = std::time::Instant::now();
         let mut n = 0u64;
-        crate::itm::Parser::new(false).feed(&stream, &mut |e| {
-            if matches!(e, crate::itm::Event::PcSample(_)) {
+        crate::dump::itm::Parser::new(false).feed(&stream, &mut |e| {
+            if matches!(e, crate::dump::itm::Event::PcSample(_)) {
                 n += 1;
             }
         });
@@ -193,7 +193,7 @@ fn itm_speed() -> Result<ItmSpeed> {
     }
     let ours = Timing::of(times);
     let ours_mb = stream.len() as f64 / ours.median_s / 1e6;
-    let small = crate::itm::synthetic(&pcs[..380_000], true);
+    let small = crate::dump::itm::synthetic(&pcs[..380_000], true);
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyocd-venv/bin/python");
     let pyocd_mb = if venv.is_file() {
         let dir = tempfile::tempdir()?;
@@ -232,7 +232,7 @@ fn itm_speed() -> Result<ItmSpeed> {
 fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
     let counts = exact::parse(&std::fs::read(real.join(exact::FILE))?)?;
     let elf = std::fs::read(real.join(runs::ELF))?;
-    let sym = crate::symbolize::Symbolizer::new(&real.join(runs::ELF), &elf, None)?;
+    let sym = crate::image::symbolize::Symbolizer::new(&real.join(runs::ELF), &elf, None)?;
     let counts: Vec<(u32, u64)> = counts
         .into_iter()
         .filter(|&(pc, _)| !sym.is_sampler(pc as u64))
@@ -293,7 +293,7 @@ fn image_bytes(elf: &[u8]) -> u64 {
 /// Time the report of `n` synthetic samples of `bin`, stage by stage.
 fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTiming>> {
     let cli = release_args(manifest, &["--bin", bin, "--samples", "2000", "--truth"])?;
-    let real = run::capture(&cli.run)?;
+    let real = sample::capture(&cli.run)?;
     let elf = std::fs::read(real.join(runs::ELF))?;
     let mut out = Vec::new();
     for &n in sizes {
@@ -303,7 +303,7 @@ fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTim
         let mut report = None;
         for _ in 0..reps {
             let t0 = std::time::Instant::now();
-            let r = run::load_report(&dir, crate::report::Options::default())?;
+            let r = sample::load_report(&dir, crate::report::Options::default())?;
             load.push(t0.elapsed().as_secs_f64());
             report = Some(r);
         }
@@ -414,7 +414,7 @@ fn time_qemu(
 fn counting_cost(manifest: &Path) -> Result<CountingCost> {
     let sampled = |n: &str| -> Result<PathBuf> {
         let cli = release_args(manifest, &["--bin", "hot-loops", "--samples", n])?;
-        run::capture(&cli.run)
+        sample::capture(&cli.run)
     };
     let dir = sampled("10000")?;
     let meta = runs::load_meta(&dir)?;
@@ -427,7 +427,7 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         .parent()
         .and_then(Path::parent)
         .context("run directory outside cargo-sample's")?;
-    let plugin = run::choose_counting(TruthMethod::Plugin, &qemu, own)?;
+    let plugin = sample::choose_counting(TruthMethod::Plugin, &qemu, own)?;
     let api = match &plugin {
         Counting::Plugin { api, .. } => api.number(),
         Counting::ExecLog { .. } => 0,
@@ -442,7 +442,7 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
     }
     let short = sampled("300")?;
-    let log = run::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
+    let log = sample::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
     let mut log_times = Vec::new();
     let mut log_instructions = 0;
     for _ in 0..3 {
@@ -529,7 +529,7 @@ fn handler_costs(
         let mut args = vec!["--truth", "--samples", "3000"];
         args.extend_from_slice(extra);
         let cli = release_args(manifest, &args)?;
-        let dir = run::capture(&cli.run)?;
+        let dir = sample::capture(&cli.run)?;
         let (counts, functions) = exact_functions(&dir)?;
         let used: Vec<(u64, u64)> = functions
             .iter()
@@ -539,7 +539,7 @@ fn handler_costs(
             .map(|&(_, a, b)| (a, b))
             .collect();
         let total: u64 = used.iter().map(|&(a, b)| executed(&counts, a, b)).sum();
-        let taken = run::load_dump(&dir)?.info.taken as u64;
+        let taken = sample::load_dump(&dir)?.info.taken as u64;
         if taken == 0 {
             bail!("{} took no samples", manifest.display());
         }
@@ -614,10 +614,10 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
                 "64",
             ],
         )?;
-        let dir = run::capture(&cli.run)?;
+        let dir = sample::capture(&cli.run)?;
         walls.push(runs::load_meta(&dir)?.wall_seconds);
         bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
-        let d = run::load_dump(&dir)?;
+        let d = sample::load_dump(&dir)?;
         if d.pcs.len() != 1_000_000 || d.info.taken != 1_000_000 {
             bail!(
                 "the streamed dump holds {} of {} samples",
@@ -651,7 +651,7 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let t0 = std::time::Instant::now();
         // The build step alone (cached, as in everyday use), then the whole capture.
         let p = crate::project::discover(&crate::project::Selection::from(&cli.run.cargo))?;
-        crate::firmware::build(
+        crate::project::firmware::build(
             &p,
             &crate::project::Selection::from(&cli.run.cargo),
             true,
@@ -659,10 +659,10 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         )?;
         let b = t0.elapsed().as_secs_f64();
         let t1 = std::time::Instant::now();
-        let dir = run::capture(&cli.run)?;
+        let dir = sample::capture(&cli.run)?;
         let captured = t1.elapsed().as_secs_f64();
         let t2 = std::time::Instant::now();
-        let r = run::load_report(&dir, crate::report::Options::default())?;
+        let r = sample::load_report(&dir, crate::report::Options::default())?;
         let _ = crate::report::text::render(
             &r,
             crate::report::text::Options {
@@ -702,7 +702,7 @@ pub struct LapCost {
 
 fn lap_cost(manifest: &Path) -> Result<LapCost> {
     let cli = release_args(manifest, &["--bin", "laps", "--laps", "--truth"])?;
-    let dir = run::capture(&cli.run)?;
+    let dir = sample::capture(&cli.run)?;
     let (counts, functions) = exact_functions(&dir)?;
     // Per call: every instruction of a function over the count of its first.
     let per_call = |start: u64, end: u64| -> Option<f64> {
@@ -723,7 +723,7 @@ fn lap_cost(manifest: &Path) -> Result<LapCost> {
     if !measure.is_finite() {
         bail!("no lap was timed in the laps firmware");
     }
-    let report = run::load_report(&dir, crate::report::Options::default())?;
+    let report = sample::load_report(&dir, crate::report::Options::default())?;
     let laps = report.laps.context("the laps firmware sent no regions")?;
     let empty = laps
         .regions
@@ -769,9 +769,9 @@ fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
             ],
         )?;
         let started = std::time::Instant::now();
-        let dir = run::capture(&cli.run)?;
+        let dir = sample::capture(&cli.run)?;
         let wall = started.elapsed().as_secs_f64();
-        let d = run::load_dump(&dir)?;
+        let d = sample::load_dump(&dir)?;
         let meta = runs::load_meta(&dir)?;
         let delivered = d.pcs.len() as f64;
         out.push(LiveRate {

@@ -323,8 +323,8 @@ pub struct ViewArgs {
     pub color: Option<ColorWhen>,
     /// How a histogram bin shared by several functions is split: by each one's bytes (as the
     /// C profiler's analysis does), or by bytes times its estimated samples per byte (`density`).
-    #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::bins::Split::Density)]
-    pub bin_split: crate::bins::Split,
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::report::bins::Split::Density)]
+    pub bin_split: crate::report::bins::Split,
 }
 
 /// What the sampler keeps.

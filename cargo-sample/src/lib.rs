@@ -7,33 +7,16 @@
 //! copy; [`qemu`] runs it; [`dump`] (or [`snapshot`]) decodes what the sampler sent; [`runs`]
 //! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
 
-pub mod advise;
+pub mod analysis;
 pub mod bench;
-pub mod bins;
-pub mod board;
+pub mod capture;
 pub mod cli;
-pub mod disasm;
+pub mod cmd;
 pub mod dump;
-pub mod elf;
-pub mod exact;
-pub mod fault;
-pub mod firmware;
+pub mod exec;
 pub mod fuzzing;
-pub mod init;
-pub mod itm;
-pub mod laps;
-pub mod live;
-pub mod machine;
-pub mod pmu;
+pub mod image;
 pub mod project;
-pub mod qemu;
 pub mod report;
-pub mod run;
 pub mod runs;
-pub mod serial;
-pub mod snapshot;
-pub mod stats;
-pub mod symbolize;
 pub mod term;
-pub mod textdump;
-pub mod wiring;

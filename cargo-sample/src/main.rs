@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cargo_sample::cli::{Cli, Command};
-use cargo_sample::{advise, bench, init, pmu, run, term};
+use cargo_sample::{analysis::pmu, bench, cmd::advise, cmd::init, cmd::sample, term};
 
 fn main() -> ExitCode {
     // As a cargo subcommand we are invoked as `cargo-sample sample ...`.
@@ -23,14 +23,14 @@ fn main() -> ExitCode {
     };
     term::init_color(color);
     let result = match &cli.command {
-        None if cli.run.exact => run::run_exact(&cli.run),
-        None => run::run(&cli.run),
-        Some(Command::Report(r)) => run::report(r),
+        None if cli.run.exact => sample::run_exact(&cli.run),
+        None => sample::run(&cli.run),
+        Some(Command::Report(r)) => sample::report(r),
         Some(Command::Init(i)) => init::init(i),
         Some(Command::Bench(b)) => bench::bench(b),
-        Some(Command::Diff(d)) => run::diff(d),
+        Some(Command::Diff(d)) => sample::diff(d),
         Some(Command::Advise(a)) => advise::advise(a),
-        Some(Command::Swo(s)) => run::swo(s),
+        Some(Command::Swo(s)) => sample::swo(s),
         Some(Command::Events(e)) => pmu::events(e),
         Some(Command::Stat(s)) => pmu::stat(s),
     };

@@ -2,6 +2,7 @@
 //! `.cargo/config.toml` files cargo itself would read.
 
 pub mod config;
+pub mod firmware;
 pub mod runner;
 
 use std::path::{Path, PathBuf};

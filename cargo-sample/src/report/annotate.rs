@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::disasm::{Code, Kind};
-use crate::symbolize::Symbolizer;
+use crate::image::disasm::{Code, Kind};
+use crate::image::symbolize::Symbolizer;
 
 /// One function, annotated.
 #[derive(Debug, Clone, Serialize)]

@@ -16,9 +16,9 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use super::{Facts, OUTSIDE, Row};
-use crate::disasm::{Code, Insn, Kind};
-use crate::stats::Z95;
-use crate::symbolize::Symbolizer;
+use crate::analysis::stats::Z95;
+use crate::image::disasm::{Code, Insn, Kind};
+use crate::image::symbolize::Symbolizer;
 
 /// One finding.
 #[derive(Debug, Clone, Serialize, PartialEq)]

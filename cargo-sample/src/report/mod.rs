@@ -2,6 +2,7 @@
 //! its 95 % interval, plus the facts of the run and warnings where the profile could mislead.
 
 pub mod annotate;
+pub mod bins;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
@@ -13,10 +14,10 @@ use std::collections::HashMap;
 use sampler_rt::wire;
 use serde::Serialize;
 
-use crate::disasm::Code;
+use crate::analysis::stats::{Z95, wilson};
 use crate::dump::Dump;
-use crate::stats::{Z95, wilson};
-use crate::symbolize::Symbolizer;
+use crate::image::disasm::Code;
+use crate::image::symbolize::Symbolizer;
 
 /// Version of the JSON report's layout.
 pub const JSON_VERSION: u32 = 1;
@@ -167,7 +168,7 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// Lap-timed regions, when the firmware timed any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub laps: Option<crate::laps::LapsReport>,
+    pub laps: Option<crate::analysis::laps::LapsReport>,
 }
 
 /// One inline chain (outermost first) and its count.
@@ -333,7 +334,7 @@ pub struct Options {
     /// Annotate the disassembly of this many of the hottest functions.
     pub annotate: usize,
     /// How histogram bins shared by several functions are split.
-    pub bin_split: crate::bins::Split,
+    pub bin_split: crate::report::bins::Split,
     /// Stacks (folded, flamegraph) start with the sample's tag.
     pub by_tag: bool,
 }
@@ -342,7 +343,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             annotate: 0,
-            bin_split: crate::bins::Split::Density,
+            bin_split: crate::report::bins::Split::Density,
             by_tag: false,
         }
     }

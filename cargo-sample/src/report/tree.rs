@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::symbolize::Symbolizer;
+use crate::image::symbolize::Symbolizer;
 
 /// One node of the inline tree.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -13,11 +13,11 @@ use sampler_rt::wire;
 
 use crate::cli::{EventsArgs, StatArgs, TableFormat};
 use crate::dump::word;
-use crate::{dump, elf, firmware, project, qemu, runs, term};
+use crate::{dump, exec::qemu, image::elf, project, project::firmware, runs, term};
 
 /// Every CPU of Arm's machine-readable data, converted by `data/pmu/convert.py`: sections
 /// `## <cpu>` of TSV, gzipped.
-const TABLES_GZ: &[u8] = include_bytes!("../data/pmu/cpus.tsv.gz");
+const TABLES_GZ: &[u8] = include_bytes!("../../data/pmu/cpus.tsv.gz");
 
 /// The shipped tables' text by CPU key (`cortex-a53`), unpacked once.
 fn shipped() -> &'static [(String, String)] {
@@ -657,7 +657,7 @@ pub struct InMemory {
 /// Read the counts at `addr` if this run (`run_id`) finished writing them; `None` while it
 /// has not (a block left from an earlier run has another id).
 pub fn read_in_memory(
-    t: &mut dyn crate::live::Target,
+    t: &mut dyn crate::capture::live::Target,
     addr: u32,
     run_id: u32,
 ) -> Result<Option<InMemory>> {
@@ -814,7 +814,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         let timeout = Duration::from_secs(args.timeout);
         let (bytes, full) = if let Some(chip) = &chip {
             let (addr, id) = memory.context("no address for the counts")?;
-            let conn = crate::board::Connection::new(
+            let conn = crate::exec::probe::Connection::new(
                 chip,
                 &args.conn,
                 p.probe_runner()
@@ -822,8 +822,8 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
                     .unwrap_or_default()
                     .or(p.probe_defaults.clone()),
             );
-            let c =
-                crate::board::pmu_counts(&conn, &kernel, addr, id, timeout).with_context(|| {
+            let c = crate::exec::probe::pmu_counts(&conn, &kernel, addr, id, timeout)
+                .with_context(|| {
                     format!(
                         "run {} of {} on {chip} (its image is kept in {})",
                         i + 1,
@@ -1099,7 +1099,7 @@ mod tests {
         assert!(parse_arm_json(r#"{"events": [{"name": "X"}]}"#).is_err());
     }
 
-    use crate::live::testing::Ram;
+    use crate::capture::live::testing::Ram;
 
     fn out_block(magic: u32, run_id: u32, dump: &[u8], full: u32) -> Vec<u8> {
         let mut b = Vec::new();

@@ -14,10 +14,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::bins::{self, Split};
 use crate::cli::{AdviseArgs, CargoArgs, Mode, TableFormat};
-use crate::symbolize::Symbolizer;
-use crate::{elf, exact, run, runs, term};
+use crate::image::symbolize::Symbolizer;
+use crate::report::bins::{self, Split};
+use crate::{cmd::sample, exec::exact, image::elf, runs, term};
 
 /// One choice of bins, judged.
 #[derive(Debug, Clone, Serialize)]
@@ -194,11 +194,11 @@ pub fn advise(args: &AdviseArgs) -> Result<()> {
         "Advising",
         "on a ring-mode run with the exact count of the same run",
     );
-    let plain = run::capture(&run)?;
+    let plain = sample::capture(&run)?;
     // A64 instructions are 4 bytes: a smaller bin is never used.
     let smallest = match std::fs::read(plain.join(crate::runs::ELF))
         .ok()
-        .and_then(|b| crate::elf::inspect(&b).ok())
+        .and_then(|b| crate::image::elf::inspect(&b).ok())
     {
         Some(fw) if fw.aarch64 => 4,
         _ => 2,
@@ -218,7 +218,7 @@ pub fn advise(args: &AdviseArgs) -> Result<()> {
     }
     for &size in &args.align_sizes {
         run.align = Some(size);
-        let dir = run::capture(&run)?;
+        let dir = sample::capture(&run)?;
         choices.push(judge(&dir, size, true)?.0);
     }
     let (firmware, text, built) = facts.context("no bin size to judge")?;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::exact::{Counting, ExecLog, QemuVersion};
-use crate::live::{AppRtt, Live, Target};
+use crate::capture::live::{AppRtt, Live, Target};
+use crate::exec::exact::{Counting, ExecLog, QemuVersion};
 
 /// Where QEMU's human monitor listens: a Unix socket in QEMU's working directory, or a
 /// localhost TCP port on systems without Unix sockets.
@@ -137,7 +137,7 @@ pub struct LiveSpec {
     /// The application's RTT control block, whose channels are copied into `rtt_dir`.
     pub app_rtt: Option<(u32, PathBuf)>,
     /// The firmware's tag names, read at the end.
-    pub names: Option<crate::live::NamesAt>,
+    pub names: Option<crate::capture::live::NamesAt>,
 }
 
 /// What a live capture read.
@@ -170,11 +170,11 @@ pub struct Outcome {
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
     /// The core's registers and fault status when the run was cut short.
-    pub core: Option<crate::fault::CoreState>,
+    pub core: Option<crate::capture::fault::CoreState>,
     /// With [`Options::live`]: what the host read while the firmware ran.
     pub live: Option<LiveOutcome>,
     /// With [`Options::pmu_in_memory`]: the counts read out of memory.
-    pub pmu_in_memory: Option<crate::pmu::InMemory>,
+    pub pmu_in_memory: Option<crate::analysis::pmu::InMemory>,
     pub wall: Duration,
     pub command: Vec<String>,
 }
@@ -335,7 +335,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 counts_monitor = connect_monitor(&monitor, work.path());
             }
             if let Some(m) = counts_monitor.as_mut() {
-                match crate::pmu::read_in_memory(m, addr, run_id) {
+                match crate::analysis::pmu::read_in_memory(m, addr, run_id) {
                     Ok(Some(c)) => {
                         // The firmware idles once its counts are written: stop it (the monitor
                         // takes one connection at a time).
@@ -451,7 +451,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let dump_path = work.path().join(DUMP_FILE);
     let dump = std::fs::read(&dump_path).ok();
     let exact = match counts_from_log {
-        Some(log) => Some(crate::exact::encode(&log.counts())),
+        Some(log) => Some(crate::exec::exact::encode(&log.counts())),
         None => std::fs::read(work.path().join(EXACT_FILE)).ok(),
     };
     if matches!(opts.counting, Some(Counting::Plugin { .. })) {
@@ -700,7 +700,10 @@ pub fn probe(qemu: &Path) -> Result<Probe> {
 }
 
 /// What a snapshot saved: the sampler's state and ring (if it had started), and the core.
-type Snapshot = (Option<(Vec<u8>, Vec<u8>)>, Option<crate::fault::CoreState>);
+type Snapshot = (
+    Option<(Vec<u8>, Vec<u8>)>,
+    Option<crate::capture::fault::CoreState>,
+);
 
 /// Stop the guest and save the sampler's state and ring, and the core's registers and fault
 /// status, through the human monitor.
@@ -717,10 +720,10 @@ fn take_snapshot(monitor: &endpoint::Addr, dir: &Path, state: Region) -> Result<
 
 /// The core's registers (`info registers`) and its fault status registers (`memsave` reads
 /// through the core's own view, where the System Control Block is).
-fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::fault::CoreState> {
+fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::capture::fault::CoreState> {
     sock.write_all(b"info registers\n").ok()?;
     let text = hmp_text(sock);
-    let mut s = crate::fault::CoreState::from_registers(&text)?;
+    let mut s = crate::capture::fault::CoreState::from_registers(&text)?;
     let file = dir.join("scb.bin");
     // CFSR, HFSR, DFSR, MMFAR, BFAR.
     if hmp(
@@ -775,7 +778,7 @@ fn sampler_memory(
         ),
     )?;
     let state_bytes = wait_for_file(&state_file, state.len as usize)?;
-    let (ring_addr, ring_len) = crate::snapshot::ring_region(&state_bytes)
+    let (ring_addr, ring_len) = crate::capture::snapshot::ring_region(&state_bytes)
         .context("the sampler had not started when the run was cut short")?;
     let ring_file = dir.join("ring.bin");
     hmp(

@@ -186,7 +186,7 @@ pub fn unaligned_functions(data: &[u8], align: u64) -> Vec<String> {
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
         .filter(|s| s.name().is_ok_and(|n| !n.starts_with('$')))
         .filter(|s| (s.address() & !1) % align != 0)
-        .filter_map(|s| s.name().ok().map(crate::symbolize::demangle))
+        .filter_map(|s| s.name().ok().map(crate::image::symbolize::demangle))
         .collect();
     v.sort();
     v.dedup();
@@ -199,7 +199,7 @@ pub fn symbol_address(data: &[u8], name: &str) -> Option<u64> {
     file.symbols()
         .find(|s| {
             s.name()
-                .is_ok_and(|n| n == name || crate::symbolize::demangle(n) == name)
+                .is_ok_and(|n| n == name || crate::image::symbolize::demangle(n) == name)
         })
         .map(|s| s.address())
 }

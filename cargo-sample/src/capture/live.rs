@@ -203,7 +203,7 @@ impl Live {
         if self.bins.is_none() {
             return Ok(());
         }
-        let (addr, len) = crate::snapshot::ring_region(&self.state_bytes)
+        let (addr, len) = crate::capture::snapshot::ring_region(&self.state_bytes)
             .ok_or_else(|| anyhow::anyhow!("the sampler's state names no bins"))?;
         let mut b = vec![0u8; len as usize];
         t.read(addr as u32, &mut b)?;
@@ -225,13 +225,13 @@ impl Live {
         // Every sample before `next` was delivered or counted as lost.
         let lost = self.lost.min(u32::MAX as u64) as u32;
         if let Some(bins) = &self.bins {
-            let d = crate::snapshot::to_dump(&self.state_bytes, bins, code, None);
+            let d = crate::capture::snapshot::to_dump(&self.state_bytes, bins, code, None);
             if let Some(mut d) = d {
                 d.info.stop = stop;
                 return d;
             }
         }
-        let info = crate::snapshot::info_of(&self.state, stop, self.next, lost, code);
+        let info = crate::capture::snapshot::info_of(&self.state, stop, self.next, lost, code);
         let mut d = Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone());
         d.names = self.names.clone();
         d

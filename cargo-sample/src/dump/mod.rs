@@ -1,5 +1,8 @@
 //! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
 
+pub mod itm;
+pub mod textdump;
+
 use std::fmt;
 
 use sampler_rt::wire::{self, Info};
@@ -24,9 +27,9 @@ pub struct Dump {
     /// Whether the END record and its checksum were present and right.
     pub complete: bool,
     /// Lap-timed regions, if the firmware timed any.
-    pub laps: Option<crate::laps::Laps>,
+    pub laps: Option<crate::analysis::laps::Laps>,
     /// ARMv8-A PMU counts, if the firmware counted events.
-    pub pmu: Option<crate::pmu::Record>,
+    pub pmu: Option<crate::analysis::pmu::Record>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -263,7 +266,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     }
                 }
             }
-            wire::REC_PMU if !cut => match crate::pmu::decode(payload) {
+            wire::REC_PMU if !cut => match crate::analysis::pmu::decode(payload) {
                 Some(p) => dump.pmu = Some(p),
                 None => {
                     return (
@@ -272,7 +275,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     );
                 }
             },
-            wire::REC_LAPS if !cut => match crate::laps::decode(payload) {
+            wire::REC_LAPS if !cut => match crate::analysis::laps::decode(payload) {
                 Some(l) => dump.laps = Some(l),
                 None => {
                     return (

@@ -8,21 +8,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 use sampler_rt::wire::{self, Info};
 
+use crate::capture::snapshot;
 use crate::cli::{Format, RunArgs, TruthMethod, ViewArgs};
-use crate::disasm;
 use crate::dump::{self, Dump};
-use crate::elf;
-use crate::exact;
-use crate::exact::{Counting, PluginApi};
-use crate::firmware;
-use crate::machine::{self, Machine};
+use crate::exec::exact;
+use crate::exec::exact::{Counting, PluginApi};
+use crate::exec::machine::{self, Machine};
+use crate::exec::qemu;
+use crate::exec::serial;
+use crate::image::disasm;
+use crate::image::elf;
+use crate::image::symbolize::Symbolizer;
+use crate::project::firmware;
 use crate::project::{self, Project};
-use crate::qemu;
 use crate::report::{self, ExactFacts, Facts, text};
 use crate::runs::{self, RunMeta};
-use crate::serial;
-use crate::snapshot;
-use crate::symbolize::Symbolizer;
 use crate::term;
 
 /// Default number of samples.
@@ -83,8 +83,8 @@ fn check_tag_before_build(args: &RunArgs, p: &Project) -> Result<()> {
 }
 
 /// The interrupt that paces the sampler with `timer` in this image.
-fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::wiring::Pacer {
-    use crate::wiring::Pacer;
+fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::image::wiring::Pacer {
+    use crate::image::wiring::Pacer;
     match timer {
         _ if fw.aarch64 => Pacer::A64,
         Timer::SysTick => Pacer::SysTick,
@@ -105,8 +105,8 @@ fn event_name(cpu: &str, event: u16) -> String {
 
 /// The event table of the CPU that runs (`--cpu` or the runner's `-cpu`), else the Cortex-A53's
 /// (the architectural events have the same numbers on every core).
-fn event_table(cpu: &str) -> Result<crate::pmu::Table> {
-    crate::pmu::table(cpu).or_else(|_| crate::pmu::table("cortex-a53"))
+fn event_table(cpu: &str) -> Result<crate::analysis::pmu::Table> {
+    crate::analysis::pmu::table(cpu).or_else(|_| crate::analysis::pmu::table("cortex-a53"))
 }
 
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
@@ -212,9 +212,9 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
 }
 
 /// Where the firmware keeps its tag names, for a host that reads its memory.
-fn names_at(elf_bytes: &[u8], fw: &elf::Firmware) -> Option<crate::live::NamesAt> {
+fn names_at(elf_bytes: &[u8], fw: &elf::Firmware) -> Option<crate::capture::live::NamesAt> {
     let addr = elf::symbol_address(elf_bytes, wire::NAMES_SYMBOL)?;
-    Some(crate::live::NamesAt {
+    Some(crate::capture::live::NamesAt {
         addr: u32::try_from(addr).ok()?,
         wide: fw.aarch64,
     })
@@ -548,21 +548,21 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
         let scale = match l.counter {
             // The machine's timer (SysTick; on ARMv8-A the generic timer).
-            wire::LAP_COUNTER_SYSTICK | wire::LAP_COUNTER_GENERIC => crate::laps::Scale {
+            wire::LAP_COUNTER_SYSTICK | wire::LAP_COUNTER_GENERIC => crate::analysis::laps::Scale {
                 units_per_tick: meta.units_per_tick,
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
             },
             // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an instruction.
-            wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::laps::Scale {
+            wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::analysis::laps::Scale {
                 units_per_tick: 1.0 / f64::from(1u32 << meta.icount_shift.min(20)),
                 hz: Some(1e9),
             },
-            _ => crate::laps::Scale {
+            _ => crate::analysis::laps::Scale {
                 units_per_tick: 1.0,
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
             },
         };
-        let mut laps = crate::laps::analyse(l, scale);
+        let mut laps = crate::analysis::laps::analyse(l, scale);
         if !dump.pcs.is_empty() || dump.hist.is_some() {
             laps.warnings.push(
                 "the sampler's own interrupt also lengthened laps while it sampled: clusters then \
@@ -580,11 +580,11 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
 fn hist_samples(
     h: &crate::dump::Hist,
     sym: &Symbolizer,
-    split: crate::bins::Split,
+    split: crate::report::bins::Split,
 ) -> report::Samples {
     let bins: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
     let (per_pc, finding) =
-        crate::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
+        crate::report::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
     let mut findings: Vec<report::diagnose::Diagnostic> = finding.into_iter().collect();
     let full = h.saturated();
     if full > 0 {
@@ -689,7 +689,7 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
                 if !t.is_empty() {
                     t.push('\n');
                 }
-                t.push_str(&crate::laps::render(l, &report.unit));
+                t.push_str(&crate::analysis::laps::render(l, &report.unit));
             }
             t.into_bytes()
         }
@@ -729,7 +729,7 @@ fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
 }
 
 fn missing_setup_help(p: &Project, feature: &str) -> String {
-    let dep = match crate::init::checkout_runtime() {
+    let dep = match crate::cmd::init::checkout_runtime() {
         Some(dir) => format!("path = \"{}\"", dir.display()),
         None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
     };
@@ -876,8 +876,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let timer = parse_timer(&args.timer, m, &cpu)?;
     if let Timer::Pmu { event } = timer
-        && event != crate::pmu::CPU_CYCLES
-        && event != crate::pmu::SW_INCR
+        && event != crate::analysis::pmu::CPU_CYCLES
+        && event != crate::analysis::pmu::SW_INCR
     {
         // Measured (QEMU 7.2 and 10.0): a counted event's overflow is never signalled. QEMU
         // arms its overflow timer for one event short of the overflow (the counter then reads
@@ -894,7 +894,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         );
     }
     if let Timer::Pmu { event } = timer
-        && event != crate::pmu::CPU_CYCLES
+        && event != crate::analysis::pmu::CPU_CYCLES
         && args.truth
     {
         bail!(
@@ -968,9 +968,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         );
     };
     if !args.laps {
-        crate::wiring::check(&elf_bytes, pacer(&fw, timer))?;
+        crate::image::wiring::check(&elf_bytes, pacer(&fw, timer))?;
     }
-    if let Some(w) = crate::wiring::stack_room(&elf_bytes) {
+    if let Some(w) = crate::image::wiring::stack_room(&elf_bytes) {
         term::warn(w);
     }
     // The semihosting sink streams every full ring chunk, so any number of samples fits; a live
@@ -984,7 +984,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // QEMU's cycle counter runs at 1 GHz of emulated time whatever the icount shift; other
     // events have no rate.
     let timer_hz = match timer {
-        Timer::Pmu { event } if event == crate::pmu::CPU_CYCLES => 1_000_000_000,
+        Timer::Pmu { event } if event == crate::analysis::pmu::CPU_CYCLES => 1_000_000_000,
         Timer::Pmu { .. } => 0,
         _ => m.systick_hz,
     };
@@ -996,7 +996,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // A PMU period counts events: instructions for INST_RETIRED, QEMU's 1 GHz cycles for
     // CPU_CYCLES (2^shift a instruction).
     let units_per_tick = match timer {
-        Timer::Pmu { event } if event == crate::pmu::CPU_CYCLES => 1.0 / f64::from(1u32 << shift),
+        Timer::Pmu { event } if event == crate::analysis::pmu::CPU_CYCLES => {
+            1.0 / f64::from(1u32 << shift)
+        }
         Timer::Pmu { .. } => 1.0,
         _ => m.instructions_per_tick(shift),
     };
@@ -1053,7 +1055,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
 
     // Samples every N events share out the events, not the instructions.
     let unit = match timer {
-        Timer::Pmu { event } if event != crate::pmu::CPU_CYCLES => {
+        Timer::Pmu { event } if event != crate::analysis::pmu::CPU_CYCLES => {
             format!("{} events", event_name(&cpu, event))
         }
         _ => "instructions".to_owned(),
@@ -1352,7 +1354,7 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
             );
         };
         state_addr = Some(state.0 as u32);
-        crate::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+        crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
         config = Some(board_config(
             args,
             &elf_bytes,
@@ -1376,8 +1378,8 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
-    let cap = crate::board::capture(&crate::board::Options {
-        conn: crate::board::Connection::new(chip, &args.board.conn, board_defaults(p)),
+    let cap = crate::exec::probe::capture(&crate::exec::probe::Options {
+        conn: crate::exec::probe::Connection::new(chip, &args.board.conn, board_defaults(p)),
         elf: dir.join(runs::LOADED_ELF),
         method,
         state_addr,
@@ -1457,7 +1459,7 @@ fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             args.cargo.feature_name
         );
     }
-    crate::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+    crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
     let config = board_config(
         args,
@@ -1598,7 +1600,7 @@ fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
 
 /// The dump of a board capture, whichever way it was taken.
 pub fn board_dump(
-    cap: &crate::board::Capture,
+    cap: &crate::exec::probe::Capture,
     code: (u32, u32, u32),
     reload: u32,
     requested: u32,
@@ -1614,7 +1616,7 @@ pub fn board_dump(
     let (pcs, timer, reload, lost) = if let Some(s) = &cap.pcsr {
         (s.pcs.clone(), wire::TIMER_PCSR, 0, 0)
     } else if !cap.swo.is_empty() {
-        let s = crate::itm::summarize(&cap.swo, false);
+        let s = crate::dump::itm::summarize(&cap.swo, false);
         (
             s.pcs.iter().map(|pc| pc & !1).collect(),
             wire::TIMER_DWT,
@@ -1646,7 +1648,7 @@ pub fn board_dump(
 }
 
 /// Say how a live capture went: losses, and a firmware that ended between two reads.
-fn note_live(l: &crate::live::Live, lo: &qemu::LiveOutcome) {
+fn note_live(l: &crate::capture::live::Live, lo: &qemu::LiveOutcome) {
     let read = l.pcs.len() as u64;
     if l.lost > 0 {
         term::warn(format!(
@@ -1931,7 +1933,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
 /// `cargo sample report --text-dump FILE --elf ELF`.
 fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let dump = crate::textdump::parse(&String::from_utf8_lossy(&text))
+    let dump = crate::dump::textdump::parse(&String::from_utf8_lossy(&text))
         .with_context(|| format!("reading the text dump {}", path.display()))?;
     let elf_bytes =
         std::fs::read(elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
@@ -1962,7 +1964,7 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
         let size = 1u32 << h.shift;
         let counts: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
         let (per_pc, finding) =
-            crate::bins::split(&counts, h.base, size, h.outside, &sym, view.bin_split);
+            crate::report::bins::split(&counts, h.base, size, h.outside, &sym, view.bin_split);
         let s = report::Samples {
             per_pc,
             binned: true,
@@ -2022,7 +2024,7 @@ fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) -> Result<()>
 pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     if let Some(run) = &args.synthesize_from {
         let dump = load_dump(run)?;
-        let stream = crate::itm::synthetic(&dump.pcs, args.full);
+        let stream = crate::dump::itm::synthetic(&dump.pcs, args.full);
         std::fs::write(&args.capture, &stream)
             .with_context(|| format!("writing {}", args.capture.display()))?;
         term::status(
@@ -2039,7 +2041,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let data = std::fs::read(&args.capture)
         .with_context(|| format!("reading {}", args.capture.display()))?;
     if args.events {
-        anstream::print!("{}", crate::itm::event_lines(&data, args.sync));
+        anstream::print!("{}", crate::dump::itm::event_lines(&data, args.sync));
         return Ok(());
     }
     let elf_path = args
@@ -2049,7 +2051,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let elf_bytes =
         std::fs::read(elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
     elf::inspect(&elf_bytes)?;
-    let s = crate::itm::summarize(&data, args.sync);
+    let s = crate::dump::itm::summarize(&data, args.sync);
     let mut sym = Symbolizer::new(elf_path, &elf_bytes, None)?;
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let mut samples = report::Samples {

@@ -16,8 +16,8 @@
 
 use std::collections::HashMap;
 
+use crate::image::symbolize::Symbolizer;
 use crate::report::diagnose::Diagnostic;
-use crate::symbolize::Symbolizer;
 
 /// The address standing for samples outside every bin (outside every function).
 pub const OUTSIDE_ADDRESS: u32 = 0xFFFF_FFF0;

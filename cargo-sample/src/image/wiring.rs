@@ -9,8 +9,8 @@
 use anyhow::{Result, bail};
 use object::{Object, ObjectSymbol, SymbolKind};
 
-use crate::disasm;
-use crate::symbolize::demangle;
+use crate::image::disasm;
+use crate::image::symbolize::demangle;
 
 /// The interrupt that paces the sampler in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub fn check(elf: &[u8], pacer: Pacer) -> Result<()> {
         }
         return Ok(());
     }
-    let vectors = crate::elf::vectors(elf);
+    let vectors = crate::image::elf::vectors(elf);
     let vector = |n: u32| vectors.iter().find(|v| v.0 == n).map(|v| v.1 as u64);
     let (number, what) = match pacer {
         Pacer::SysTick => (15, "SysTick".to_owned()),

@@ -295,7 +295,7 @@ fn build_in(
             Build::Failed { .. } => return outcome.into_result(project),
             Build::Built(b) => {
                 let elf = std::fs::read(&b.elf).unwrap_or_default();
-                match crate::wiring::stack_room_bytes(&elf) {
+                match crate::image::wiring::stack_room_bytes(&elf) {
                     // Less than the reserve left for the stack: smaller buffers, when ones of a
                     // useful size give the stack its room.
                     Some((free, _))

@@ -2,9 +2,9 @@
 //! configuration, reset, run, and take samples one of three ways:
 //!
 //! - `timer`: sampler-rt's interrupt stores PCs in its ring; the probe reads the ring while the
-//!   core runs ([`crate::live`]), so runs of any length fit and losses are counted;
+//!   core runs ([`crate::capture::live`]), so runs of any length fit and losses are counted;
 //! - `dwt`: the core's DWT unit emits a PC sample packet every N cycles over SWO, which the probe
-//!   captures and [`crate::itm`] decodes (no interrupt, no code in the firmware);
+//!   captures and [`crate::dump::itm`] decodes (no interrupt, no code in the firmware);
 //! - `pcsr`: the host reads DWT_PCSR through the debug port as fast as the probe allows (no
 //!   firmware change and no SWO pin needed; the rate is the probe's).
 //!
@@ -23,9 +23,9 @@ use probe_rs::probe::DebugProbeSelector;
 use probe_rs::probe::list::Lister;
 use probe_rs::{MemoryInterface, Permissions, Session};
 
+use crate::capture::live::{Live, Target};
 use crate::cli::Method;
-use crate::live::{Live, Target};
-use crate::qemu::INTERRUPTED;
+use crate::exec::qemu::INTERRUPTED;
 use crate::term;
 
 /// DWT control register.
@@ -98,7 +98,7 @@ pub struct Options {
     /// whose output is kept while cargo-sample holds the probe.
     pub rtt_addr: Option<u64>,
     /// `timer`: the firmware's tag names, read at the end.
-    pub names: Option<crate::live::NamesAt>,
+    pub names: Option<crate::capture::live::NamesAt>,
 }
 
 /// What a board run brought back.
@@ -261,7 +261,7 @@ fn start(session: &mut Session) -> Result<ProbeTarget<'_>> {
 
 /// Flash, run and capture until the sampler stops, the duration, the sample count or Ctrl-C.
 pub fn capture(opts: &Options) -> Result<Capture> {
-    crate::qemu::install_interrupt_handler();
+    crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", opts.conn.chip));
     let mut session = open(&opts.conn)?;
     term::status("Flashing", opts.elf.display());
@@ -287,8 +287,8 @@ pub fn pmu_counts(
     addr: u32,
     run_id: u32,
     timeout: Duration,
-) -> Result<crate::pmu::InMemory> {
-    crate::qemu::install_interrupt_handler();
+) -> Result<crate::analysis::pmu::InMemory> {
+    crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", conn.chip));
     let mut session = open(conn)?;
     term::status("Flashing", elf.display());
@@ -297,7 +297,7 @@ pub fn pmu_counts(
     let started = Instant::now();
     let bar = spinner(&format!("counting on {}", conn.chip));
     loop {
-        if let Some(counts) = crate::pmu::read_in_memory(&mut target, addr, run_id)? {
+        if let Some(counts) = crate::analysis::pmu::read_in_memory(&mut target, addr, run_id)? {
             bar.finish_and_clear();
             return Ok(counts);
         }

@@ -1,0 +1,6 @@
+//! What the numbers mean: statistics, lap-timed regions and their inference, PMU event tables
+//! and metrics.
+
+pub mod laps;
+pub mod pmu;
+pub mod stats;

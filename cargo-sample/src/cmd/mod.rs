@@ -1,0 +1,5 @@
+//! The subcommands.
+
+pub mod advise;
+pub mod init;
+pub mod sample;

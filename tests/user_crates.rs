@@ -106,10 +106,12 @@ fn a_quickstart_crate_is_set_up_and_profiled_from_zero() {
     let rt = repo().join("sampler-rt").canonicalize().unwrap();
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(
-        manifest.contains(&format!(
-            "sampler-rt = {{ path = \"{}\", optional = true }}",
-            rt.display()
-        )),
+        manifest.contains("sampler-rt = { path = \"") && manifest.contains("\", optional = true }"),
+        "{manifest}"
+    );
+    assert_eq!(
+        runtime_path(dir, &manifest),
+        rt,
         "the checkout's runtime, by path:\n{manifest}"
     );
     // Set up already: nothing changes.
@@ -273,10 +275,7 @@ fn an_explicit_runtime_replaces_the_one_a_set_up_crate_has() {
         "{diff}"
     );
     let now = std::fs::read_to_string(&manifest).unwrap();
-    assert!(
-        now.contains(&format!("path = \"{}\"", rt.display())),
-        "{now}"
-    );
+    assert_eq!(runtime_path(dir, &now), rt, "{now}");
     assert!(!now.contains("version = \"0.1\""), "{now}");
 }
 
@@ -393,4 +392,19 @@ fn runners_and_bad_configuration_are_read_as_cargo_reads_them() {
         err.contains("profiling an unoptimised build (the `dev` profile)"),
         "{err}"
     );
+}
+
+/// The directory the manifest's `sampler-rt` dependency points at, resolved as cargo resolves
+/// it: `init` writes a relative path when the crate and the runtime share a parent directory,
+/// an absolute one otherwise.
+fn runtime_path(dir: &Path, manifest: &str) -> std::path::PathBuf {
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("sampler-rt = "))
+        .unwrap_or_else(|| panic!("no sampler-rt dependency:\n{manifest}"));
+    let at = line.find("path = \"").expect("a path dependency") + "path = \"".len();
+    let path = &line[at..at + line[at..].find('"').unwrap()];
+    dir.join(path)
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
 }

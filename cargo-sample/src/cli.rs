@@ -26,8 +26,6 @@ pub enum Command {
     Report(ReportArgs),
     /// Add sampler-rt, the `sample` feature and the `start()` call to an existing firmware crate.
     Init(InitArgs),
-    /// Measure the sampler's cost per sample exactly in QEMU, and print every figure.
-    Bench(BenchArgs),
     /// Compare two saved runs: per function, the change in share and whether it is more than
     /// sampling noise.
     Diff(DiffArgs),
@@ -174,14 +172,38 @@ pub struct DiffArgs {
     pub color: Option<ColorWhen>,
 }
 
-/// When to colour the output.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColorWhen {
-    /// Colour a stream that is a terminal (and `NO_COLOR` is unset).
-    Auto,
-    /// Always colour standard output and error (never a file written with `-o`).
-    Always,
-    Never,
+pub use crate::term::ColorWhen;
+
+/// `--color`'s values (the type is the terminal layer's).
+impl ValueEnum for ColorWhen {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[ColorWhen::Auto, ColorWhen::Always, ColorWhen::Never]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        Some(match self {
+            ColorWhen::Auto => PossibleValue::new("auto")
+                .help("Colour a stream that is a terminal (and `NO_COLOR` is unset)"),
+            ColorWhen::Always => PossibleValue::new("always")
+                .help("Always colour standard output and error (never a file written with `-o`)"),
+            ColorWhen::Never => PossibleValue::new("never"),
+        })
+    }
+}
+
+/// `--bin-split`'s values (the type is the report's).
+impl ValueEnum for crate::report::bins::Split {
+    fn value_variants<'a>() -> &'a [Self] {
+        use crate::report::bins::Split;
+        &[Split::Bytes, Split::Density]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use crate::report::bins::Split;
+        Some(clap::builder::PossibleValue::new(match self {
+            Split::Bytes => "bytes",
+            Split::Density => "density",
+        }))
+    }
 }
 
 /// Which package and target to build, as for `cargo build`.
@@ -468,15 +490,39 @@ pub struct RunArgs {
     pub view: ViewArgs,
 }
 
-/// How samples are taken on a board.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Method {
-    /// sampler-rt's timer interrupt stores the interrupted PC in a ring the probe reads.
-    Timer,
-    /// The core's DWT unit sends PC samples over SWO (no interrupt, no code in the firmware).
-    Dwt,
-    /// The host reads DWT_PCSR through the debug port while the core runs.
-    Pcsr,
+pub use crate::exec::probe::Method;
+
+/// `--method`'s values (the type is the board runner's).
+impl ValueEnum for Method {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Method::Timer, Method::Dwt, Method::Pcsr]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        Some(match self {
+            Method::Timer => PossibleValue::new("timer").help(
+                "sampler-rt's timer interrupt stores the interrupted PC in a ring the probe reads",
+            ),
+            Method::Dwt => PossibleValue::new("dwt").help(
+                "The core's DWT unit sends PC samples over SWO (no interrupt, no code in the firmware)",
+            ),
+            Method::Pcsr => PossibleValue::new("pcsr")
+                .help("The host reads DWT_PCSR through the debug port while the core runs"),
+        })
+    }
+}
+
+impl ProbeArgs {
+    /// The probe settings given on the command line, for `chip`.
+    pub fn settings(&self, chip: &str) -> crate::project::runner::Probe {
+        crate::project::runner::Probe {
+            chip: Some(chip.to_owned()),
+            protocol: self.protocol.clone(),
+            speed: self.speed,
+            probe: self.probe.clone(),
+            connect_under_reset: self.connect_under_reset,
+        }
+    }
 }
 
 /// A board through a debug probe (probe-rs), or a serial port.
@@ -615,16 +661,6 @@ pub struct InitArgs {
     /// Show the changes without writing them.
     #[arg(long)]
     pub dry_run: bool,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// The scenarios firmware crate (default: `examples/scenarios` of this repository).
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
-    pub format: TableFormat,
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {

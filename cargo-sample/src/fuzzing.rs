@@ -6,8 +6,8 @@
 use std::io::Write;
 
 use crate::{
-    analysis::laps, capture::snapshot, dump, dump::itm, dump::textdump, exec::serial,
-    image::disasm, image::elf, image::symbolize, project,
+    capture::snapshot, dump, dump::itm, dump::laps, dump::textdump, exec::serial, image::disasm,
+    image::elf, image::symbolize, project,
 };
 
 /// The sampler's dump (every record kind), as read from a run directory, a serial port or a
@@ -105,7 +105,7 @@ pub fn cargo_config(data: &[u8]) {
 /// codes, its counter count fits PMCR_EL0.N, and every named event is found by its name.
 pub fn pmu_data(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let Ok((t, _)) = crate::analysis::pmu::parse_arm_json(&text) else {
+    let Ok((t, _)) = crate::analysis::events::parse_arm_json(&text) else {
         return;
     };
     assert!(t.counters <= 31);

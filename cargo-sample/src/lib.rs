@@ -8,7 +8,8 @@
 //! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
 
 pub mod analysis;
-pub mod bench;
+#[cfg(test)]
+mod architecture;
 pub mod capture;
 pub mod cli;
 pub mod cmd;

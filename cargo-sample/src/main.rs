@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cargo_sample::cli::{Cli, Command};
-use cargo_sample::{analysis::pmu, bench, cmd::advise, cmd::init, cmd::sample, term};
+use cargo_sample::{cmd, cmd::advise, cmd::init, cmd::sample, term};
 
 fn main() -> ExitCode {
     // As a cargo subcommand we are invoked as `cargo-sample sample ...`.
@@ -27,12 +27,11 @@ fn main() -> ExitCode {
         None => sample::run(&cli.run),
         Some(Command::Report(r)) => sample::report(r),
         Some(Command::Init(i)) => init::init(i),
-        Some(Command::Bench(b)) => bench::bench(b),
         Some(Command::Diff(d)) => sample::diff(d),
         Some(Command::Advise(a)) => advise::advise(a),
         Some(Command::Swo(s)) => sample::swo(s),
-        Some(Command::Events(e)) => pmu::events(e),
-        Some(Command::Stat(s)) => pmu::stat(s),
+        Some(Command::Events(e)) => cmd::events::events(e),
+        Some(Command::Stat(s)) => cmd::stat::stat(s),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -75,7 +75,7 @@ pub struct RunMeta {
     pub board: Option<String>,
     /// The core's state when the run was cut short (a firmware stuck in a fault handler).
     #[serde(default)]
-    pub core: Option<crate::capture::fault::CoreState>,
+    pub core: Option<crate::dump::fault::CoreState>,
 }
 
 /// The directory runs are kept in.

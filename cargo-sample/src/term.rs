@@ -2,7 +2,15 @@
 
 use anstream::ColorChoice;
 
-use crate::cli::ColorWhen;
+/// When to colour the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorWhen {
+    /// Colour a stream that is a terminal (and `NO_COLOR` is unset).
+    Auto,
+    /// Always colour standard output and error (never a file written with `-o`).
+    Always,
+    Never,
+}
 
 /// Decide once how colour is chosen: `--color`, then `CARGO_TERM_COLOR`, then per stream
 /// (`NO_COLOR`, `CLICOLOR_FORCE`, whether the stream is a terminal). Each stream decides for

@@ -1,4 +1,5 @@
-//! `cargo sample bench`: the sampler's on-target cost, measured exactly in QEMU.
+//! `cargo run --release -p cargo-sample-bench`: the figures the README quotes. First the
+//! sampler's on-target cost, measured exactly in QEMU.
 //!
 //! The `cost` firmware of the scenarios runs one workload without sampling and the same
 //! workload while sampling, timing both with a CMSDK timer (0.625 instructions a tick at the
@@ -13,10 +14,37 @@ use clap::Parser;
 use object::{Object, ObjectSymbol};
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, Cli, TableFormat, TruthMethod};
-use crate::cmd::sample;
-use crate::exec::exact::{self, Counting};
-use crate::runs;
+use cargo_sample::cli::{Cli, TableFormat, TruthMethod};
+use cargo_sample::cmd::sample;
+use cargo_sample::exec::exact::{self, Counting};
+use cargo_sample::runs;
+
+/// What to measure, and how to print it.
+#[derive(clap::Parser, Debug)]
+#[command(
+    version,
+    about = "Measure cargo-sample: on-target cost, throughput, overheads"
+)]
+struct BenchArgs {
+    /// The scenarios firmware crate (default: `examples/scenarios` of this repository).
+    #[arg(long, value_name = "PATH")]
+    manifest_path: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    format: TableFormat,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = BenchArgs::parse();
+    cargo_sample::term::init_color(None);
+    match bench(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
 
 /// One measured variant.
 #[derive(Debug, Serialize)]
@@ -150,7 +178,7 @@ pub struct ItmSpeed {
     pub ratio: Option<f64>,
 }
 
-/// Everything `cargo sample bench` measures.
+/// Everything the bench measures.
 #[derive(Debug, Serialize)]
 pub struct Bench {
     pub sampler: Vec<Variant>,
@@ -178,13 +206,13 @@ fn itm_speed() -> Result<ItmSpeed> {
             0x0800_0000 + 2 * (x % 20_000)
         })
         .collect();
-    let stream = crate::dump::itm::synthetic(&pcs, true);
+    let stream = cargo_sample::dump::itm::synthetic(&pcs, true);
     let mut times = Vec::new();
     for _ in 0..5 {
         let t0 = std::time::Instant::now();
         let mut n = 0u64;
-        crate::dump::itm::Parser::new(false).feed(&stream, &mut |e| {
-            if matches!(e, crate::dump::itm::Event::PcSample(_)) {
+        cargo_sample::dump::itm::Parser::new(false).feed(&stream, &mut |e| {
+            if matches!(e, cargo_sample::dump::itm::Event::PcSample(_)) {
                 n += 1;
             }
         });
@@ -193,8 +221,8 @@ fn itm_speed() -> Result<ItmSpeed> {
     }
     let ours = Timing::of(times);
     let ours_mb = stream.len() as f64 / ours.median_s / 1e6;
-    let small = crate::dump::itm::synthetic(&pcs[..380_000], true);
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyocd-venv/bin/python");
+    let small = cargo_sample::dump::itm::synthetic(&pcs[..380_000], true);
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyocd-venv/bin/python");
     let pyocd_mb = if venv.is_file() {
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("swo.bin");
@@ -232,7 +260,7 @@ fn itm_speed() -> Result<ItmSpeed> {
 fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
     let counts = exact::parse(&std::fs::read(real.join(exact::FILE))?)?;
     let elf = std::fs::read(real.join(runs::ELF))?;
-    let sym = crate::image::symbolize::Symbolizer::new(&real.join(runs::ELF), &elf, None)?;
+    let sym = cargo_sample::image::symbolize::Symbolizer::new(&real.join(runs::ELF), &elf, None)?;
     let counts: Vec<(u32, u64)> = counts
         .into_iter()
         .filter(|&(pc, _)| !sym.is_sampler(pc as u64))
@@ -253,7 +281,7 @@ fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
             counts[cumulative.partition_point(|&c| c <= r)].0
         })
         .collect();
-    let dump = crate::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
+    let dump = cargo_sample::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut info = dump.info;
     info.taken = n as u32;
@@ -269,7 +297,10 @@ fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
     let mut meta = runs::load_meta(&dir)?;
     meta.requested_samples = n as u32;
     runs::save_meta(&dir, &meta)?;
-    runs::write_atomic(&dir.join(runs::DUMP), &crate::dump::encode(&info, 0, &pcs))?;
+    runs::write_atomic(
+        &dir.join(runs::DUMP),
+        &cargo_sample::dump::encode(&info, 0, &pcs),
+    )?;
     Ok(dir)
 }
 
@@ -303,13 +334,13 @@ fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTim
         let mut report = None;
         for _ in 0..reps {
             let t0 = std::time::Instant::now();
-            let r = sample::load_report(&dir, crate::report::Options::default())?;
+            let r = sample::load_report(&dir, cargo_sample::report::Options::default())?;
             load.push(t0.elapsed().as_secs_f64());
             report = Some(r);
         }
         let report = report.context("no report")?;
         let mut formats = Vec::new();
-        let text_opts = crate::report::text::Options {
+        let text_opts = cargo_sample::report::text::Options {
             lines: true,
             tree: true,
             top: 20,
@@ -320,11 +351,11 @@ fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTim
             for _ in 0..reps {
                 let t0 = std::time::Instant::now();
                 let bytes = match name {
-                    "text" => crate::report::text::render(&report, text_opts).len(),
+                    "text" => cargo_sample::report::text::render(&report, text_opts).len(),
                     "json" => serde_json::to_vec(&report)?.len(),
-                    "folded" => crate::report::formats::folded(&report).len(),
-                    "svg" => crate::report::formats::svg(&report)?.len(),
-                    _ => crate::report::formats::pprof(&report)?.len(),
+                    "folded" => cargo_sample::report::formats::folded(&report).len(),
+                    "svg" => cargo_sample::report::formats::svg(&report)?.len(),
+                    _ => cargo_sample::report::formats::pprof(&report)?.len(),
                 };
                 std::hint::black_box(bytes);
                 times.push(t0.elapsed().as_secs_f64());
@@ -476,7 +507,7 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
     })
 }
 
-/// `cargo sample bench`.
+/// Measure everything and print it.
 /// A sampler's cost from the exact counts of a `--truth` run: instructions of the handler's
 /// code per sample (ARMv6-M: the entry and the variants that ran; ARMv8-A: the vectors and
 /// handler, slow path entry included).
@@ -650,10 +681,12 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let cli = release_args(manifest, &["--bin", "hot-loops"])?;
         let t0 = std::time::Instant::now();
         // The build step alone (cached, as in everyday use), then the whole capture.
-        let p = crate::project::discover(&crate::project::Selection::from(&cli.run.cargo))?;
-        crate::project::firmware::build(
+        let p = cargo_sample::project::discover(&cargo_sample::project::Selection::from(
+            &cli.run.cargo,
+        ))?;
+        cargo_sample::project::firmware::build(
             &p,
-            &crate::project::Selection::from(&cli.run.cargo),
+            &cargo_sample::project::Selection::from(&cli.run.cargo),
             true,
             &[],
         )?;
@@ -662,10 +695,10 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let dir = sample::capture(&cli.run)?;
         let captured = t1.elapsed().as_secs_f64();
         let t2 = std::time::Instant::now();
-        let r = sample::load_report(&dir, crate::report::Options::default())?;
-        let _ = crate::report::text::render(
+        let r = sample::load_report(&dir, cargo_sample::report::Options::default())?;
+        let _ = cargo_sample::report::text::render(
             &r,
-            crate::report::text::Options {
+            cargo_sample::report::text::Options {
                 lines: false,
                 tree: false,
                 top: 20,
@@ -723,7 +756,7 @@ fn lap_cost(manifest: &Path) -> Result<LapCost> {
     if !measure.is_finite() {
         bail!("no lap was timed in the laps firmware");
     }
-    let report = sample::load_report(&dir, crate::report::Options::default())?;
+    let report = sample::load_report(&dir, cargo_sample::report::Options::default())?;
     let laps = report.laps.context("the laps firmware sent no regions")?;
     let empty = laps
         .regions
@@ -787,10 +820,12 @@ fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
     Ok(out)
 }
 
-pub fn bench(args: &BenchArgs) -> Result<()> {
+fn bench(args: &BenchArgs) -> Result<()> {
     let manifest = match &args.manifest_path {
         Some(p) => p.clone(),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/Cargo.toml"),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/Cargo.toml")
+        }
     };
     let mut variants = Vec::new();
     for (name, extra, seed, variant_sym, ack) in [

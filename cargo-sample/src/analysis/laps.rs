@@ -1,4 +1,4 @@
-//! Lap-timed regions: the dump's LAPS record, and what the host makes of it: the lap's own
+//! Lap-timed regions: what the host makes of the dump's LAPS record: the lap's own
 //! cost subtracted, min/median/max, the clusters of the distribution, and for a multi-modal
 //! one the cost of the interrupting work per occurrence and how often it hit.
 //!
@@ -15,112 +15,7 @@ use serde::Serialize;
 
 use sampler_rt::wire;
 
-use crate::dump::word;
-
-/// The LAPS record.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Laps {
-    /// `wire::LAP_COUNTER_*`.
-    pub counter: u8,
-    /// The shortest empty lap, in counter ticks.
-    pub overhead: u32,
-    /// Regions beyond the runtime's table.
-    pub dropped: u32,
-    pub regions: Vec<Region>,
-}
-
-/// One region as the firmware kept it (raw counter ticks, the lap's own cost included).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Region {
-    pub name: String,
-    /// `wire::LAP_REGION` or `wire::LAP_ITERATION`.
-    pub kind: u8,
-    pub calls: u32,
-    pub min: u32,
-    pub max: u32,
-    pub sum: u64,
-    /// Laps whose value did not fit the table of distinct values.
-    pub overflow: u32,
-    /// Laps no counter could time.
-    pub unmeasured: u32,
-    /// Distinct lap values and how many laps had each.
-    pub values: Vec<(u32, u32)>,
-}
-
-/// Decode a LAPS payload; `None` if it is damaged.
-pub fn decode(p: &[u8]) -> Option<Laps> {
-    let count = word(p, 0)? as usize;
-    let mut laps = Laps {
-        counter: word(p, 4)? as u8,
-        overhead: word(p, 8)?,
-        dropped: word(p, 12)?,
-        regions: Vec::new(),
-    };
-    let mut at = 16;
-    for _ in 0..count.min(4096) {
-        let (name, next) = crate::dump::padded_name(p, at, 4096)?;
-        at = next;
-        let f = |k: usize| word(p, at + 4 * k);
-        let n = f(8)? as usize;
-        if n > 1 << 16 {
-            return None;
-        }
-        let mut r = Region {
-            name,
-            kind: f(0)? as u8,
-            calls: f(1)?,
-            min: f(2)?,
-            max: f(3)?,
-            sum: f(4)? as u64 | (f(5)? as u64) << 32,
-            overflow: f(6)?,
-            unmeasured: f(7)?,
-            values: Vec::with_capacity(n),
-        };
-        at += 40;
-        for k in 0..n {
-            r.values
-                .push((word(p, at + 8 * k)?, word(p, at + 8 * k + 4)?));
-        }
-        at += 8 * n;
-        laps.regions.push(r);
-    }
-    Some(laps)
-}
-
-/// Encode a LAPS payload (the firmware's layout).
-#[cfg(test)]
-pub fn encode(l: &Laps) -> Vec<u8> {
-    let mut b = Vec::new();
-    let mut put = |v: u32| b.extend_from_slice(&v.to_le_bytes());
-    put(l.regions.len() as u32);
-    put(l.counter as u32);
-    put(l.overhead);
-    put(l.dropped);
-    for r in &l.regions {
-        b.extend_from_slice(&(r.name.len() as u32).to_le_bytes());
-        b.extend_from_slice(r.name.as_bytes());
-        b.resize(b.len() + (4 - r.name.len() % 4) % 4, 0);
-        for v in [
-            r.kind as u32,
-            r.calls,
-            r.min,
-            r.max,
-            r.sum as u32,
-            (r.sum >> 32) as u32,
-            r.overflow,
-            r.unmeasured,
-            r.values.len() as u32,
-            0,
-        ] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        for &(v, c) in &r.values {
-            b.extend_from_slice(&v.to_le_bytes());
-            b.extend_from_slice(&c.to_le_bytes());
-        }
-    }
-    b
-}
+use crate::dump::laps::Laps;
 
 /// How counter ticks become the report's unit and time.
 #[derive(Debug, Clone, Copy)]
@@ -506,6 +401,7 @@ pub fn render(r: &LapsReport, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dump::laps::{Region, decode, encode};
 
     fn region(name: &str, kind: u8, laps: &[(u32, u32)]) -> Region {
         let calls = laps.iter().map(|l| l.1).sum();

@@ -15,6 +15,7 @@ use anyhow::{Result, bail};
 use sampler_rt::wire::{self, StateView};
 
 use crate::dump::Dump;
+use crate::dump::le::read_u32;
 
 /// Memory of a running target.
 pub trait Target {
@@ -168,8 +169,7 @@ impl Live {
         self.lost += spoiled as u64;
         let e = self.entry as usize;
         for k in spoiled as usize..count as usize {
-            let w =
-                |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+            let w = |o: usize| read_u32(&bytes, o).unwrap_or(0);
             self.pcs.push(w(k * e));
             if e == 8 {
                 self.tags.push(w(k * e + 4));
@@ -284,7 +284,7 @@ impl AppRtt {
         if !head.starts_with(b"SEGGER RTT") {
             return Ok(0); // not set up yet
         }
-        let word = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let word = |b: &[u8], o: usize| read_u32(b, o).unwrap_or(0);
         let ups = word(&head, 16).min(16) as usize;
         self.read.resize(ups, None);
         let mut total = 0;

@@ -5,6 +5,7 @@
 use sampler_rt::wire::{self, Info, StateView};
 
 use crate::dump::Dump;
+use crate::dump::le::{read_u16, read_u32};
 
 /// Address and length of the ring that a state block describes.
 pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
@@ -70,7 +71,7 @@ pub fn to_dump(
         return None;
     }
     let taken = s.taken();
-    let word_at = |o: usize| u32::from_le_bytes([ring[o], ring[o + 1], ring[o + 2], ring[o + 3]]);
+    let word_at = |o: usize| read_u32(ring, o).unwrap_or(0);
     let word = |q: u32| word_at(e * (q % cap) as usize);
     let tag = |q: u32| word_at(e * (q % cap) as usize + 4);
     // Sequence number q is in slot q % cap until it is overwritten cap samples later.
@@ -100,7 +101,7 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
     if counters.len() < 2 * (n + 1) || n == 0 {
         return None;
     }
-    let word = |i: usize| u16::from_le_bytes([counters[2 * i], counters[2 * i + 1]]);
+    let word = |i: usize| read_u16(counters, 2 * i).unwrap_or(0);
     let info = Info {
         capacity: s.last_bin,
         tag_kind: 0,

@@ -105,8 +105,8 @@ fn event_name(cpu: &str, event: u16) -> String {
 
 /// The event table of the CPU that runs (`--cpu` or the runner's `-cpu`), else the Cortex-A53's
 /// (the architectural events have the same numbers on every core).
-fn event_table(cpu: &str) -> Result<crate::analysis::pmu::Table> {
-    crate::analysis::pmu::table(cpu).or_else(|_| crate::analysis::pmu::table("cortex-a53"))
+fn event_table(cpu: &str) -> Result<crate::analysis::events::Table> {
+    crate::analysis::events::table(cpu).or_else(|_| crate::analysis::events::table("cortex-a53"))
 }
 
 /// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
@@ -534,9 +534,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         report.warnings.insert(0, message.clone());
         report.diagnostics.insert(
             0,
-            report::diagnose::Diagnostic {
+            report::Diagnostic {
                 kind: "fault",
-                severity: "warning",
+                severity: report::Severity::Warning,
                 message,
                 percent: None,
                 addresses: vec![c.pc],
@@ -585,12 +585,12 @@ fn hist_samples(
     let bins: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
     let (per_pc, finding) =
         crate::report::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
-    let mut findings: Vec<report::diagnose::Diagnostic> = finding.into_iter().collect();
+    let mut findings: Vec<report::Diagnostic> = finding.into_iter().collect();
     let full = h.saturated();
     if full > 0 {
-        findings.push(report::diagnose::Diagnostic {
+        findings.push(report::Diagnostic {
             kind: "saturated-bins",
-            severity: "warning",
+            severity: report::Severity::Warning,
             message: format!(
                 "{full} bins reached 65535 samples and stopped counting: their functions are \
                  undercounted. Take fewer samples, or use smaller bins"
@@ -876,8 +876,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let timer = parse_timer(&args.timer, m, &cpu)?;
     if let Timer::Pmu { event } = timer
-        && event != crate::analysis::pmu::CPU_CYCLES
-        && event != crate::analysis::pmu::SW_INCR
+        && event != crate::analysis::events::CPU_CYCLES
+        && event != crate::analysis::events::SW_INCR
     {
         // Measured (QEMU 7.2 and 10.0): a counted event's overflow is never signalled. QEMU
         // arms its overflow timer for one event short of the overflow (the counter then reads
@@ -894,7 +894,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         );
     }
     if let Timer::Pmu { event } = timer
-        && event != crate::analysis::pmu::CPU_CYCLES
+        && event != crate::analysis::events::CPU_CYCLES
         && args.truth
     {
         bail!(
@@ -984,7 +984,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // QEMU's cycle counter runs at 1 GHz of emulated time whatever the icount shift; other
     // events have no rate.
     let timer_hz = match timer {
-        Timer::Pmu { event } if event == crate::analysis::pmu::CPU_CYCLES => 1_000_000_000,
+        Timer::Pmu { event } if event == crate::analysis::events::CPU_CYCLES => 1_000_000_000,
         Timer::Pmu { .. } => 0,
         _ => m.systick_hz,
     };
@@ -996,7 +996,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // A PMU period counts events: instructions for INST_RETIRED, QEMU's 1 GHz cycles for
     // CPU_CYCLES (2^shift a instruction).
     let units_per_tick = match timer {
-        Timer::Pmu { event } if event == crate::analysis::pmu::CPU_CYCLES => {
+        Timer::Pmu { event } if event == crate::analysis::events::CPU_CYCLES => {
             1.0 / f64::from(1u32 << shift)
         }
         Timer::Pmu { .. } => 1.0,
@@ -1055,7 +1055,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
 
     // Samples every N events share out the events, not the instructions.
     let unit = match timer {
-        Timer::Pmu { event } if event != crate::analysis::pmu::CPU_CYCLES => {
+        Timer::Pmu { event } if event != crate::analysis::events::CPU_CYCLES => {
             format!("{} events", event_name(&cpu, event))
         }
         _ => "instructions".to_owned(),
@@ -1379,7 +1379,11 @@ fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     };
     runs::save_meta(&dir, &meta)?;
     let cap = crate::exec::probe::capture(&crate::exec::probe::Options {
-        conn: crate::exec::probe::Connection::new(chip, &args.board.conn, board_defaults(p)),
+        conn: crate::exec::probe::Connection::new(
+            chip,
+            args.board.conn.settings(chip),
+            board_defaults(p),
+        ),
         elf: dir.join(runs::LOADED_ELF),
         method,
         state_addr,
@@ -2064,9 +2068,9 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let all = s.pcs.len() as u64 + s.sleep;
     if s.sleep > 0 {
         let share = 100.0 * s.sleep as f64 / all as f64;
-        samples.findings.push(report::diagnose::Diagnostic {
+        samples.findings.push(report::Diagnostic {
             kind: "asleep",
-            severity: "note",
+            severity: report::Severity::Note,
             message: format!(
                 "{} of {all} PC samples ({share:.2} %) found the core asleep (sleep packets carry no \
                  address); the shares above are of the samples taken awake",
@@ -2078,9 +2082,9 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         });
     }
     if s.overflow > 0 {
-        samples.findings.push(report::diagnose::Diagnostic {
+        samples.findings.push(report::Diagnostic {
             kind: "lost",
-            severity: "warning",
+            severity: report::Severity::Warning,
             message: format!(
                 "the ITM overflowed {} times: packets, PC samples among them, were lost there. \
                  Sample less often (a larger period) or raise the SWO speed",

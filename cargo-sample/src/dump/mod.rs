@@ -1,6 +1,10 @@
 //! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
 
+pub mod fault;
 pub mod itm;
+pub mod laps;
+pub mod le;
+pub mod pmu;
 pub mod textdump;
 
 use std::fmt;
@@ -27,9 +31,9 @@ pub struct Dump {
     /// Whether the END record and its checksum were present and right.
     pub complete: bool,
     /// Lap-timed regions, if the firmware timed any.
-    pub laps: Option<crate::analysis::laps::Laps>,
+    pub laps: Option<crate::dump::laps::Laps>,
     /// ARMv8-A PMU counts, if the firmware counted events.
-    pub pmu: Option<crate::analysis::pmu::Record>,
+    pub pmu: Option<crate::dump::pmu::Record>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -114,28 +118,12 @@ impl fmt::Display for DumpError {
 
 impl std::error::Error for DumpError {}
 
-fn u16_at(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
+fn le16(b: &[u8], at: usize) -> u16 {
+    le::read_u16(b, at).unwrap_or(0)
 }
 
-/// The little-endian word at `at` of a record's payload, if it is there.
-pub(crate) fn word(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-/// A name in a record's payload: its length (a word, at most `max`), its bytes, zeros up to a
-/// multiple of 4. The name and the offset after it.
-pub(crate) fn padded_name(b: &[u8], at: usize, max: usize) -> Option<(String, usize)> {
-    let len = word(b, at)? as usize;
-    if len > max {
-        return None;
-    }
-    let name = String::from_utf8_lossy(b.get(at + 4..at + 4 + len)?).into_owned();
-    Some((name, at + 4 + len.div_ceil(4) * 4))
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+fn le32(b: &[u8], at: usize) -> u32 {
+    le::read_u32(b, at).unwrap_or(0)
 }
 
 /// Decode a whole dump, strictly: any damage is an error.
@@ -155,18 +143,18 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
     if bytes.is_empty() {
         return (dump, Some(DumpError::Empty));
     }
-    if bytes.len() < 4 || u32_at(bytes, 0) != wire::DUMP_MAGIC {
+    if bytes.len() < 4 || le32(bytes, 0) != wire::DUMP_MAGIC {
         return (dump, Some(DumpError::NotADump));
     }
     if bytes.len() < wire::FILE_HEADER_LEN {
         return (dump, Some(DumpError::Truncated { at: bytes.len() }));
     }
-    dump.version = u16_at(bytes, 4);
+    dump.version = le16(bytes, 4);
     if dump.version != wire::DUMP_VERSION {
         let v = dump.version;
         return (dump, Some(DumpError::Version(v)));
     }
-    let header_len = u16_at(bytes, 6) as usize;
+    let header_len = le16(bytes, 6) as usize;
     if !(wire::FILE_HEADER_LEN..=4096).contains(&header_len) {
         return (
             dump,
@@ -181,22 +169,22 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
         if off + wire::RECORD_HEADER_LEN > bytes.len() {
             return (dump, Some(DumpError::Truncated { at: bytes.len() }));
         }
-        let kind = u16_at(bytes, off);
-        let len = u32_at(bytes, off + 4) as usize;
+        let kind = le16(bytes, off);
+        let len = le32(bytes, off + 4) as usize;
         let body = off + wire::RECORD_HEADER_LEN;
         if kind == wire::REC_END {
             if body + 4 > bytes.len() {
                 return (dump, Some(DumpError::Truncated { at: bytes.len() }));
             }
             // The END header is outside the checksum: it must be exactly what writers write.
-            if len != 4 || u16_at(bytes, off + 2) != 0 {
+            if len != 4 || le16(bytes, off + 2) != 0 {
                 dump.pcs.clear();
                 return (
                     dump,
                     Some(DumpError::Malformed("damaged END record".into())),
                 );
             }
-            let stored = u32_at(bytes, body);
+            let stored = le32(bytes, body);
             let computed = wire::crc32(&bytes[..off]);
             if stored != computed {
                 dump.pcs.clear();
@@ -225,8 +213,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                 if payload.len() < 8 {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
                 }
-                let first = u32_at(payload, 0);
-                let count = u32_at(payload, 4) as usize;
+                let first = le32(payload, 0);
+                let count = le32(payload, 4) as usize;
                 if !cut && count * entry + 8 != len {
                     return (
                         dump,
@@ -260,13 +248,13 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     }
                 }
                 for c in payload[8..].chunks_exact(entry).take(count) {
-                    dump.pcs.push(u32_at(c, 0));
+                    dump.pcs.push(le32(c, 0));
                     if tagged {
-                        dump.tags.push(u32_at(c, 4));
+                        dump.tags.push(le32(c, 4));
                     }
                 }
             }
-            wire::REC_PMU if !cut => match crate::analysis::pmu::decode(payload) {
+            wire::REC_PMU if !cut => match pmu::decode(payload) {
                 Some(p) => dump.pmu = Some(p),
                 None => {
                     return (
@@ -275,7 +263,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     );
                 }
             },
-            wire::REC_LAPS if !cut => match crate::analysis::laps::decode(payload) {
+            wire::REC_LAPS if !cut => match laps::decode(payload) {
                 Some(l) => dump.laps = Some(l),
                 None => {
                     return (
@@ -287,7 +275,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
             wire::REC_NAMES => {
                 let mut at = 4usize;
                 let count = if payload.len() >= 4 {
-                    u32_at(payload, 0)
+                    le32(payload, 0)
                 } else {
                     0
                 };
@@ -295,8 +283,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     if at + 8 > payload.len() {
                         break;
                     }
-                    let tag = u32_at(payload, at);
-                    let Some((name, next)) = padded_name(payload, at + 4, payload.len()) else {
+                    let tag = le32(payload, at);
+                    let Some((name, next)) = le::padded_name(payload, at + 4, payload.len()) else {
                         break;
                     };
                     dump.names.push((tag, name));
@@ -307,7 +295,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                 if payload.len() < wire::HIST_HEADER_LEN {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
                 }
-                let count = u32_at(payload, 12);
+                let count = le32(payload, 12);
                 // In 64 bits: a damaged count must not overflow the length it implies.
                 if !cut && wire::HIST_HEADER_LEN as u64 + 2 * count as u64 != len as u64 {
                     return (
@@ -317,7 +305,7 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                         ))),
                     );
                 }
-                let shift = u32_at(payload, 4);
+                let shift = le32(payload, 4);
                 if !(1..=16).contains(&shift) {
                     return (
                         dump,
@@ -327,9 +315,9 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     );
                 }
                 dump.hist = Some(Hist {
-                    base: u32_at(payload, 0),
+                    base: le32(payload, 0),
                     shift,
-                    outside: u32_at(payload, 8),
+                    outside: le32(payload, 8),
                     bins: payload[wire::HIST_HEADER_LEN..]
                         .chunks_exact(2)
                         .take(count as usize)

@@ -24,7 +24,17 @@ use probe_rs::probe::list::Lister;
 use probe_rs::{MemoryInterface, Permissions, Session};
 
 use crate::capture::live::{Live, Target};
-use crate::cli::Method;
+
+/// How samples are taken on a board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// sampler-rt's timer interrupt stores the interrupted PC in a ring the probe reads.
+    Timer,
+    /// The core's DWT unit sends PC samples over SWO (no interrupt, no code in the firmware).
+    Dwt,
+    /// The host reads DWT_PCSR through the debug port while the core runs.
+    Pcsr,
+}
 use crate::exec::qemu::INTERRUPTED;
 use crate::term;
 
@@ -51,17 +61,10 @@ impl Connection {
     /// runner, then `PROBE_RS_*` and cargo-embed's files (`defaults`).
     pub fn new(
         chip: &str,
-        args: &crate::cli::ProbeArgs,
+        given: crate::project::runner::Probe,
         defaults: crate::project::runner::Probe,
     ) -> Self {
-        let cli = crate::project::runner::Probe {
-            chip: Some(chip.to_owned()),
-            protocol: args.protocol.clone(),
-            speed: args.speed,
-            probe: args.probe.clone(),
-            connect_under_reset: args.connect_under_reset,
-        };
-        let p = cli.or(defaults);
+        let p = given.or(defaults);
         Connection {
             chip: chip.to_owned(),
             probe: p.probe,
@@ -287,7 +290,7 @@ pub fn pmu_counts(
     addr: u32,
     run_id: u32,
     timeout: Duration,
-) -> Result<crate::analysis::pmu::InMemory> {
+) -> Result<crate::capture::pmu::InMemory> {
     crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", conn.chip));
     let mut session = open(conn)?;
@@ -297,7 +300,7 @@ pub fn pmu_counts(
     let started = Instant::now();
     let bar = spinner(&format!("counting on {}", conn.chip));
     loop {
-        if let Some(counts) = crate::analysis::pmu::read_in_memory(&mut target, addr, run_id)? {
+        if let Some(counts) = crate::capture::pmu::read_in_memory(&mut target, addr, run_id)? {
             bar.finish_and_clear();
             return Ok(counts);
         }

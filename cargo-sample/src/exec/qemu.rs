@@ -170,11 +170,11 @@ pub struct Outcome {
     /// Guest memory saved through the monitor (state, ring) when the run was cut short.
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
     /// The core's registers and fault status when the run was cut short.
-    pub core: Option<crate::capture::fault::CoreState>,
+    pub core: Option<crate::dump::fault::CoreState>,
     /// With [`Options::live`]: what the host read while the firmware ran.
     pub live: Option<LiveOutcome>,
     /// With [`Options::pmu_in_memory`]: the counts read out of memory.
-    pub pmu_in_memory: Option<crate::analysis::pmu::InMemory>,
+    pub pmu_in_memory: Option<crate::capture::pmu::InMemory>,
     pub wall: Duration,
     pub command: Vec<String>,
 }
@@ -335,7 +335,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 counts_monitor = connect_monitor(&monitor, work.path());
             }
             if let Some(m) = counts_monitor.as_mut() {
-                match crate::analysis::pmu::read_in_memory(m, addr, run_id) {
+                match crate::capture::pmu::read_in_memory(m, addr, run_id) {
                     Ok(Some(c)) => {
                         // The firmware idles once its counts are written: stop it (the monitor
                         // takes one connection at a time).
@@ -702,7 +702,7 @@ pub fn probe(qemu: &Path) -> Result<Probe> {
 /// What a snapshot saved: the sampler's state and ring (if it had started), and the core.
 type Snapshot = (
     Option<(Vec<u8>, Vec<u8>)>,
-    Option<crate::capture::fault::CoreState>,
+    Option<crate::dump::fault::CoreState>,
 );
 
 /// Stop the guest and save the sampler's state and ring, and the core's registers and fault
@@ -720,10 +720,10 @@ fn take_snapshot(monitor: &endpoint::Addr, dir: &Path, state: Region) -> Result<
 
 /// The core's registers (`info registers`) and its fault status registers (`memsave` reads
 /// through the core's own view, where the System Control Block is).
-fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::capture::fault::CoreState> {
+fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::dump::fault::CoreState> {
     sock.write_all(b"info registers\n").ok()?;
     let text = hmp_text(sock);
-    let mut s = crate::capture::fault::CoreState::from_registers(&text)?;
+    let mut s = crate::dump::fault::CoreState::from_registers(&text)?;
     let file = dir.join("scb.bin");
     // CFSR, HFSR, DFSR, MMFAR, BFAR.
     if hmp(
@@ -733,7 +733,7 @@ fn core_state(sock: &mut MonitorStream, dir: &Path) -> Option<crate::capture::fa
     .is_ok()
         && let Ok(b) = wait_for_file(&file, 20)
     {
-        let w = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let w = |o: usize| crate::dump::le::read_u32(&b, o).unwrap_or(0);
         s.cfsr = w(0);
         s.hfsr = w(4);
         s.mmfar = w(12);
@@ -813,4 +813,20 @@ fn wait_for_file(path: &Path, len: usize) -> Result<Vec<u8>> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether the QEMU at `qemu` has the CPU model `cpu` (`-cpu help`); unknown counts as yes.
+pub fn models_cpu(qemu: &std::path::Path, cpu: &str) -> bool {
+    let Ok(out) = std::process::Command::new(qemu)
+        .args(["-cpu", "help"])
+        .output()
+    else {
+        return true;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    names.len() < 2 || names.iter().any(|n| n.eq_ignore_ascii_case(cpu))
 }

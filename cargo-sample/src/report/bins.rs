@@ -17,13 +17,13 @@
 use std::collections::HashMap;
 
 use crate::image::symbolize::Symbolizer;
-use crate::report::diagnose::Diagnostic;
+use crate::report::model::{Diagnostic, Severity};
 
 /// The address standing for samples outside every bin (outside every function).
 pub const OUTSIDE_ADDRESS: u32 = 0xFFFF_FFF0;
 
 /// How a shared bin is split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Split {
     Bytes,
     Density,
@@ -184,7 +184,7 @@ pub fn split(
         };
         Diagnostic {
             kind: "ambiguous-bins",
-            severity: "warning",
+            severity: Severity::Warning,
             message: format!(
                 "{:.2} % of the samples are in {bin_size}-byte bins shared by several functions and \
                  were split {method}, which is a guess: {}. A function that never ran can get \

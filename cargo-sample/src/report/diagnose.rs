@@ -13,58 +13,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
-
-use super::{Facts, OUTSIDE, Row};
+use super::model::{Diagnostic, Facts, OUTSIDE, Row};
 use crate::analysis::stats::Z95;
 use crate::image::disasm::{Code, Insn, Kind};
 use crate::image::symbolize::Symbolizer;
-
-/// One finding.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Diagnostic {
-    /// `lockstep`, `masked-skid`, `held-off`, `asleep`, `outside-image`, `lost`,
-    /// `overwritten`, `few-samples`, `indistinct`, `no-samples`, `constant-period`.
-    pub kind: &'static str,
-    /// `warning`: the profile misleads here; `note`: worth knowing.
-    pub severity: &'static str,
-    pub message: String,
-    /// Share of the samples concerned, in percent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub percent: Option<f64>,
-    /// Addresses concerned.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub addresses: Vec<u32>,
-    /// Functions whose rows this finding explains (a masked region's owner and callers).
-    #[serde(skip)]
-    pub functions: Vec<String>,
-}
-
-impl Diagnostic {
-    fn warning(kind: &'static str, message: String) -> Diagnostic {
-        Diagnostic {
-            kind,
-            severity: "warning",
-            message,
-            percent: None,
-            addresses: Vec::new(),
-            functions: Vec::new(),
-        }
-    }
-
-    fn note(kind: &'static str, message: String) -> Diagnostic {
-        Diagnostic {
-            severity: "note",
-            ..Diagnostic::warning(kind, message)
-        }
-    }
-
-    fn at(mut self, percent: f64, addresses: Vec<u32>) -> Diagnostic {
-        self.percent = Some(percent);
-        self.addresses = addresses;
-        self
-    }
-}
 
 /// What the diagnostics look at.
 pub struct Input<'a> {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Report;
+use super::model::Report;
 
 /// One function compared.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -11,7 +11,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use super::{Report, Stack};
+use super::model::{Report, Stack};
 
 /// `a;b;c 123` lines, heaviest first.
 pub fn folded(r: &Report) -> String {

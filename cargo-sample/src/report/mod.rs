@@ -6,220 +6,22 @@ pub mod bins;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
+pub mod model;
+pub mod stat;
 pub mod text;
 pub mod tree;
 
 use std::collections::HashMap;
 
-use sampler_rt::wire;
-use serde::Serialize;
+pub use model::{
+    Diagnostic, ExactFacts, Facts, JSON_VERSION, OUTSIDE, PcCount, Report, Row, RunFacts, Severity,
+    Stack, stop_reason,
+};
 
 use crate::analysis::stats::{Z95, wilson};
 use crate::dump::Dump;
 use crate::image::disasm::Code;
 use crate::image::symbolize::Symbolizer;
-
-/// Version of the JSON report's layout.
-pub const JSON_VERSION: u32 = 1;
-
-/// Name used for samples outside every function symbol.
-pub const OUTSIDE: &str = "[outside the image's functions]";
-
-/// The facts of a run that the report's header shows.
-#[derive(Debug, Clone, Serialize)]
-pub struct Facts {
-    pub firmware: String,
-    pub machine: String,
-    /// `instructions` in QEMU (it counts instructions, not cycles), `cycles` on hardware.
-    pub unit: String,
-    /// Samples are taken at a PMU event counter's overflow: each lands just after an
-    /// instruction that caused the event (on hardware, with some skid), by design.
-    #[serde(default)]
-    pub on_events: bool,
-    /// ARMv8-A: interrupts the sampler's vectors took that were not its own (the firmware's,
-    /// ended unserved).
-    #[serde(default)]
-    pub foreign_interrupts: u32,
-    pub timer: String,
-    pub timer_hz: u64,
-    /// Mean timer ticks between samples.
-    pub period_ticks: f64,
-    /// Mean period in `unit`.
-    pub period_units: f64,
-    /// Random span per period in ticks (0 = constant period).
-    pub jitter_ticks: u32,
-    pub priority: u8,
-    /// Samples the firmware took.
-    pub taken: u32,
-    /// Samples lost (could not be stored).
-    pub lost: u32,
-    /// Samples overwritten in the ring (the newest were kept).
-    pub overwritten: u32,
-    pub requested: u32,
-    /// How sampling ended.
-    pub stop: String,
-    /// Where the samples came from: the firmware's dump, or a memory snapshot.
-    pub source: String,
-    /// Estimated duration of the sampled run in `unit`.
-    pub duration_units: f64,
-}
-
-/// The facts of an exact (`--exact`) run.
-#[derive(Debug, Clone, Serialize)]
-pub struct ExactFacts {
-    pub firmware: String,
-    pub machine: String,
-    /// How the instructions were counted (the plugin, or QEMU's exec log).
-    pub counted_by: String,
-    /// How the run ended.
-    pub stop: String,
-    /// `--instructions`: the budget the run had.
-    pub instruction_budget: Option<u64>,
-}
-
-/// What a report's header tells, by kind of run.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum RunFacts {
-    Sampled(Facts),
-    Exact(ExactFacts),
-}
-
-/// One row of a table.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Row {
-    pub name: String,
-    /// Samples (sampled reports) or executed instructions (exact reports) in this row.
-    #[serde(skip)]
-    pub count: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub samples: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<u64>,
-    pub percent: f64,
-    /// 95 % interval of the share, in percent (sampled reports).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ci95: Option<[f64; 2]>,
-    /// The linker-level function a line or inline frame belongs to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
-    /// With `--truth`: the exact share of executed instructions, in percent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exact_percent: Option<f64>,
-    /// With `--truth`: sampled minus exact, in percentage points.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_points: Option<f64>,
-    /// With `--truth`: the error in standard deviations of the binomial law at the exact share.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_sigma: Option<f64>,
-}
-
-/// A whole report, as printed and as JSON.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub format_version: u32,
-    /// `sampled`, or `exact` (every instruction counted, `--exact`).
-    pub mode: &'static str,
-    /// Samples analysed (sampled reports).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub samples: Option<u64>,
-    /// Instructions counted (exact reports).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<u64>,
-    pub unit: String,
-    #[serde(flatten)]
-    pub facts: RunFacts,
-    /// By linker-level function (the real, outermost symbol containing the PC).
-    pub functions: Vec<Row>,
-    /// By innermost inlined frame (the source function whose code was running).
-    pub inlined: Vec<Row>,
-    /// By `file:line` of the innermost frame.
-    pub lines: Vec<Row>,
-    /// By tag (the task, handler or object each sample was tagged with), when samples carry tags.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<Row>,
-    /// By tag and function (`tag / function`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tag_functions: Vec<Row>,
-    /// Functions with what was inlined into them, recursively (from DWARF).
-    pub tree: Vec<tree::Node>,
-    /// The hottest functions' instructions with their counts (`--annotate`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub annotate: Vec<annotate::Function>,
-    pub distinct_pcs: usize,
-    /// With `--truth`: the largest |sampled - exact| over the function rows, in points.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_error_points: Option<f64>,
-    /// With `--truth`: exact instructions counted outside sampler-rt.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exact_instructions: Option<u64>,
-    /// Inline chains with their counts (for folded stacks and flamegraphs).
-    #[serde(skip)]
-    pub stacks: Vec<Stack>,
-    /// Every sampled (or executed) address with its count and frames (for pprof).
-    #[serde(skip)]
-    pub per_pc: Vec<PcCount>,
-    /// Samples per address and tag, when samples carry tags: `(pc, tag name, count)`.
-    #[serde(skip)]
-    pub tagged: Vec<(u32, String, u64)>,
-    /// Where the profile would mislead, and what is worth knowing (kind, severity, message).
-    pub diagnostics: Vec<diagnose::Diagnostic>,
-    /// The messages of the diagnostics of severity `warning`.
-    pub warnings: Vec<String>,
-    /// Lap-timed regions, when the firmware timed any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub laps: Option<crate::analysis::laps::LapsReport>,
-}
-
-/// One inline chain (outermost first) and its count.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stack {
-    pub chain: Vec<String>,
-    pub count: u64,
-}
-
-/// One address, its count and its frames, innermost first: `(function, file, line)`.
-#[derive(Debug, Clone)]
-pub struct PcCount {
-    pub pc: u32,
-    pub count: u64,
-    pub frames: Vec<(String, Option<String>, Option<u32>)>,
-}
-
-impl Report {
-    pub fn facts_firmware(&self) -> String {
-        match &self.facts {
-            RunFacts::Sampled(f) => f.firmware.clone(),
-            RunFacts::Exact(f) => f.firmware.clone(),
-        }
-    }
-
-    pub fn facts_machine(&self) -> String {
-        match &self.facts {
-            RunFacts::Sampled(f) => f.machine.clone(),
-            RunFacts::Exact(f) => f.machine.clone(),
-        }
-    }
-
-    /// Mean sampling period in the report's unit (1 for an exact profile: every instruction).
-    pub fn period_units(&self) -> f64 {
-        match &self.facts {
-            RunFacts::Sampled(f) => f.period_units,
-            RunFacts::Exact(_) => 1.0,
-        }
-    }
-}
-
-/// Stop reason in words.
-pub fn stop_reason(stop: u8) -> &'static str {
-    match stop {
-        wire::STOP_LIMIT => "sample limit reached",
-        wire::STOP_FIRMWARE => "the firmware ended the run",
-        wire::STOP_SNAPSHOT => "run cut short; samples read from the target's memory",
-        wire::STOP_RUNNING => "still sampling",
-        _ => "unknown",
-    }
-}
 
 type Key = (String, Option<String>);
 
@@ -461,7 +263,7 @@ pub struct Samples {
     /// instructions then.
     pub binned: bool,
     /// Findings made while reading the samples (e.g. bins shared by several functions).
-    pub findings: Vec<diagnose::Diagnostic>,
+    pub findings: Vec<Diagnostic>,
 }
 
 impl Samples {
@@ -609,7 +411,7 @@ pub fn build_samples(
     }
     let warnings = diagnostics
         .iter()
-        .filter(|d| d.severity == "warning")
+        .filter(|d| d.severity == Severity::Warning)
         .map(|d| d.message.clone())
         .collect();
     Report {
@@ -665,9 +467,9 @@ pub fn build_exact(
     );
     let mut diagnostics = Vec::new();
     if total == 0 {
-        diagnostics.push(diagnose::Diagnostic {
+        diagnostics.push(Diagnostic {
             kind: "no-samples",
-            severity: "warning",
+            severity: Severity::Warning,
             message: "no instructions were counted: did the firmware start?".into(),
             percent: None,
             addresses: Vec::new(),
@@ -675,9 +477,9 @@ pub fn build_exact(
         });
     }
     if let Some(out) = v.functions.iter().find(|r| r.name == OUTSIDE) {
-        diagnostics.push(diagnose::Diagnostic {
+        diagnostics.push(Diagnostic {
             kind: "outside-image",
-            severity: "warning",
+            severity: Severity::Warning,
             message: format!(
                 "{:.2} % of the instructions ran outside every function of this ELF (code copied to \
                  RAM, a bootloader, or another image)",

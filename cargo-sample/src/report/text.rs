@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 
-use super::{ExactFacts, Facts, Report, Row, RunFacts, annotate, tree::Node};
+use super::model::{ExactFacts, Facts, Report, Row, RunFacts};
+use super::{annotate, tree::Node};
 use crate::term::paint;
 
 /// Which tables to show.
@@ -70,7 +71,7 @@ pub fn render(r: &Report, opts: Options) -> String {
         annotated(&mut s, r, f);
     }
     for d in &r.diagnostics {
-        let label = if d.severity == "warning" {
+        let label = if d.severity == super::model::Severity::Warning {
             paint("1;33", "warning")
         } else {
             paint("1;36", "note")

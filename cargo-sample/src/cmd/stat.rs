@@ -1,0 +1,235 @@
+//! `cargo sample stat`: build once, run the firmware once per group of events, merge.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use sampler_rt::wire;
+
+use crate::analysis::events::table_for;
+use crate::analysis::pmu::{Stat, groups, merge};
+use crate::cli::{StatArgs, TableFormat};
+use crate::report::stat::render;
+use crate::{dump, exec::qemu, image::elf, project, project::firmware, runs, term};
+
+/// `cargo sample stat`.
+pub fn stat(args: &StatArgs) -> Result<()> {
+    let s = run_stat(args)?;
+    match args.format {
+        TableFormat::Json => anstream::println!("{}", serde_json::to_string_pretty(&s)?),
+        TableFormat::Text => anstream::print!("{}", render(&s)),
+    }
+    Ok(())
+}
+
+/// Build once, run once per group, merge.
+pub fn run_stat(args: &StatArgs) -> Result<Stat> {
+    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
+    if !p.triple.starts_with("aarch64") {
+        bail!(
+            "`cargo sample stat` counts ARMv8-A PMU events: the crate builds for `{}`, not \
+             aarch64 (profile Cortex-M firmware with `cargo sample`)",
+            p.triple
+        );
+    }
+    let q = p.qemu_runner();
+    let cpu = args
+        .cpu
+        .clone()
+        .or(q.and_then(|q| q.cpu.clone()))
+        .unwrap_or_else(|| "cortex-a53".to_owned());
+    let t = table_for(&cpu, args.pmu_data.as_deref())?;
+    let machine = args
+        .machine
+        .clone()
+        .or(q.and_then(|q| q.machine.clone()))
+        .unwrap_or_else(|| "virt".to_owned());
+    let extra_args = q.map(|q| q.kept.clone()).unwrap_or_default();
+    // A board: `--chip`, or the runner's `probe-rs run --chip` unless a QEMU machine is named.
+    let chip = args.conn.chip.clone().or_else(|| {
+        p.probe_runner()
+            .and_then(|r| r.chip.clone())
+            .filter(|_| args.machine.is_none())
+    });
+    let qemu_path = match chip {
+        Some(_) => PathBuf::new(),
+        None => qemu::locate(
+            args.qemu.as_deref(),
+            Some(
+                q.map(|q| q.program.as_str())
+                    .unwrap_or("qemu-system-aarch64"),
+            ),
+        )?,
+    };
+    // The table names the events; QEMU models only some CPUs. Architectural events count the
+    // same on its `max` CPU, so a CPU it lacks runs there (the names stay the table's).
+    let cpu = if chip.is_none() && !qemu::models_cpu(&qemu_path, &cpu) {
+        term::note(format!(
+            "QEMU does not model `{cpu}`: counting on QEMU's `max` CPU, with {}'s event names \
+             and counters",
+            t.cpu
+        ));
+        "max".to_owned()
+    } else {
+        cpu
+    };
+    let asked: Vec<u16> = args
+        .events
+        .iter()
+        .map(|e| t.find(e))
+        .collect::<Result<_>>()?;
+    let size = args.group_size.unwrap_or(t.counters as usize);
+    let gs = groups(&asked, size);
+    let built = firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    if elf::symbol_address(&elf_bytes, wire::PMU_CONFIG_SYMBOL).is_none() {
+        bail!(
+            "the firmware has no `{}`: does it call `sampler_rt::pmu::init` (sampler-rt built \
+             for aarch64)?",
+            wire::PMU_CONFIG_SYMBOL
+        );
+    }
+    // On a board (and in QEMU with `--read-memory`) the counts are read out of memory.
+    let in_memory = chip.is_some() || args.read_memory;
+    let out_addr = match elf::symbol_address(&elf_bytes, wire::PMU_OUT_SYMBOL) {
+        Some(a) => Some(u32::try_from(a).context("the counts' block lies above 4 GiB")?),
+        None if in_memory => bail!(
+            "the firmware has no `{}` to leave its counts in: update sampler-rt",
+            wire::PMU_OUT_SYMBOL
+        ),
+        None => None,
+    };
+    let place = match &chip {
+        Some(c) => format!("on {c}"),
+        None => format!("of QEMU {machine}"),
+    };
+    let own = firmware::own_dir(&p);
+    let dir = runs::create(&runs::runs_dir(&own), &format!("{}-stat", p.target_name))?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
+    term::status(
+        "Counting",
+        format!(
+            "{} event{} of {} in {} run{} {place} ({cpu}: {} counters and the cycle counter)",
+            asked.len(),
+            if asked.len() == 1 { "" } else { "s" },
+            p.target_name,
+            gs.len(),
+            if gs.len() == 1 { "" } else { "s" },
+            t.counters
+        ),
+    );
+    let mut records = Vec::new();
+    for (i, g) in gs.iter().enumerate() {
+        let mut image = elf_bytes.clone();
+        let id = crate::capture::pmu::run_id(i);
+        let (flags, memory) = match out_addr.filter(|_| in_memory) {
+            Some(a) => (wire::PMU_FLAG_MEMORY, Some((a, id))),
+            None => (0, None),
+        };
+        elf::patch_symbol(
+            &mut image,
+            wire::PMU_CONFIG_SYMBOL,
+            &wire::pmu_config_with(g, flags, id),
+        )?;
+        let kernel = dir.join(format!("loaded-{}.elf", i + 1));
+        std::fs::write(&kernel, &image)?;
+        let timeout = Duration::from_secs(args.timeout);
+        let (bytes, full) = if let Some(chip) = &chip {
+            let (addr, id) = memory.context("no address for the counts")?;
+            let conn = crate::exec::probe::Connection::new(
+                chip,
+                args.conn.settings(chip),
+                p.probe_runner()
+                    .cloned()
+                    .unwrap_or_default()
+                    .or(p.probe_defaults.clone()),
+            );
+            let c = crate::exec::probe::pmu_counts(&conn, &kernel, addr, id, timeout)
+                .with_context(|| {
+                    format!(
+                        "run {} of {} on {chip} (its image is kept in {})",
+                        i + 1,
+                        gs.len(),
+                        kernel.display()
+                    )
+                })?;
+            (c.dump, c.full)
+        } else {
+            let outcome = qemu::run(&qemu::Options {
+                qemu: qemu_path.clone(),
+                machine: machine.clone(),
+                extra_args: extra_args.clone(),
+                cpu: cpu.clone(),
+                kernel,
+                icount_shift: 0,
+                timeout,
+                label: format!("group {} of {}", i + 1, gs.len()),
+                snapshot: None,
+                output_log: Some(dir.join(format!("output-{}.txt", i + 1))),
+                counting: None,
+                budget: None,
+                expected_samples: None,
+                live: None,
+                pmu_in_memory: memory,
+            })?;
+            match (outcome.pmu_in_memory, outcome.dump) {
+                (Some(c), _) => (c.dump, c.full),
+                (None, Some(bytes)) => (bytes, false),
+                (None, None) => bail!(
+                    "run {} of {} sent no counts ({}); its output is in {}. Does the firmware \
+                     end with `sampler_rt::pmu::finish`?",
+                    i + 1,
+                    gs.len(),
+                    match (outcome.timed_out, outcome.status) {
+                        (true, _) => "timed out".to_owned(),
+                        (_, Some(s)) => format!("QEMU exited with {s}"),
+                        _ => "stopped".to_owned(),
+                    },
+                    dir.display()
+                ),
+            }
+        };
+        runs::write_atomic(&dir.join(format!("pmu-{}.dump", i + 1)), &bytes)?;
+        if full {
+            bail!(
+                "run {} left more counts than its buffer holds ({} bytes kept in {}): build \
+                 the firmware with a larger SAMPLER_RT_PMU_OUT_BYTES (default 4096), or count \
+                 fewer regions",
+                i + 1,
+                bytes.len(),
+                dir.display()
+            );
+        }
+        let (d, err) = dump::decode_partial(&bytes);
+        if let Some(e) = err {
+            bail!("run {} sent a damaged dump: {e}", i + 1);
+        }
+        let rec = d.pmu.context("the dump has no PMU record")?;
+        match rec.status {
+            wire::PMU_OK => {}
+            wire::PMU_TOO_MANY => bail!(
+                "the firmware refused a group of {} events: this CPU has {} event counters \
+                 (PMCR_EL0.N). Leave out `--group-size`, or ask for fewer events per run",
+                g.len(),
+                rec.counters
+            ),
+            _ => bail!("this CPU has no PMUv3 (ID_AA64DFR0_EL1 = {:#x})", rec.dfr0),
+        }
+        records.push(rec);
+    }
+    let el = records.first().map(|r| r.el).unwrap_or(0);
+    let counters = records.first().map(|r| r.counters).unwrap_or(t.counters);
+    Ok(Stat {
+        cpu: t.cpu.clone(),
+        counters,
+        exception_level: el,
+        groups: gs
+            .iter()
+            .map(|g| g.iter().map(|&c| t.name(c)).collect())
+            .collect(),
+        regions: merge(&t, &asked, &records),
+        run_dir: dir,
+    })
+}

@@ -23,13 +23,13 @@ fn main() -> ExitCode {
     };
     term::init_color(color);
     let result = match &cli.command {
-        None if cli.run.exact => sample::run_exact(&cli.run),
+        None if cli.run.exact => cmd::exact::run_exact(&cli.run),
         None => sample::run(&cli.run),
-        Some(Command::Report(r)) => sample::report(r),
+        Some(Command::Report(r)) => cmd::report::report(r),
         Some(Command::Init(i)) => init::init(i),
-        Some(Command::Diff(d)) => sample::diff(d),
+        Some(Command::Diff(d)) => cmd::diff::diff(d),
         Some(Command::Advise(a)) => advise::advise(a),
-        Some(Command::Swo(s)) => sample::swo(s),
+        Some(Command::Swo(s)) => cmd::swo::swo(s),
         Some(Command::Events(e)) => cmd::events::events(e),
         Some(Command::Stat(s)) => cmd::stat::stat(s),
     };

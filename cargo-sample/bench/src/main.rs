@@ -334,7 +334,10 @@ fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTim
         let mut report = None;
         for _ in 0..reps {
             let t0 = std::time::Instant::now();
-            let r = sample::load_report(&dir, cargo_sample::report::Options::default())?;
+            let r = cargo_sample::cmd::saved::load_report(
+                &dir,
+                cargo_sample::report::Options::default(),
+            )?;
             load.push(t0.elapsed().as_secs_f64());
             report = Some(r);
         }
@@ -458,7 +461,7 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         .parent()
         .and_then(Path::parent)
         .context("run directory outside cargo-sample's")?;
-    let plugin = sample::choose_counting(TruthMethod::Plugin, &qemu, own)?;
+    let plugin = cargo_sample::cmd::exact::choose_counting(TruthMethod::Plugin, &qemu, own)?;
     let api = match &plugin {
         Counting::Plugin { api, .. } => api.number(),
         Counting::ExecLog { .. } => 0,
@@ -473,7 +476,7 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
     }
     let short = sampled("300")?;
-    let log = sample::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
+    let log = cargo_sample::cmd::exact::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
     let mut log_times = Vec::new();
     let mut log_instructions = 0;
     for _ in 0..3 {
@@ -570,7 +573,7 @@ fn handler_costs(
             .map(|&(_, a, b)| (a, b))
             .collect();
         let total: u64 = used.iter().map(|&(a, b)| executed(&counts, a, b)).sum();
-        let taken = sample::load_dump(&dir)?.info.taken as u64;
+        let taken = cargo_sample::cmd::saved::load_dump(&dir)?.info.taken as u64;
         if taken == 0 {
             bail!("{} took no samples", manifest.display());
         }
@@ -648,7 +651,7 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
         let dir = sample::capture(&cli.run)?;
         walls.push(runs::load_meta(&dir)?.wall_seconds);
         bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
-        let d = sample::load_dump(&dir)?;
+        let d = cargo_sample::cmd::saved::load_dump(&dir)?;
         if d.pcs.len() != 1_000_000 || d.info.taken != 1_000_000 {
             bail!(
                 "the streamed dump holds {} of {} samples",
@@ -695,7 +698,8 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let dir = sample::capture(&cli.run)?;
         let captured = t1.elapsed().as_secs_f64();
         let t2 = std::time::Instant::now();
-        let r = sample::load_report(&dir, cargo_sample::report::Options::default())?;
+        let r =
+            cargo_sample::cmd::saved::load_report(&dir, cargo_sample::report::Options::default())?;
         let _ = cargo_sample::report::text::render(
             &r,
             cargo_sample::report::text::Options {
@@ -756,7 +760,8 @@ fn lap_cost(manifest: &Path) -> Result<LapCost> {
     if !measure.is_finite() {
         bail!("no lap was timed in the laps firmware");
     }
-    let report = sample::load_report(&dir, cargo_sample::report::Options::default())?;
+    let report =
+        cargo_sample::cmd::saved::load_report(&dir, cargo_sample::report::Options::default())?;
     let laps = report.laps.context("the laps firmware sent no regions")?;
     let empty = laps
         .regions
@@ -804,7 +809,7 @@ fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
         let started = std::time::Instant::now();
         let dir = sample::capture(&cli.run)?;
         let wall = started.elapsed().as_secs_f64();
-        let d = sample::load_dump(&dir)?;
+        let d = cargo_sample::cmd::saved::load_dump(&dir)?;
         let meta = runs::load_meta(&dir)?;
         let delivered = d.pcs.len() as f64;
         out.push(LiveRate {

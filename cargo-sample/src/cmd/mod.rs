@@ -1,7 +1,20 @@
-//! The subcommands.
+//! The subcommands, one file each, and the steps they share.
+//!
+//! `sample` (QEMU), `board` (probe-rs, serial) and `exact` capture a run; `report`, `diff` and
+//! `swo` print saved ones; `advise`, `init`, `events` and `stat` stand alone. `settings` reads
+//! the command line and the firmware into typed values once; `stages` holds the steps every
+//! capture shares; `saved` turns a saved run into a report.
 
 pub mod advise;
+pub mod board;
+pub mod diff;
 pub mod events;
+pub mod exact;
 pub mod init;
+pub mod report;
 pub mod sample;
+pub mod saved;
+pub mod settings;
+pub mod stages;
 pub mod stat;
+pub mod swo;

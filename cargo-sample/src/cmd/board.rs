@@ -1,0 +1,394 @@
+//! `cargo sample --chip`/`--serial`: the firmware on a board, through probe-rs or a serial port.
+
+#[cfg(unix)]
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use sampler_rt::wire::{self, Info};
+
+use super::settings::{
+    DEFAULT_SAMPLES, Timer, board_period, check_tag_before_build, names_at, pacer, timer_settings,
+    warn_if_unoptimised,
+};
+use super::stages::{board_config, missing_setup_help, project_meta, save_images};
+use crate::cli::RunArgs;
+use crate::dump::{self, Dump};
+use crate::exec::qemu;
+use crate::exec::serial;
+use crate::image::elf;
+use crate::project::firmware;
+use crate::project::{self, Project};
+use crate::runs::{self, RunMeta};
+use crate::term;
+
+/// The chip to run on: `--chip`, else (unless `--machine` asks for QEMU) the runner's
+/// `probe-rs run --chip`, `PROBE_RS_CHIP` or cargo-embed's files. `None`: QEMU.
+pub(crate) fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> {
+    if let Some(c) = &args.board.conn.chip {
+        return Ok(Some(c.clone()));
+    }
+    if args.machine.is_none() && args.board.serial.is_none() && p.qemu_runner().is_none() {
+        let from_runner = p.probe_runner().and_then(|r| r.chip.clone());
+        let chip = from_runner.or_else(|| match &p.runner {
+            // No runner, or a probe-rs runner that names no chip: as probe-rs would.
+            None | Some(project::Runner::Probe(_)) => p.probe_defaults.chip.clone(),
+            _ => None,
+        });
+        if let Some(chip) = chip {
+            return Ok(Some(chip));
+        }
+        if p.probe_runner().is_some() {
+            bail!(
+                "the runner is probe-rs ({}) but names no chip, and neither PROBE_RS_CHIP nor \
+                 cargo-embed's files do: pass `--chip NAME`, or `--machine NAME` for QEMU",
+                p.runner_origin
+            );
+        }
+    }
+    if args.board.method != crate::cli::Method::Timer {
+        bail!(
+            "`--method {}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
+            format!("{:?}", args.board.method).to_lowercase()
+        );
+    }
+    Ok(None)
+}
+
+/// The probe settings below the command line's: the runner's own, then `PROBE_RS_*` and
+/// cargo-embed's files.
+pub(crate) fn board_defaults(p: &Project) -> project::runner::Probe {
+    p.probe_runner()
+        .cloned()
+        .unwrap_or_default()
+        .or(p.probe_defaults.clone())
+}
+
+/// On a board through probe-rs: flash, run, capture, save.
+pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
+    use crate::cli::Method;
+    let method = args.board.method;
+    if method == Method::Timer {
+        check_tag_before_build(args, p)?;
+    }
+    warn_if_unoptimised(p, &args.cargo);
+    if args.truth || args.exact {
+        bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
+    }
+    if method == Method::Timer && (!p.has_feature || !p.has_dependency) {
+        bail!(missing_setup_help(p, &args.cargo.feature_name));
+    }
+    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let period = board_period(args, clock)?;
+    // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
+    let built = firmware::build(
+        p,
+        &crate::project::Selection::from(&args.cargo),
+        method == Method::Timer,
+        &[],
+    )?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    let (reload, jitter_mask) =
+        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let requested = args.samples.unwrap_or(if args.duration.is_some() {
+        0
+    } else {
+        DEFAULT_SAMPLES
+    });
+    let mut state_addr = None;
+    let mut config = None;
+    if method == Method::Timer {
+        let Some(state) = fw.state.filter(|_| fw.config.is_some()) else {
+            bail!(
+                "the firmware does not contain sampler-rt's runtime: does `main` call \
+                 `sampler_rt::start()` when the `{}` feature is on?",
+                args.cargo.feature_name
+            );
+        };
+        state_addr = Some(state.0 as u32);
+        crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+        config = Some(board_config(
+            args,
+            &elf_bytes,
+            &fw,
+            wire::SINK_HOST,
+            (reload, jitter_mask),
+            requested,
+        )?);
+    }
+    let dir = save_images(p, &elf_bytes, config.as_ref())?;
+    let how = format!("{method:?}").to_lowercase();
+    let mut meta = RunMeta {
+        machine: chip.to_owned(),
+        cpu: String::new(),
+        timer_hz: clock,
+        unit: "cycles".into(),
+        units_per_tick: 1.0,
+        requested_samples: requested,
+        mode: "sampled".into(),
+        board: Some(how.clone()),
+        ..project_meta(p, &crate::project::Selection::from(&args.cargo))
+    };
+    runs::save_meta(&dir, &meta)?;
+    let cap = crate::exec::probe::capture(&crate::exec::probe::Options {
+        conn: crate::exec::probe::Connection::new(
+            chip,
+            args.board.conn.settings(chip),
+            board_defaults(p),
+        ),
+        elf: dir.join(runs::LOADED_ELF),
+        method,
+        state_addr,
+        duration: args.duration,
+        interval: Duration::from_millis(args.poll_interval.into()),
+        samples: (requested > 0).then_some(requested as u64),
+        clock: args.board.clock,
+        swo_baud: args.board.swo_baud,
+        dwt_period: period as u32,
+        dir: dir.clone(),
+        rtt_addr: elf::symbol_address(&elf_bytes, "_SEGGER_RTT"),
+        names: names_at(&elf_bytes, &fw),
+    });
+    let (a, b) = fw.text.unwrap_or((0, 0));
+    let code = (
+        a as u32,
+        b as u32,
+        elf::code_crc(&elf_bytes, a, b).unwrap_or(0),
+    );
+    let cap = match cap {
+        Ok(c) => c,
+        Err(e) => {
+            meta.state = "failed".into();
+            runs::save_meta(&dir, &meta)?;
+            bail!(
+                "{e:#}\n(the image and the run are kept in {})",
+                dir.display()
+            );
+        }
+    };
+    meta.wall_seconds = cap.wall.as_secs_f64();
+    let d = board_dump(&cap, code, reload, requested);
+    if let Some(d) = &d {
+        runs::write_atomic(&dir.join(runs::DUMP), &dump::encode_samples(d))?;
+    }
+    meta.source = Some(how);
+    meta.state = if cap.interrupted {
+        "interrupted"
+    } else if cap.duration_reached {
+        "duration reached"
+    } else {
+        "finished"
+    }
+    .into();
+    runs::save_meta(&dir, &meta)?;
+    term::status("Saved", dir.display());
+    if d.is_none() {
+        bail!("no samples arrived; the run is kept in {}", dir.display());
+    }
+    Ok(dir)
+}
+
+/// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
+/// user), and read the dump from the port. Everything the port carried is kept.
+pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
+    check_tag_before_build(args, p)?;
+    warn_if_unoptimised(p, &args.cargo);
+    let port = args.board.serial.as_deref().context("no serial port")?;
+    if !p.has_feature || !p.has_dependency {
+        bail!(missing_setup_help(p, &args.cargo.feature_name));
+    }
+    if args.truth || args.exact {
+        bail!("`--serial` reads a dump the firmware writes; `--truth` and `--exact` need QEMU");
+    }
+    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let period = board_period(args, clock)?;
+    let (reload, jitter_mask) =
+        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let built = firmware::build(p, &crate::project::Selection::from(&args.cargo), true, &[])?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if fw.config.is_none() {
+        bail!(
+            "the firmware does not contain sampler-rt's runtime: does `main` call \
+             `sampler_rt::set_writer(..)` and `sampler_rt::start()` when the `{}` feature is on?",
+            args.cargo.feature_name
+        );
+    }
+    crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
+    let config = board_config(
+        args,
+        &elf_bytes,
+        &fw,
+        wire::SINK_WRITER,
+        (reload, jitter_mask),
+        requested,
+    )?;
+    let dir = save_images(p, &elf_bytes, Some(&config))?;
+    let image = dir.join(runs::LOADED_ELF);
+    let mut meta = RunMeta {
+        machine: port.display().to_string(),
+        timer_hz: clock,
+        unit: "cycles".into(),
+        units_per_tick: 1.0,
+        requested_samples: requested,
+        mode: "sampled".into(),
+        board: Some("serial".into()),
+        source: Some("serial".into()),
+        ..project_meta(p, &crate::project::Selection::from(&args.cargo))
+    };
+    runs::save_meta(&dir, &meta)?;
+
+    // Listen before the board starts talking.
+    let (mut port_file, tty) = serial::open(port, args.board.baud)?;
+    if !tty {
+        term::note(format!(
+            "{} is not a terminal: reading it as it is (no baud rate set)",
+            port.display()
+        ));
+    }
+    let mut runner = match &args.board.runner {
+        Some(cmd) => {
+            let mut words = cmd.split_whitespace();
+            let prog = words.next().context("`--runner` is empty")?;
+            term::status("Loading", format!("{} with `{cmd}`", image.display()));
+            let mut c = std::process::Command::new(prog);
+            c.args(words).arg(&image).stdin(std::process::Stdio::null());
+            // Its own process group: Ctrl-C reaches cargo-sample, which ends the runner.
+            #[cfg(unix)]
+            c.process_group(0);
+            Some(
+                c.spawn()
+                    .with_context(|| format!("starting the runner `{cmd}`"))?,
+            )
+        }
+        None => {
+            term::status(
+                "Waiting",
+                format!(
+                    "for the dump on {}: load {} onto the board and reset it (Ctrl-C to stop)",
+                    port.display(),
+                    image.display()
+                ),
+            );
+            None
+        }
+    };
+    qemu::install_interrupt_handler();
+    let started = std::time::Instant::now();
+    let timeout = Duration::from_secs(args.timeout);
+    let raw_path = dir.join("serial.bin");
+    let mut raw = Vec::new();
+    let mut saved_len = 0;
+    let mut runner_ended: Option<std::time::Instant> = None;
+    let outcome = loop {
+        serial::read_some(&mut port_file, &mut raw)?;
+        if raw.len() != saved_len {
+            // Nothing that arrived is lost if the host dies.
+            runs::write_atomic(&raw_path, &raw)?;
+            saved_len = raw.len();
+        }
+        if let Some((_, true)) = serial::find_dump(&raw) {
+            break "finished";
+        }
+        if qemu::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            break "interrupted";
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration reached";
+        }
+        if started.elapsed() >= timeout {
+            break "timed out";
+        }
+        if let Some(r) = &mut runner
+            && runner_ended.is_none()
+            && r.try_wait().ok().flatten().is_some()
+        {
+            runner_ended = Some(std::time::Instant::now());
+        }
+        // A runner that ended leaves a second for the last bytes.
+        if runner_ended.is_some_and(|t| t.elapsed() >= Duration::from_secs(1)) {
+            break "failed";
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if let Some(mut r) = runner {
+        let _ = r.kill();
+        let _ = r.wait();
+    }
+    meta.wall_seconds = started.elapsed().as_secs_f64();
+    meta.state = outcome.into();
+    let found = serial::find_dump(&raw);
+    if let Some((start, complete)) = found {
+        runs::write_atomic(&dir.join(runs::DUMP), &raw[start..])?;
+        if !complete {
+            term::warn("the dump on the port was cut short; reporting what arrived");
+        }
+    }
+    runs::save_meta(&dir, &meta)?;
+    term::status("Saved", dir.display());
+    if found.is_none() {
+        bail!(
+            "no dump arrived on {} ({} bytes read, kept in {}). Does the firmware call \
+             `sampler_rt::set_writer` with its UART's write function, and is the baud rate \
+             right?",
+            port.display(),
+            raw.len(),
+            raw_path.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The dump of a board capture, whichever way it was taken.
+pub fn board_dump(
+    cap: &crate::exec::probe::Capture,
+    code: (u32, u32, u32),
+    reload: u32,
+    requested: u32,
+) -> Option<Dump> {
+    if let Some(l) = &cap.live {
+        let stop = if l.stopped() {
+            l.state.stop
+        } else {
+            wire::STOP_SNAPSHOT
+        };
+        return Some(l.to_dump(code, stop));
+    }
+    let (pcs, timer, reload, lost) = if let Some(s) = &cap.pcsr {
+        (s.pcs.clone(), wire::TIMER_PCSR, 0, 0)
+    } else if !cap.swo.is_empty() {
+        let s = crate::dump::itm::summarize(&cap.swo, false);
+        (
+            s.pcs.iter().map(|pc| pc & !1).collect(),
+            wire::TIMER_DWT,
+            cap.dwt_period.unwrap_or(reload + 1).saturating_sub(1),
+            s.overflow.min(u32::MAX as u64) as u32,
+        )
+    } else {
+        return None;
+    };
+    if pcs.is_empty() {
+        return None;
+    }
+    let info = Info {
+        mode: wire::MODE_RING,
+        timer,
+        stop: wire::STOP_SNAPSHOT,
+        arch: 7,
+        reload,
+        limit: requested,
+        capacity: pcs.len() as u32,
+        taken: pcs.len() as u32,
+        lost,
+        code_start: code.0,
+        code_end: code.1,
+        code_crc: code.2,
+        ..Info::default()
+    };
+    Some(Dump::of_samples(info, 0, pcs, Vec::new()))
+}

@@ -1,0 +1,32 @@
+//! `cargo sample diff`: two saved runs compared per function.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::saved::{find_run, load_report};
+use crate::report::{self};
+use crate::runs::{self};
+
+/// `cargo sample diff`.
+pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
+    let a = find_run(args.runs_dir.as_deref(), &args.before)?;
+    let b = find_run(args.runs_dir.as_deref(), &args.after)?;
+    let ra = load_report(&a, report::Options::default())?;
+    let rb = load_report(&b, report::Options::default())?;
+    let code_a = std::fs::read(a.join(runs::ELF))?;
+    let code_b = std::fs::read(b.join(runs::ELF))?;
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let d = report::diff::compare(&ra, &rb, (&name(&a), &name(&b)), code_a != code_b);
+    match args.format {
+        crate::cli::TableFormat::Json => {
+            anstream::println!("{}", serde_json::to_string_pretty(&d)?)
+        }
+        crate::cli::TableFormat::Text => anstream::print!("{}", report::diff::text(&d, args.top)),
+    }
+    Ok(())
+}

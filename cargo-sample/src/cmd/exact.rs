@@ -1,0 +1,212 @@
+//! `cargo sample --exact` and the exact counts behind `--truth`: every instruction counted by
+//! QEMU (the plugin, or its exec log).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::saved::render_run;
+use super::settings::warn_if_unoptimised;
+use super::stages::{choose_machine, project_meta};
+use crate::cli::{RunArgs, TruthMethod};
+use crate::exec::exact;
+use crate::exec::exact::{Counting, PluginApi};
+use crate::exec::qemu;
+use crate::image::elf;
+use crate::project::firmware;
+use crate::project::{self};
+use crate::runs::{self, RunMeta};
+use crate::term;
+
+/// How to count every executed instruction with this QEMU.
+pub fn choose_counting(method: TruthMethod, qemu: &Path, own: &Path) -> Result<Counting> {
+    let probe = qemu::probe(qemu)?;
+    let exec_log = || Counting::ExecLog {
+        one_insn_flag: match probe.version {
+            Some(v) if !v.has_one_insn_per_tb() => vec!["-singlestep".into()],
+            _ => vec!["-accel".into(), "tcg,one-insn-per-tb=on".into()],
+        },
+    };
+    // `CARGO_SAMPLE_PLUGIN_API=1|2` overrides the choice by version (to try a QEMU whose
+    // version string is unusual, or to see how a QEMU refuses the other generation).
+    let api = match std::env::var("CARGO_SAMPLE_PLUGIN_API").as_deref() {
+        Ok("1") => Some(PluginApi::V1),
+        Ok("2") => Some(PluginApi::V2),
+        _ => probe.version.and_then(PluginApi::for_qemu),
+    };
+    match method {
+        TruthMethod::ExecLog => Ok(exec_log()),
+        TruthMethod::Plugin | TruthMethod::Auto if probe.plugins && api.is_some() => {
+            let api = api.unwrap_or(PluginApi::V2);
+            Ok(Counting::Plugin {
+                path: exact::install_plugin(own, api)?,
+                api,
+            })
+        }
+        TruthMethod::Plugin => {
+            let what = match probe.version {
+                Some(v) if probe.plugins => format!("QEMU {v} is older than any plugin API"),
+                Some(v) => format!("QEMU {v} was built without TCG plugin support"),
+                None => format!("{} did not tell its version", qemu.display()),
+            };
+            bail!(
+                "{what}; the exact-count plugin runs in {}. Use `--truth-method exec-log` (exact, about \
+                 500 times slower) or a QEMU with plugins",
+                exact::SUPPORTED
+            )
+        }
+        TruthMethod::Auto => {
+            term::warn(format!(
+                "{} has no TCG plugin support: counting instructions through its exec log instead \
+                 (exact, but about a million instructions per second)",
+                qemu.display()
+            ));
+            Ok(exec_log())
+        }
+    }
+}
+
+/// When QEMU refused the plugin, say which QEMU versions it supports.
+pub(crate) fn check_plugin_loaded(
+    outcome: &qemu::Outcome,
+    counting: Option<&Counting>,
+    dir: &Path,
+) -> Result<()> {
+    let Some(Counting::Plugin { api, .. }) = counting else {
+        return Ok(());
+    };
+    if outcome.status.is_some_and(|s| s.success()) {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&outcome.output);
+    if let Some(line) = text.lines().find(|l| l.contains("Could not load plugin")) {
+        bail!(
+            "QEMU refused cargo-sample's exact-count plugin (API {}): {}\nThe plugin runs in {}. \
+             Run again with `--truth-method exec-log` (exact, about 500 times slower). The run is kept in {}",
+            api.number(),
+            line.trim(),
+            exact::SUPPORTED,
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `cargo sample --exact`: no sampler; every executed instruction counted, then reported.
+pub fn run_exact(args: &RunArgs) -> Result<()> {
+    let dir = capture_exact(args)?;
+    render_run(&dir, &args.view)
+}
+
+/// Build without the sampling feature, run with exact counting, save; returns the run directory.
+pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
+    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
+    let target = choose_machine(args, &p)?;
+    warn_if_unoptimised(&p, &args.cargo);
+    let (m, cpu) = (target.machine, target.cpu.clone());
+    let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
+    let own = firmware::own_dir(&p);
+    let counting = choose_counting(args.truth_method, &qemu_path, &own)?;
+    let shift = args
+        .icount_shift
+        .unwrap_or_else(|| m.default_icount_shift());
+    // The program as it is: the sampler would only add its own instructions.
+    let built = firmware::build(
+        &p,
+        &crate::project::Selection::from(&args.cargo),
+        false,
+        &[],
+    )?;
+    let elf_bytes = std::fs::read(&built.elf)
+        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    elf::inspect(&elf_bytes)?;
+    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
+    std::fs::write(dir.join(runs::ELF), &elf_bytes)
+        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
+    let budget = args.instructions.instructions(shift);
+    let mut meta = RunMeta {
+        machine: m.name.to_owned(),
+        cpu: cpu.clone(),
+        timer_hz: m.systick_hz,
+        unit: "instructions".into(),
+        units_per_tick: m.instructions_per_tick(shift),
+        icount_shift: shift,
+        mode: "exact".into(),
+        instruction_budget: Some(budget),
+        counted_by: Some(counting.describe()),
+        ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
+    };
+    runs::save_meta(&dir, &meta)?;
+    term::status(
+        "Counting",
+        format!(
+            "every instruction of {} in QEMU {} (up to {} instructions, with {})",
+            p.target_name,
+            m.name,
+            crate::term::count(budget),
+            counting.describe()
+        ),
+    );
+    let outcome = qemu::run(&qemu::Options {
+        qemu: qemu_path,
+        machine: target.machine_arg.clone(),
+        extra_args: target.extra.clone(),
+        cpu,
+        kernel: dir.join(runs::ELF),
+        icount_shift: shift,
+        timeout: Duration::from_secs(args.timeout),
+        label: format!("counting {} in QEMU {}", p.target_name, m.name),
+        snapshot: None,
+        output_log: Some(dir.join(runs::OUTPUT)),
+        expected_samples: None,
+        budget: Some(budget),
+        counting: Some(counting.clone()),
+        live: None,
+        pmu_in_memory: None,
+    })?;
+    meta.wall_seconds = outcome.wall.as_secs_f64();
+    meta.qemu_command = outcome.command.clone();
+    meta.exit_code = outcome.status.and_then(|s| s.code());
+    check_plugin_loaded(&outcome, Some(&counting), &dir)?;
+    if let Some(counts) = &outcome.exact {
+        runs::write_atomic(&dir.join(exact::FILE), counts)?;
+    }
+    meta.state = if outcome.budget_reached {
+        "budget reached"
+    } else if outcome.interrupted {
+        "interrupted"
+    } else if outcome.timed_out {
+        "timed out"
+    } else if outcome.status.is_some_and(|s| s.success()) {
+        "finished"
+    } else {
+        "failed"
+    }
+    .into();
+    runs::save_meta(&dir, &meta)?;
+    if outcome.interrupted {
+        term::warn("interrupted: reporting the instructions counted so far");
+    } else if outcome.timed_out {
+        term::warn(format!(
+            "the run did not finish within {} s (`--timeout`); reporting the instructions counted so far",
+            args.timeout
+        ));
+    } else if !outcome.budget_reached
+        && let Some(status) = outcome.status
+        && !status.success()
+    {
+        match status.code() {
+            Some(code) => term::warn(format!("the firmware exited with code {code}")),
+            None => term::warn(format!("QEMU ended abnormally ({status})")),
+        }
+    }
+    term::status("Saved", dir.display());
+    if outcome.exact.is_none() {
+        bail!(
+            "QEMU left no instruction counts; its output and the run are kept in {}",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}

@@ -1,0 +1,472 @@
+//! A saved run read back: its dump, its ELF, its facts, turned into a report and printed.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use sampler_rt::wire::{self};
+
+use crate::cli::{Format, ViewArgs};
+use crate::dump::{self, Dump};
+use crate::exec::exact;
+use crate::image::disasm;
+use crate::image::elf;
+use crate::image::symbolize::Symbolizer;
+use crate::report::{self, ExactFacts, Facts, text};
+use crate::runs::{self, RunMeta};
+use crate::term;
+
+/// A name for each tag of a dump: exceptions by their handlers, words by the names the firmware
+/// sent or the symbols they point to.
+pub fn tag_names(
+    kind: u8,
+    tags: &[u32],
+    names: &[(u32, String)],
+    vectors: &[(u32, u32)],
+    sym: &Symbolizer,
+) -> std::collections::HashMap<u32, String> {
+    const SYSTEM: [&str; 16] = [
+        "thread mode",
+        "Reset",
+        "NMI",
+        "HardFault",
+        "MemManage",
+        "BusFault",
+        "UsageFault",
+        "SecureFault",
+        "exception 8",
+        "exception 9",
+        "exception 10",
+        "SVCall",
+        "DebugMonitor",
+        "exception 13",
+        "PendSV",
+        "SysTick",
+    ];
+    let mut out = std::collections::HashMap::new();
+    for &t in tags {
+        if out.contains_key(&t) {
+            continue;
+        }
+        let name = if kind == wire::TAG_XPSR {
+            let n = t & 0x1FF;
+            match n {
+                0..16 => SYSTEM[n as usize].to_owned(),
+                _ => {
+                    let handler = vectors
+                        .iter()
+                        .find(|v| v.0 == n)
+                        .and_then(|v| sym.function_of(v.1 as u64))
+                        .filter(|f| !f.contains("DefaultHandler"));
+                    match handler {
+                        Some(f) if f == format!("IRQ{}", n - 16) => f.to_owned(),
+                        Some(f) => format!("{f} (IRQ {})", n - 16),
+                        None => format!("IRQ {}", n - 16),
+                    }
+                }
+            }
+        } else if let Some((_, n)) = names.iter().rev().find(|(tag, _)| *tag == t) {
+            n.clone()
+        } else if t == 0 {
+            "0 (no tag)".to_owned()
+        } else {
+            let name = sym.name_address(t);
+            // An Embassy task's header is in its task pool: `crate::task_fn::POOL`.
+            match name.split_once("::POOL") {
+                Some((task, _)) => format!("task {task}"),
+                None => name,
+            }
+        };
+        out.insert(t, name);
+    }
+    out
+}
+
+/// Everything the report needs besides the dump and the ELF.
+pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
+    let i = &dump.info;
+    let period_ticks = i.reload as f64 + 1.0 + i.jitter_mask as f64 / 2.0;
+    let kept = match &dump.hist {
+        Some(h) => h.total() as u32,
+        None => dump.pcs.len() as u32,
+    };
+    let overwritten = if dump.hist.is_some() {
+        0
+    } else {
+        // Samples lost on the way (a live capture that fell behind) are not overwritten ones.
+        i.taken.saturating_sub(kept).saturating_sub(i.lost)
+    };
+    Facts {
+        firmware: meta.target_name.clone(),
+        machine: match &meta.board {
+            Some(how) => format!("{} (board, {how})", meta.machine),
+            None => format!("{} (QEMU)", meta.machine),
+        },
+        unit: meta.unit.clone(),
+        on_events: i.timer == wire::TIMER_PMU && meta.timer_hz == 0,
+        foreign_interrupts: i.foreign,
+        timer: match i.timer {
+            wire::TIMER_CMSDK => "CMSDK timer".into(),
+            wire::TIMER_DWT => "DWT".into(),
+            wire::TIMER_GENERIC => "generic timer".into(),
+            // Only the cycle counter has a rate.
+            wire::TIMER_PMU if meta.timer_hz > 0 => "PMU cycle counter".into(),
+            wire::TIMER_PMU => "PMU event counter".into(),
+            wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
+            _ => "SysTick".into(),
+        },
+        timer_hz: meta.timer_hz,
+        period_ticks,
+        period_units: period_ticks * meta.units_per_tick,
+        jitter_ticks: if i.jitter_mask == 0 {
+            0
+        } else {
+            i.jitter_mask + 1
+        },
+        priority: i.priority,
+        taken: i.taken,
+        lost: i.lost,
+        overwritten,
+        requested: meta.requested_samples,
+        stop: report::stop_reason(i.stop).into(),
+        source: meta.source.clone().unwrap_or_else(|| "dump".into()),
+        duration_units: i.taken as f64 * period_ticks * meta.units_per_tick,
+    }
+}
+
+/// Load a dump from a run directory: the firmware's own, else a snapshot saved beside it.
+pub fn load_dump(dir: &Path) -> Result<Dump> {
+    let path = dir.join(runs::DUMP);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (d, err) = dump::decode_partial(&bytes);
+    match err {
+        None => Ok(d),
+        Some(dump::DumpError::Truncated { at }) if !d.pcs.is_empty() => {
+            term::warn(format!(
+                "the dump was cut short after {at} bytes; reporting the {} samples before the cut",
+                d.pcs.len()
+            ));
+            Ok(d)
+        }
+        Some(e) => Err(anyhow!(e)).with_context(|| format!("decoding {}", path.display())),
+    }
+}
+
+/// Check that the dump was made by this image.
+pub fn verify_fingerprint(elf_bytes: &[u8], dump: &Dump) -> Result<()> {
+    let i = &dump.info;
+    if i.code_end <= i.code_start {
+        bail!("the dump does not say which code made it (empty fingerprint range)");
+    }
+    let crc = elf::code_crc(elf_bytes, i.code_start as u64, i.code_end as u64)
+        .context("the ELF has no code where the dump's fingerprint says")?;
+    if crc != i.code_crc {
+        bail!(
+            "this dump was not made by this ELF: the firmware's code at {:#x}..{:#x} had CRC {:#010x}, this \
+             ELF's has {crc:#010x}. Report the run with the ELF saved beside it (`cargo sample report <run>`), \
+             or run again",
+            i.code_start,
+            i.code_end,
+            i.code_crc
+        );
+    }
+    Ok(())
+}
+
+/// Render a saved run.
+pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
+    let report = load_report(dir, build_options(view))?;
+    print_report(&report, view)
+}
+
+/// The report of a saved run.
+pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> {
+    let meta = runs::load_meta(dir)?;
+    if meta.mode == "exact" {
+        return load_exact_report(dir, &meta, opts);
+    }
+    let elf_path = dir.join(runs::ELF);
+    let elf_bytes =
+        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let dump = load_dump(dir)?;
+    verify_fingerprint(&elf_bytes, &dump)?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if !fw.has_symbols {
+        term::warn("the ELF has no function symbols (stripped?): samples cannot be named");
+    } else if !fw.has_dwarf {
+        term::note("the ELF has no DWARF: no source lines or inline frames");
+    }
+    let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
+    let exact = match std::fs::read(dir.join(exact::FILE)) {
+        Ok(bytes) => Some(exact::parse(&bytes)?),
+        Err(_) => None,
+    };
+    let mut code = disasm::Code::new(&elf_bytes).ok();
+    let samples = match &dump.hist {
+        Some(h) => hist_samples(h, &sym, opts.bin_split),
+        None => {
+            let mut s = report::Samples::of_dump(&dump);
+            if dump.tags.len() == dump.pcs.len() && !dump.tags.is_empty() {
+                // An xPSR carries flags beside the exception number: keep the number.
+                s.tags = if dump.info.tag_kind == wire::TAG_XPSR {
+                    dump.tags.iter().map(|t| t & 0x1FF).collect()
+                } else {
+                    dump.tags.clone()
+                };
+                s.tag_names = tag_names(
+                    dump.info.tag_kind,
+                    &s.tags,
+                    &dump.names,
+                    &elf::vectors(&elf_bytes),
+                    &sym,
+                );
+            }
+            s
+        }
+    };
+    let mut report = report::build_samples(
+        &samples,
+        &mut sym,
+        code.as_mut(),
+        facts_of(&meta, &dump),
+        exact.as_deref(),
+        opts,
+        &elf::vectors(&elf_bytes),
+    );
+    if let Some(c) = meta.core.filter(|c| c.faulted()) {
+        let at = sym.name_address(c.pc);
+        let message = format!(
+            "the firmware faulted: the run ended with the core in {} at {at} (PC {:#010x}). The \
+             samples are those taken before the fault",
+            c.describe(),
+            c.pc
+        );
+        report.warnings.insert(0, message.clone());
+        report.diagnostics.insert(
+            0,
+            report::Diagnostic {
+                kind: "fault",
+                severity: report::Severity::Warning,
+                message,
+                percent: None,
+                addresses: vec![c.pc],
+                functions: Vec::new(),
+            },
+        );
+    }
+    if let Some(l) = &dump.laps {
+        // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
+        let scale = match l.counter {
+            // The machine's timer (SysTick; on ARMv8-A the generic timer).
+            wire::LAP_COUNTER_SYSTICK | wire::LAP_COUNTER_GENERIC => crate::analysis::laps::Scale {
+                units_per_tick: meta.units_per_tick,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+            // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an instruction.
+            wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::analysis::laps::Scale {
+                units_per_tick: 1.0 / f64::from(1u32 << meta.icount_shift.min(20)),
+                hz: Some(1e9),
+            },
+            _ => crate::analysis::laps::Scale {
+                units_per_tick: 1.0,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+        };
+        let mut laps = crate::analysis::laps::analyse(l, scale);
+        if !dump.pcs.is_empty() || dump.hist.is_some() {
+            laps.warnings.push(
+                "the sampler's own interrupt also lengthened laps while it sampled: clusters then \
+                 mix its cost with the application's interrupts. Time laps without sampling \
+                 (`--laps`) to infer an interrupt's cost"
+                    .into(),
+            );
+        }
+        report.laps = Some(laps);
+    }
+    Ok(report)
+}
+
+/// The samples of a histogram: each bin split among the functions whose bytes it holds.
+pub(crate) fn hist_samples(
+    h: &crate::dump::Hist,
+    sym: &Symbolizer,
+    split: crate::report::bins::Split,
+) -> report::Samples {
+    let bins: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
+    let (per_pc, finding) =
+        crate::report::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
+    let mut findings: Vec<report::Diagnostic> = finding.into_iter().collect();
+    let full = h.saturated();
+    if full > 0 {
+        findings.push(report::Diagnostic {
+            kind: "saturated-bins",
+            severity: report::Severity::Warning,
+            message: format!(
+                "{full} bins reached 65535 samples and stopped counting: their functions are \
+                 undercounted. Take fewer samples, or use smaller bins"
+            ),
+            percent: None,
+            addresses: Vec::new(),
+            functions: Vec::new(),
+        });
+    }
+    report::Samples {
+        per_pc,
+        binned: true,
+        findings,
+        ..report::Samples::default()
+    }
+}
+
+/// The report of a saved `--exact` run.
+pub(crate) fn load_exact_report(
+    dir: &Path,
+    meta: &RunMeta,
+    opts: report::Options,
+) -> Result<report::Report> {
+    let elf_path = dir.join(runs::ELF);
+    let elf_bytes =
+        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let counts_path = dir.join(exact::FILE);
+    let bytes = std::fs::read(&counts_path).with_context(|| {
+        format!(
+            "reading {} (the run left no counts: see {})",
+            counts_path.display(),
+            dir.join(runs::OUTPUT).display()
+        )
+    })?;
+    let counts =
+        exact::parse(&bytes).with_context(|| format!("decoding {}", counts_path.display()))?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if !fw.has_symbols {
+        term::warn("the ELF has no function symbols (stripped?): addresses cannot be named");
+    } else if !fw.has_dwarf {
+        term::note("the ELF has no DWARF: no source lines or inline frames");
+    }
+    let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
+    let facts = ExactFacts {
+        firmware: meta.target_name.clone(),
+        machine: format!("{} (QEMU)", meta.machine),
+        counted_by: meta
+            .counted_by
+            .clone()
+            .unwrap_or_else(|| "cargo-sample's QEMU plugin".into()),
+        stop: match meta.state.as_str() {
+            "budget reached" => format!(
+                "stopped after the instruction budget (`--instructions {}`)",
+                term::count(meta.instruction_budget.unwrap_or(0))
+            ),
+            "finished" => "the firmware ended the run".into(),
+            "timed out" => "cut short by `--timeout`".into(),
+            "interrupted" => "cut short by Ctrl-C".into(),
+            other => other.to_owned(),
+        },
+        instruction_budget: meta.instruction_budget,
+    };
+    let mut code = disasm::Code::new(&elf_bytes).ok();
+    let report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
+    Ok(report)
+}
+
+/// What the views ask the report to compute.
+pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
+    report::Options {
+        annotate: view.annotate.unwrap_or(0),
+        bin_split: view.bin_split,
+        by_tag: view.by.as_deref() == Some("tag"),
+    }
+}
+
+pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
+    let bytes: Vec<u8> = match view.format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(report)?;
+            s.push('\n');
+            s.into_bytes()
+        }
+        Format::Text => {
+            let mut t = if report.samples == Some(0) && report.laps.is_some() {
+                // Laps only (`--laps`): no profile to show.
+                String::new()
+            } else {
+                text::render(
+                    report,
+                    text::Options {
+                        lines: view.lines,
+                        tree: view.tree,
+                        top: view.top,
+                        min_percent: view.min_percent,
+                    },
+                )
+            };
+            if let Some(l) = &report.laps {
+                if !t.is_empty() {
+                    t.push('\n');
+                }
+                t.push_str(&crate::analysis::laps::render(l, &report.unit));
+            }
+            t.into_bytes()
+        }
+        Format::Folded => report::formats::folded(report).into_bytes(),
+        Format::Svg => report::formats::svg(report)?,
+        Format::Pprof => report::formats::pprof(report)?,
+    };
+    // Only the text report is painted; its codes never reach a file, and reach standard
+    // output only when that stream takes colour.
+    let painted = view.format == Format::Text;
+    match &view.output {
+        Some(path) => {
+            let bytes = if painted {
+                term::plain(&String::from_utf8_lossy(&bytes)).into_bytes()
+            } else {
+                bytes
+            };
+            std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+            term::status("Wrote", path.display());
+        }
+        None => {
+            use std::io::{IsTerminal, Write};
+            if view.format == Format::Pprof && std::io::stdout().is_terminal() {
+                bail!(
+                    "pprof output is binary: write it to a file with `-o profile.pb.gz` (then `pprof -http=: profile.pb.gz`)"
+                );
+            }
+            if painted {
+                let mut out = anstream::stdout().lock();
+                out.write_all(&bytes)?;
+            } else {
+                std::io::stdout().lock().write_all(&bytes)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A run by directory (anywhere, no workspace needed), or by name or `latest` among the runs of
+/// `runs_dir` (default: the current workspace's).
+pub(crate) fn find_run(runs_dir: Option<&Path>, which: &str) -> Result<PathBuf> {
+    let direct = Path::new(which);
+    if direct.join(runs::META).is_file() {
+        return Ok(direct.to_path_buf());
+    }
+    let runs_dir = match runs_dir {
+        Some(d) => d.to_path_buf(),
+        None => default_runs_dir()?,
+    };
+    runs::find(&runs_dir, which)
+}
+
+pub(crate) fn default_runs_dir() -> Result<PathBuf> {
+    let meta = cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .context(
+            "finding the saved runs of the current workspace: run this inside the firmware's \
+             crate, give a run directory, or pass --runs-dir",
+        )?;
+    Ok(runs::runs_dir(
+        &meta
+            .target_directory
+            .into_std_path_buf()
+            .join("cargo-sample"),
+    ))
+}

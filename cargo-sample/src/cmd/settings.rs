@@ -1,0 +1,429 @@
+//! Settings read once from the command line and the firmware: the timer and its period, tags,
+//! histogram layout, defaults. Everything here is checked before a build or a run starts.
+
+use anyhow::{Context, Result, anyhow, bail};
+use sampler_rt::wire::{self};
+
+use crate::cli::RunArgs;
+use crate::exec::machine::Machine;
+use crate::image::elf;
+use crate::project::Project;
+use crate::project::firmware;
+use crate::term;
+
+/// Default number of samples.
+pub const DEFAULT_SAMPLES: u32 = 10_000;
+
+/// Default mean period in QEMU, in instructions.
+pub const DEFAULT_PERIOD_INSTRUCTIONS: f64 = 10_000.0;
+
+/// Default random-generator seed (fixed, so that runs repeat exactly).
+pub const DEFAULT_SEED: u32 = 0x2545_F491;
+
+/// The sampling timer of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    SysTick,
+    Cmsdk {
+        base: u32,
+        irq: u32,
+    },
+    /// ARMv8-A: PMU event counter 0 overflowing every period events.
+    Pmu {
+        event: u16,
+    },
+}
+
+/// A profile of unoptimised code shows where debug builds spend their time, not where the
+/// firmware that ships does.
+pub(crate) fn warn_if_unoptimised(p: &Project, cargo: &crate::cli::CargoArgs) {
+    let sel = crate::project::Selection::from(cargo);
+    if firmware::unoptimised(p, &sel) {
+        term::warn(format!(
+            "profiling an unoptimised build (the `{}` profile): its time goes to code an \
+             optimised build does not have. Add `--release` (or `--profile NAME`)",
+            sel.profile_name()
+        ));
+    }
+}
+
+/// Refuse a `--tag` the run cannot honour before anything is built.
+pub(crate) fn check_tag_before_build(args: &RunArgs, p: &Project) -> Result<()> {
+    if args.tag.is_none() {
+        return Ok(());
+    }
+    if args.laps {
+        bail!("`--tag` records who was running with each sample; `--laps` takes no samples");
+    }
+    if args.mode == crate::cli::Mode::Hist {
+        bail!(
+            "`--tag` records a tag with each sample of a ring; bins have none (drop `--mode hist`)"
+        );
+    }
+    if p.triple.starts_with("thumbv6m") || p.triple.starts_with("thumbv8m.base") {
+        bail!(
+            "`--tag` needs ARMv7-M or later (`{}` has no `ldrd`/`strd` for the sampler to \
+             record a tag with each sample)",
+            p.triple
+        );
+    }
+    Ok(())
+}
+
+/// The interrupt that paces the sampler with `timer` in this image.
+pub(crate) fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::image::wiring::Pacer {
+    use crate::image::wiring::Pacer;
+    match timer {
+        _ if fw.aarch64 => Pacer::A64,
+        Timer::SysTick => Pacer::SysTick,
+        Timer::Cmsdk { irq, .. } => Pacer::Device {
+            irq,
+            timer: "the CMSDK timer",
+        },
+        Timer::Pmu { .. } => Pacer::A64,
+    }
+}
+
+/// An ARMv8-A PMU event's name in the machine's CPU table (its number if none).
+pub(crate) fn event_name(cpu: &str, event: u16) -> String {
+    event_table(cpu)
+        .map(|t| t.name(event))
+        .unwrap_or_else(|_| format!("{event:#x}"))
+}
+
+/// The event table of the CPU that runs (`--cpu` or the runner's `-cpu`), else the Cortex-A53's
+/// (the architectural events have the same numbers on every core).
+pub(crate) fn event_table(cpu: &str) -> Result<crate::analysis::events::Table> {
+    crate::analysis::events::table(cpu).or_else(|_| crate::analysis::events::table("cortex-a53"))
+}
+
+/// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
+pub fn parse_timer(s: &str, m: &Machine, cpu: &str) -> Result<Timer> {
+    let armv8 = m.targets.iter().any(|t| t.starts_with("aarch64"));
+    // On ARMv8-A the default (`systick`) is the generic timer, which may be named so.
+    if s == "systick" || (armv8 && s == "generic") {
+        return Ok(Timer::SysTick);
+    }
+    let num = |t: &str| -> Result<u32> {
+        let r = match t.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16),
+            None => t.parse(),
+        };
+        r.map_err(|_| anyhow!("`{t}` is not a number"))
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    if let ["pmu", event] = parts.as_slice() {
+        if !armv8 {
+            bail!(
+                "`--timer pmu:EVENT` samples on ARMv8-A PMU overflows; {} is a Cortex-M",
+                m.name
+            );
+        }
+        let table = event_table(cpu)?;
+        return Ok(Timer::Pmu {
+            event: table.find(event)?,
+        });
+    }
+    match parts.as_slice() {
+        ["cmsdk"] => m
+            .cmsdk_timer
+            .map(|(base, irq)| Timer::Cmsdk { base, irq })
+            .with_context(|| format!("{} has no CMSDK timer; give `cmsdk:BASE:IRQ`", m.name)),
+        ["cmsdk", base, irq] => Ok(Timer::Cmsdk {
+            base: num(base)?,
+            irq: num(irq)?,
+        }),
+        _ => bail!(
+            "unknown timer `{s}`: use `systick`, `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`), or on \
+             ARMv8-A `generic` or `pmu:EVENT` (e.g. `pmu:cpu_cycles`)"
+        ),
+    }
+}
+
+/// Parse a period: ticks (`250`), a duration (`10us`, `1ms`, `500ns`) or a rate (`100khz`).
+pub fn parse_period(s: &str, timer_hz: u64) -> Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        anyhow!(
+            "`{s}` is not a period: use ticks (`250`), a duration (`10us`) or a rate (`100khz`)"
+        )
+    })?;
+    let hz = timer_hz as f64;
+    let ticks = match unit.trim() {
+        "" | "ticks" => v,
+        "ns" => v * hz / 1e9,
+        "us" | "µs" => v * hz / 1e6,
+        "ms" => v * hz / 1e3,
+        "s" => v * hz,
+        "hz" => hz / v,
+        "khz" => hz / (v * 1e3),
+        "mhz" => hz / (v * 1e6),
+        other => bail!("unknown unit `{other}` in period `{s}`"),
+    };
+    let ticks = ticks.round();
+    if !(2.0..=16_777_216.0).contains(&ticks) {
+        bail!("a period of {ticks} ticks is out of range: the timer takes 2 ..= 16777216 ticks");
+    }
+    Ok(ticks as u64)
+}
+
+/// The timer settings for a mean period of `period` ticks with a random span of `span` ticks
+/// (rounded down to a power of two): `(reload, jitter_mask)`, with the mean kept at `period`.
+///
+/// The default span is the widest power of two the period allows (below twice the period):
+/// successive periods then range from about half to one and a half times the mean, so that a
+/// program loop longer than the period is still entered at a fresh point by every sample.
+pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
+    // reload = period - 1 - mask / 2 must stay at least 1.
+    let widest = (2 * period).saturating_sub(3).max(1);
+    let span = match span {
+        Some(0) => 0,
+        Some(s) => 1u64 << (63 - (s as u64).leading_zeros()),
+        None => 1u64 << (63 - widest.leading_zeros()),
+    };
+    if span > widest {
+        bail!(
+            "a jitter span of {span} ticks is too wide for a period of {period} ticks: at most {} \
+             (the span must stay below twice the period)",
+            1u64 << (63 - widest.leading_zeros())
+        );
+    }
+    let mask = span.saturating_sub(1);
+    // reload + 1 + mask / 2 = period on average.
+    let reload = period as f64 - 1.0 - mask as f64 / 2.0;
+    let reload = reload.round().max(1.0) as u32;
+    Ok((reload, mask as u32))
+}
+
+/// The period in cycles on a board: `--period` (a time or rate needs `--clock`), else the
+/// default.
+pub(crate) fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
+    Ok(match &args.period {
+        Some(s) if clock == 0 && s.chars().any(|c| c.is_ascii_alphabetic()) => bail!(
+            "`--period {s}` is a time or a rate: give the core clock with `--clock HZ`, or the \
+             period in cycles"
+        ),
+        Some(s) => parse_period(s, clock)?,
+        None => DEFAULT_PERIOD_INSTRUCTIONS as u64,
+    })
+}
+
+/// Where the firmware keeps its tag names, for a host that reads its memory.
+pub(crate) fn names_at(
+    elf_bytes: &[u8],
+    fw: &elf::Firmware,
+) -> Option<crate::capture::live::NamesAt> {
+    let addr = elf::symbol_address(elf_bytes, wire::NAMES_SYMBOL)?;
+    Some(crate::capture::live::NamesAt {
+        addr: u32::try_from(addr).ok()?,
+        wide: fw.aarch64,
+    })
+}
+
+/// [`parse_tag`], for the firmware's architecture: ARMv8-A has no stacked xPSR, only words.
+pub(crate) fn tag_for(aarch64: bool, what: &str, elf: &[u8]) -> Result<(u8, u32)> {
+    let t = parse_tag(what, elf)?;
+    if aarch64 && t.0 == wire::TAG_XPSR {
+        bail!(
+            "`--tag exception` reads the exception number Cortex-M stacks; on ARMv8-A tags are \
+             words: `--tag api` (`sampler_rt::set_tag`), `--tag symbol:NAME` or `--tag 0xADDR`"
+        );
+    }
+    Ok(t)
+}
+
+/// `--tag`: `exception`, `api`, `symbol:NAME` or an address, as `(TAG_*, address)`.
+pub fn parse_tag(what: &str, elf_bytes: &[u8]) -> Result<(u8, u32)> {
+    let symbol = |name: &str| -> Result<u32> {
+        elf::symbol_address(elf_bytes, name)
+            .map(|a| a as u32)
+            .with_context(|| format!("the firmware has no symbol `{name}` to record"))
+    };
+    match what {
+        "exception" => Ok((wire::TAG_XPSR, 0)),
+        // Address 0: the firmware's own tag word, which sampler-rt finds itself.
+        "api" => Ok((wire::TAG_WORD, 0)),
+        w => {
+            if let Some(name) = w.strip_prefix("symbol:") {
+                return Ok((wire::TAG_WORD, symbol(name)?));
+            }
+            let addr = w
+                .strip_prefix("0x")
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .with_context(|| {
+                    format!(
+                        "`--tag {w}`: use `exception`, `api`, `symbol:NAME` (e.g. `symbol:pxCurrentTCB`) \
+                         or an address such as `0x20000100`"
+                    )
+                })?;
+            if addr % 4 != 0 {
+                bail!("`--tag {w}`: the word must be 4-byte aligned");
+            }
+            Ok((wire::TAG_WORD, addr))
+        }
+    }
+}
+
+/// Where the bins start and how big they are: `(base, shift)`. The bins cover the code
+/// `[start, end)` with `counters - 1` of them (the last counter counts samples outside);
+/// without `--bin-size` the smallest size that covers the code is chosen.
+pub fn hist_layout(text: (u64, u64), counters: u32, bin_size: Option<u32>) -> Result<(u32, u8)> {
+    if counters < 2 {
+        bail!(
+            "the firmware's sampler-rt has no histogram counters: build it with SAMPLER_RT_HIST_BINS (a power of two, e.g. 2048) in the environment"
+        );
+    }
+    let bins = u64::from(counters - 1);
+    let fits = |shift: u32| {
+        let size = 1u64 << shift;
+        let base = text.0 & !(size - 1);
+        (base, text.1 - base <= bins * size)
+    };
+    let shift = match bin_size {
+        Some(b) => {
+            if !b.is_power_of_two() || !(2..=65536).contains(&b) {
+                bail!("`--bin-size {b}`: a bin is a power of two from 2 to 65536 bytes");
+            }
+            let shift = b.trailing_zeros();
+            if !fits(shift).1 {
+                let need = (1..=16).find(|&s| fits(s).1).map(|s| 1u32 << s);
+                bail!(
+                    "{bins} bins of {b} bytes cover {} bytes, but the code is {} bytes: use `--bin-size {}`, or rebuild with more bins (SAMPLER_RT_HIST_BINS)",
+                    bins * u64::from(b),
+                    text.1 - text.0,
+                    need.map(|n| n.to_string()).unwrap_or_else(|| "65536".into())
+                );
+            }
+            shift
+        }
+        None => (1..=16).find(|&s| fits(s).1).with_context(|| {
+            format!(
+                "{bins} bins cannot cover {} bytes of code: rebuild with more (SAMPLER_RT_HIST_BINS)",
+                text.1 - text.0
+            )
+        })?,
+    };
+    Ok((fits(shift).0 as u32, shift as u8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::machine;
+
+    #[test]
+    fn periods_in_every_unit() {
+        assert_eq!(parse_period("250", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("10us", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("100kHz", 25_000_000).unwrap(), 250);
+        assert_eq!(parse_period("1ms", 12_500_000).unwrap(), 12_500);
+        assert!(parse_period("1", 25_000_000).is_err());
+        assert!(parse_period("10 parsecs", 25_000_000).is_err());
+        assert!(parse_period("1s", 168_000_000).is_err());
+    }
+
+    #[test]
+    fn jitter_keeps_the_mean_period() {
+        let (reload, mask) = timer_settings(250, None).unwrap();
+        assert_eq!(mask, 255);
+        assert!((reload as f64 + 1.0 + mask as f64 / 2.0 - 250.0).abs() <= 0.5);
+        assert_eq!(timer_settings(250, Some(0)).unwrap(), (249, 0));
+        assert_eq!(timer_settings(250, Some(100)).unwrap().1, 63);
+        assert_eq!(timer_settings(100, Some(128)).unwrap().1, 127);
+        assert!(timer_settings(100, Some(256)).is_err());
+        // Every default keeps reload >= 1.
+        for p in 2..2000 {
+            let (r, m) = timer_settings(p, None).unwrap();
+            assert!(r >= 1, "period {p}");
+            assert!(
+                (r as f64 + 1.0 + m as f64 / 2.0 - p as f64).abs() <= 0.5,
+                "period {p}"
+            );
+        }
+    }
+
+    #[test]
+    fn bins_cover_the_code() {
+        // 2047 bins: 2-byte bins cover 4094 bytes, not 5000; 4-byte bins do.
+        assert_eq!(
+            hist_layout((0x400, 0x400 + 5000), 2048, None).unwrap(),
+            (0x400, 2)
+        );
+        // The base is aligned down to the bin size.
+        assert_eq!(
+            hist_layout((0x408, 0x1000), 2048, Some(16)).unwrap(),
+            (0x400, 4)
+        );
+        let e = hist_layout((0x400, 0x400 + 5000), 2048, Some(2)).unwrap_err();
+        assert!(e.to_string().contains("--bin-size 4"), "{e}");
+        assert!(hist_layout((0, 100), 2048, Some(3)).is_err());
+        assert!(hist_layout((0, 100), 0, None).is_err());
+    }
+
+    #[test]
+    fn pmu_overflow_timers_name_their_event_on_armv8_a_only() {
+        let virt = machine::find("virt").unwrap();
+        assert_eq!(
+            parse_timer("pmu:inst_retired", virt, "cortex-a53").unwrap(),
+            Timer::Pmu { event: 0x08 }
+        );
+        assert_eq!(
+            parse_timer("pmu:0x11", virt, "cortex-a53").unwrap(),
+            Timer::Pmu { event: 0x11 }
+        );
+        assert!(parse_timer("pmu:no_such", virt, "cortex-a53").is_err());
+        // Names come from the table of the CPU that runs: L1D_CACHE_REFILL_RD is the A72's.
+        assert_eq!(
+            parse_timer("pmu:l1d_cache_refill_rd", virt, "cortex-a72").unwrap(),
+            Timer::Pmu { event: 0x42 }
+        );
+        assert!(parse_timer("pmu:l1d_cache_refill_rd", virt, "cortex-a53").is_err());
+        assert_eq!(
+            parse_timer("pmu:inst_retired", virt, "max").unwrap(),
+            Timer::Pmu { event: 0x08 }
+        );
+        assert_eq!(
+            parse_timer("generic", virt, "cortex-a53").unwrap(),
+            Timer::SysTick
+        );
+        assert!(
+            parse_timer(
+                "generic",
+                machine::find("mps2-an385").unwrap(),
+                "cortex-a53"
+            )
+            .is_err()
+        );
+        let mps2 = machine::find("mps2-an385").unwrap();
+        assert!(parse_timer("pmu:inst_retired", mps2, "cortex-a53").is_err());
+    }
+
+    #[test]
+    fn timers() {
+        let m = machine::find("mps2-an385").unwrap();
+        assert_eq!(
+            parse_timer("systick", m, "cortex-a53").unwrap(),
+            Timer::SysTick
+        );
+        assert_eq!(
+            parse_timer("cmsdk", m, "cortex-a53").unwrap(),
+            Timer::Cmsdk {
+                base: 0x4000_0000,
+                irq: 8
+            }
+        );
+        assert_eq!(
+            parse_timer("cmsdk:0x40001000:9", m, "cortex-a53").unwrap(),
+            Timer::Cmsdk {
+                base: 0x4000_1000,
+                irq: 9
+            }
+        );
+        assert!(parse_timer("tim3", m, "cortex-a53").is_err());
+        assert!(parse_timer("cmsdk", machine::find("microbit").unwrap(), "cortex-a53").is_err());
+    }
+}

@@ -84,16 +84,6 @@ const _: () = {
     assert!(core::mem::size_of::<State>() <= wire::STATE_LEN);
 };
 
-/// Counter 0's bit when the sampler samples on SW_INCR overflows, for `pmu::sw_incr`.
-static mut SW_INCR_MASK: u64 = 0;
-
-/// The PMSWINC bits of the sampler's counter (0 unless it samples on SW_INCR).
-#[inline]
-pub(crate) fn sw_incr_mask() -> u64 {
-    // SAFETY: a plain read; written once by `start`.
-    unsafe { read_volatile(addr_of!(SW_INCR_MASK)) }
-}
-
 /// The state: the host finds it by name.
 #[unsafe(no_mangle)]
 pub static mut SAMPLER_RT_STATE: State = State {
@@ -131,10 +121,10 @@ static mut BINS: MaybeUninit<[u16; HIST_BINS + 1]> = MaybeUninit::uninit();
 #[unsafe(no_mangle)]
 static SAMPLER_RT_HIST_COUNTERS: u32 = HIST_BINS as u32;
 
-const IDLE: u32 = 0;
-const RUNNING: u32 = 1;
-const STOPPED: u32 = 2;
-const DUMPED: u32 = 3;
+const IDLE: u32 = wire::PHASE_IDLE as u32;
+const RUNNING: u32 = wire::PHASE_RUNNING as u32;
+const STOPPED: u32 = wire::PHASE_STOPPED as u32;
+const DUMPED: u32 = wire::PHASE_DUMPED as u32;
 
 unsafe extern "C" {
     static __stext: u8;
@@ -572,7 +562,7 @@ fn start_with(install_vectors: bool) {
             // Counter 0 counts the event from -(period) up to its overflow.
             let period = (*s).reload as u64 + 1;
             if event == 0 {
-                SW_INCR_MASK = 1;
+                crate::pmu::sampler_counts_sw_incr();
             }
             asm!(
                 "msr pmselr_el0, xzr",
@@ -726,7 +716,7 @@ extern "C" fn sampler_rt_a64_slow() {
             (*s).phase = STOPPED;
             if (*s).sink == wire::SINK_SEMIHOSTING as u32 {
                 send_dump(s, wire::STOP_LIMIT);
-                crate::pmu::semihosting_exit(0);
+                crate::semihosting::exit(0);
             }
         } else {
             if (*s).sink == wire::SINK_SEMIHOSTING as u32 && (*s).mode != wire::MODE_HIST {
@@ -782,7 +772,7 @@ pub fn flush() {
 /// Send the samples and end the program through semihosting with `code`.
 pub fn exit(code: i32) -> ! {
     flush();
-    crate::pmu::semihosting_exit(code)
+    crate::semihosting::exit(code)
 }
 
 /// Open the dump file (header and a first INFO) if needed.
@@ -795,7 +785,7 @@ unsafe fn open(s: *mut State) -> bool {
         if (*s).handle == 0 {
             let name = b"sampler.dump\0";
             let block = [name.as_ptr() as u64, 5, (name.len() - 1) as u64];
-            let h = crate::pmu::semihost(0x01, block.as_ptr());
+            let h = crate::semihosting::semihost(crate::semihosting::SYS_OPEN, block.as_ptr());
             if h < 0 {
                 return false;
             }
@@ -833,7 +823,7 @@ unsafe fn raw(s: *mut State, b: &[u8]) {
     // SAFETY: see the contract.
     unsafe {
         let block = [(*s).handle as u64 - 1, b.as_ptr() as u64, b.len() as u64];
-        crate::pmu::semihost(0x05, block.as_ptr());
+        crate::semihosting::semihost(crate::semihosting::SYS_WRITE, block.as_ptr());
     }
 }
 
@@ -979,7 +969,10 @@ unsafe fn send_dump(s: *mut State, stop: u8) {
         let crc = wire::Crc32::resume((*s).crc).finish();
         raw(s, &wire::record_header(wire::REC_END, 4));
         raw(s, &crc.to_le_bytes());
-        crate::pmu::semihost(0x02, [(*s).handle as u64 - 1].as_ptr());
+        crate::semihosting::semihost(
+            crate::semihosting::SYS_CLOSE,
+            [(*s).handle as u64 - 1].as_ptr(),
+        );
         (*s).handle = 0;
     }
 }

@@ -257,6 +257,11 @@ fn counter() -> u8 {
     }
 }
 
+/// Whether the sampler is pacing itself with SysTick right now (then no lap can be read from
+/// SysTick). The sampler's `start` says how to tell; until then, it is not.
+#[cfg(target_arch = "arm")]
+pub(crate) static mut SYSTICK_SAMPLING: fn() -> bool = || false;
+
 /// Cortex-M: DWT CYCCNT, else SysTick.
 #[cfg(target_arch = "arm")]
 mod arch {
@@ -298,7 +303,7 @@ mod arch {
                 SYSTICK_SPAN = 1 << 24;
                 return wire::LAP_COUNTER_SYSTICK;
             }
-            if crate::target::sampling_on_systick() {
+            if read_volatile(addr_of!(super::SYSTICK_SAMPLING))() {
                 // The sampler reloads SysTick with random periods: no lap can be read from it.
                 return wire::LAP_COUNTER_NONE;
             }

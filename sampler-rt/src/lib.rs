@@ -85,6 +85,9 @@ pub mod pmu;
 mod a64;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
+mod semihosting;
+
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]

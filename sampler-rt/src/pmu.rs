@@ -23,6 +23,7 @@ use core::cell::UnsafeCell;
 use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
+use crate::semihosting::{SYS_CLOSE, SYS_OPEN, SYS_WRITE, semihost};
 use crate::wire;
 
 /// Software increment (writes to PMSWINC_EL0).
@@ -282,33 +283,33 @@ static mut TABLE: Table = Table {
     len: 0,
 };
 
+/// Counter 0's PMSWINC bit when the sampler samples on SW_INCR overflows (set by the sampler's
+/// `start`), so that [`sw_incr`] advances it too.
+static mut SAMPLER_SW_INCR_MASK: u64 = 0;
+
+/// The sampler samples every N software increments on counter 0.
+pub(crate) fn sampler_counts_sw_incr() {
+    // SAFETY: written once, by `start`, before sampling begins.
+    unsafe { SAMPLER_SW_INCR_MASK = 1 };
+}
+
+#[inline]
+fn sampler_sw_incr_mask() -> u64 {
+    // SAFETY: a plain read; written once by `start`.
+    unsafe { core::ptr::read_volatile(addr_of!(SAMPLER_SW_INCR_MASK)) }
+}
+
 /// Add one to the counters that count `SW_INCR`: those of the group (if it has the event), and
 /// the sampler's counter when it samples every N software increments (`--timer pmu:sw_incr`).
 #[inline]
 pub fn sw_incr() {
     // SAFETY: set once by `init`.
-    let mask = unsafe { (*addr_of!(PMU)).sw_mask } | crate::a64::sw_incr_mask();
+    let mask = unsafe { (*addr_of!(PMU)).sw_mask } | sampler_sw_incr_mask();
     msr!("PMSWINC_EL0", mask);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The dump, through semihosting (AArch64: `hlt #0xf000`, operation in w0, block in x1).
-
-const SYS_OPEN: u64 = 0x01;
-const SYS_CLOSE: u64 = 0x02;
-const SYS_WRITE: u64 = 0x05;
-const SYS_EXIT: u64 = 0x18;
-const ADP_STOPPED_APPLICATION_EXIT: u64 = 0x20026;
-
-/// An AArch64 semihosting call.
-pub(crate) fn semihost(op: u64, block: *const u64) -> i64 {
-    let r: i64;
-    // SAFETY: the semihosting call reads the block the caller built.
-    unsafe {
-        asm!("hlt #0xf000", inout("x0") op as i64 => r, in("x1") block, options(nostack));
-    }
-    r
-}
 
 /// Where the dump goes: a semihosting file, or [`SAMPLER_RT_PMU_OUT`].
 enum Sink {
@@ -408,7 +409,7 @@ pub fn finish(code: i32) -> ! {
             semihost(SYS_CLOSE, [h].as_ptr());
         }
     }
-    semihosting_exit(code)
+    crate::semihosting::exit(code)
 }
 
 /// The dump: header, INFO, PMU, END with the CRC.
@@ -453,14 +454,4 @@ fn write_dump(o: &mut Out, p: &Pmu, t: &Table) {
     let crc = o.crc.finish();
     o.raw(&wire::record_header(wire::REC_END, 4));
     o.raw(&crc.to_le_bytes());
-}
-
-/// End the program through semihosting with `code` (QEMU exits with it).
-pub(crate) fn semihosting_exit(code: i32) -> ! {
-    let block = [ADP_STOPPED_APPLICATION_EXIT, code as u64];
-    semihost(SYS_EXIT, block.as_ptr());
-    loop {
-        // SAFETY: waiting has no memory effects.
-        unsafe { asm!("wfi", options(nomem, nostack)) };
-    }
 }

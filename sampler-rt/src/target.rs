@@ -108,10 +108,7 @@ const _: () = {
     assert!(offset_of!(State, tag_kind) == off::TAG_KIND);
     assert!(size_of::<State>() == wire::STATE_LEN);
 };
-const PHASE_IDLE: u8 = 0;
-const PHASE_RUNNING: u8 = 1;
-const PHASE_STOPPED: u8 = 2;
-const PHASE_DUMPED: u8 = 3;
+use wire::{PHASE_DUMPED, PHASE_IDLE, PHASE_RUNNING, PHASE_STOPPED};
 
 #[doc(hidden)]
 #[unsafe(no_mangle)]
@@ -238,6 +235,7 @@ pub fn start() {
         if (*s).phase != PHASE_IDLE {
             return;
         }
+        crate::laps::SYSTICK_SAMPLING = sampling_on_systick;
         let found = read_config();
         let cfg = found.unwrap_or_else(defaults);
         (*s).config_found = found.is_some() as u8;
@@ -455,7 +453,7 @@ pub fn samples_taken() -> u32 {
 }
 
 /// Whether the sampler is pacing itself with SysTick right now.
-pub(crate) fn sampling_on_systick() -> bool {
+fn sampling_on_systick() -> bool {
     let s = state();
     // SAFETY: plain reads of the state.
     unsafe {

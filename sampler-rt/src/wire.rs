@@ -514,6 +514,15 @@ fn get32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
+/// The sampler's `phase` (a byte of the Cortex-M state, a word of the ARMv8-A one): not started.
+pub const PHASE_IDLE: u8 = 0;
+/// Sampling.
+pub const PHASE_RUNNING: u8 = 1;
+/// Stopped (the limit, or the firmware's `stop`/`flush`/`exit`); the dump not yet sent.
+pub const PHASE_STOPPED: u8 = 2;
+/// Stopped and the dump sent.
+pub const PHASE_DUMPED: u8 = 3;
+
 /// Size of the sampler's state block at [`STATE_SYMBOL`].
 pub const STATE_LEN: usize = 88;
 /// `"SSTA"`: the last word of the state block once `start` ran.
@@ -719,7 +728,7 @@ impl StateView {
         let taken = before.wrapping_add(chunk).wrapping_sub(remaining);
         // Stopped at the limit, or by the firmware (`flush`, `exit`).
         let stop = match phase {
-            0 | 1 => STOP_RUNNING,
+            PHASE_IDLE | PHASE_RUNNING => STOP_RUNNING,
             _ if limit != 0 && taken >= limit => STOP_LIMIT,
             _ => STOP_FIRMWARE,
         };

@@ -26,9 +26,6 @@ pub trait Target {
     fn write(&mut self, addr: u32, bytes: &[u8]) -> Result<()>;
 }
 
-/// The sampler's `phase` once it stopped (the limit, or the firmware's `stop`/`flush`/`exit`).
-pub const PHASE_STOPPED: u8 = 2;
-
 /// Where the capture stands.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
@@ -181,7 +178,7 @@ impl Live {
 
     /// Whether the sampler has stopped (after the poll that saw it stop, nothing more comes).
     pub fn stopped(&self) -> bool {
-        self.state.phase == PHASE_STOPPED
+        self.state.phase == wire::PHASE_STOPPED
     }
 
     /// Tell a firmware waiting at its end that the host has read everything (it waits for a
@@ -502,7 +499,7 @@ mod tests {
     fn a_stopped_sampler_is_released_by_clearing_its_sink() {
         let mut f = Fake::new(16);
         f.state[wire::state_offsets::SINK] = wire::SINK_HOST;
-        f.state[58] = PHASE_STOPPED;
+        f.state[58] = wire::PHASE_STOPPED;
         let mut l = Live::attach(&mut f, STATE).unwrap();
         l.poll(&mut f).unwrap();
         assert!(l.stopped());

@@ -18,6 +18,62 @@ pub const META: &str = "run.json";
 pub const OUTPUT: &str = "firmware-output.txt";
 /// What a streaming firmware had written when its run was cut short (raw, as received).
 pub const STREAM: &str = "streamed.dump";
+/// How a run stands, or how it ended (`state` in `meta.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum RunState {
+    /// Started, not ended (or cargo-sample itself was killed meanwhile).
+    #[default]
+    #[serde(rename = "running")]
+    Running,
+    /// The firmware ended the run.
+    #[serde(rename = "finished")]
+    Finished,
+    /// Cut short by `--timeout`.
+    #[serde(rename = "timed out")]
+    TimedOut,
+    /// Cut short by Ctrl-C.
+    #[serde(rename = "interrupted")]
+    Interrupted,
+    /// QEMU or the probe failed, or the firmware exited with an error.
+    #[serde(rename = "failed")]
+    Failed,
+    /// The core sat in a fault handler when the run was cut short.
+    #[serde(rename = "faulted")]
+    Faulted,
+    /// `--duration` elapsed.
+    #[serde(rename = "duration reached")]
+    DurationReached,
+    /// `--instructions` (the exact run's budget) ran out.
+    #[serde(rename = "budget reached")]
+    BudgetReached,
+    /// Written by a version that knew a state this one does not.
+    #[serde(other, rename = "unknown")]
+    Unknown,
+}
+
+impl RunState {
+    /// The word `meta.json` holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Finished => "finished",
+            RunState::TimedOut => "timed out",
+            RunState::Interrupted => "interrupted",
+            RunState::Failed => "failed",
+            RunState::Faulted => "faulted",
+            RunState::DurationReached => "duration reached",
+            RunState::BudgetReached => "budget reached",
+            RunState::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The sampler's state block read from the target when a run was cut short.
 pub const STATE: &str = "state.bin";
 /// The sampler's ring read from the target when a run was cut short.
@@ -41,8 +97,8 @@ pub struct RunMeta {
     pub units_per_tick: f64,
     pub workspace_root: Option<PathBuf>,
     pub started_unix: u64,
-    /// `running`, then `finished`, `timed out`, `interrupted`, `failed`.
-    pub state: String,
+    /// `running` while the run goes on, then how it ended.
+    pub state: RunState,
     pub exit_code: Option<i32>,
     pub wall_seconds: f64,
     pub qemu_command: Vec<String>,
@@ -186,5 +242,30 @@ mod tests {
         assert_eq!(find(tmp.path(), "latest").unwrap(), b);
         assert!(find(tmp.path(), "nope").is_err());
         assert!(!b.join("run.tmp").exists());
+    }
+
+    #[test]
+    fn run_states_are_the_words_meta_json_always_held() {
+        use RunState::*;
+        for (state, word) in [
+            (Running, "running"),
+            (Finished, "finished"),
+            (TimedOut, "timed out"),
+            (Interrupted, "interrupted"),
+            (Failed, "failed"),
+            (Faulted, "faulted"),
+            (DurationReached, "duration reached"),
+            (BudgetReached, "budget reached"),
+        ] {
+            let json = serde_json::to_string(&state).unwrap();
+            assert_eq!(json, format!("\"{word}\""));
+            assert_eq!(state.as_str(), word);
+            assert_eq!(serde_json::from_str::<RunState>(&json).unwrap(), state);
+        }
+        // A state this version does not know still loads.
+        assert_eq!(
+            serde_json::from_str::<RunState>("\"rebooted\"").unwrap(),
+            Unknown
+        );
     }
 }

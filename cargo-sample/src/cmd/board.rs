@@ -161,7 +161,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     let cap = match cap {
         Ok(c) => c,
         Err(e) => {
-            meta.state = "failed".into();
+            meta.state = runs::RunState::Failed;
             runs::save_meta(&dir, &meta)?;
             bail!(
                 "{e:#}\n(the image and the run are kept in {})",
@@ -176,13 +176,12 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     }
     meta.source = Some(how);
     meta.state = if cap.interrupted {
-        "interrupted"
+        runs::RunState::Interrupted
     } else if cap.duration_reached {
-        "duration reached"
+        runs::RunState::DurationReached
     } else {
-        "finished"
-    }
-    .into();
+        runs::RunState::Finished
+    };
     runs::save_meta(&dir, &meta)?;
     term::status("Saved", dir.display());
     if d.is_none() {
@@ -293,16 +292,16 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             saved_len = raw.len();
         }
         if let Some((_, true)) = serial::find_dump(&raw) {
-            break "finished";
+            break runs::RunState::Finished;
         }
         if qemu::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-            break "interrupted";
+            break runs::RunState::Interrupted;
         }
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break "duration reached";
+            break runs::RunState::DurationReached;
         }
         if started.elapsed() >= timeout {
-            break "timed out";
+            break runs::RunState::TimedOut;
         }
         if let Some(r) = &mut runner
             && runner_ended.is_none()
@@ -312,7 +311,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         }
         // A runner that ended leaves a second for the last bytes.
         if runner_ended.is_some_and(|t| t.elapsed() >= Duration::from_secs(1)) {
-            break "failed";
+            break runs::RunState::Failed;
         }
         std::thread::sleep(Duration::from_millis(10));
     };
@@ -321,7 +320,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         let _ = r.wait();
     }
     meta.wall_seconds = started.elapsed().as_secs_f64();
-    meta.state = outcome.into();
+    meta.state = outcome;
     let found = serial::find_dump(&raw);
     if let Some((start, complete)) = found {
         runs::write_atomic(&dir.join(runs::DUMP), &raw[start..])?;

@@ -173,17 +173,16 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         runs::write_atomic(&dir.join(exact::FILE), counts)?;
     }
     meta.state = if outcome.budget_reached {
-        "budget reached"
+        runs::RunState::BudgetReached
     } else if outcome.interrupted {
-        "interrupted"
+        runs::RunState::Interrupted
     } else if outcome.timed_out {
-        "timed out"
+        runs::RunState::TimedOut
     } else if outcome.status.is_some_and(|s| s.success()) {
-        "finished"
+        runs::RunState::Finished
     } else {
-        "failed"
-    }
-    .into();
+        runs::RunState::Failed
+    };
     runs::save_meta(&dir, &meta)?;
     if outcome.interrupted {
         term::warn("interrupted: reporting the instructions counted so far");

@@ -367,19 +367,18 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     meta.core = outcome.core;
     let faulted = outcome.core.filter(|c| c.faulted());
     meta.state = if outcome.live.as_ref().is_some_and(|l| l.duration_reached) {
-        "duration reached"
+        runs::RunState::DurationReached
     } else if faulted.is_some() {
-        "faulted"
+        runs::RunState::Faulted
     } else if outcome.interrupted {
-        "interrupted"
+        runs::RunState::Interrupted
     } else if outcome.timed_out {
-        "timed out"
+        runs::RunState::TimedOut
     } else if outcome.status.is_some_and(|s| s.success()) {
-        "finished"
+        runs::RunState::Finished
     } else {
-        "failed"
-    }
-    .into();
+        runs::RunState::Failed
+    };
     runs::save_meta(&dir, &meta)?;
 
     let have_dump = dir.join(runs::DUMP).is_file();

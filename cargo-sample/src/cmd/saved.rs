@@ -244,7 +244,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         report.diagnostics.insert(
             0,
             report::Diagnostic {
-                kind: "fault",
+                kind: report::Finding::Fault,
                 severity: report::Severity::Warning,
                 message,
                 percent: None,
@@ -298,7 +298,7 @@ pub(crate) fn hist_samples(
     let full = h.saturated();
     if full > 0 {
         findings.push(report::Diagnostic {
-            kind: "saturated-bins",
+            kind: report::Finding::SaturatedBins,
             severity: report::Severity::Warning,
             message: format!(
                 "{full} bins reached 65535 samples and stopped counting: their functions are \
@@ -350,15 +350,15 @@ pub(crate) fn load_exact_report(
             .counted_by
             .clone()
             .unwrap_or_else(|| "cargo-sample's QEMU plugin".into()),
-        stop: match meta.state.as_str() {
-            "budget reached" => format!(
+        stop: match meta.state {
+            runs::RunState::BudgetReached => format!(
                 "stopped after the instruction budget (`--instructions {}`)",
                 term::count(meta.instruction_budget.unwrap_or(0))
             ),
-            "finished" => "the firmware ended the run".into(),
-            "timed out" => "cut short by `--timeout`".into(),
-            "interrupted" => "cut short by Ctrl-C".into(),
-            other => other.to_owned(),
+            runs::RunState::Finished => "the firmware ended the run".into(),
+            runs::RunState::TimedOut => "cut short by `--timeout`".into(),
+            runs::RunState::Interrupted => "cut short by Ctrl-C".into(),
+            other => other.to_string(),
         },
         instruction_budget: meta.instruction_budget,
     };

@@ -175,7 +175,7 @@ pub(crate) fn project_meta(p: &Project, cargo: &crate::project::Selection) -> Ru
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
-        state: "running".into(),
+        state: runs::RunState::Running,
         ..RunMeta::default()
     }
 }

@@ -54,7 +54,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     if s.sleep > 0 {
         let share = 100.0 * s.sleep as f64 / all as f64;
         samples.findings.push(report::Diagnostic {
-            kind: "asleep",
+            kind: report::Finding::Asleep,
             severity: report::Severity::Note,
             message: format!(
                 "{} of {all} PC samples ({share:.2} %) found the core asleep (sleep packets carry no \
@@ -68,7 +68,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     }
     if s.overflow > 0 {
         samples.findings.push(report::Diagnostic {
-            kind: "lost",
+            kind: report::Finding::Lost,
             severity: report::Severity::Warning,
             message: format!(
                 "the ITM overflowed {} times: packets, PC samples among them, were lost there. \

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use crate::image::symbolize::Symbolizer;
-use crate::report::model::{Diagnostic, Severity};
+use crate::report::model::{Diagnostic, Finding, Severity};
 
 /// The address standing for samples outside every bin (outside every function).
 pub const OUTSIDE_ADDRESS: u32 = 0xFFFF_FFF0;
@@ -183,7 +183,7 @@ pub fn split(
             Split::Density => "by bytes and each function's estimated samples per byte",
         };
         Diagnostic {
-            kind: "ambiguous-bins",
+            kind: Finding::AmbiguousBins,
             severity: Severity::Warning,
             message: format!(
                 "{:.2} % of the samples are in {bin_size}-byte bins shared by several functions and \

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::model::{Diagnostic, Facts, OUTSIDE, Row};
+use super::model::{Diagnostic, Facts, Finding, OUTSIDE, Row};
 use crate::analysis::stats::Z95;
 use crate::image::disasm::{Code, Insn, Kind};
 use crate::image::symbolize::Symbolizer;
@@ -85,7 +85,7 @@ pub fn sampled(
     let mut d = Vec::new();
     let n = input.total as usize;
     if n == 0 {
-        d.push(Diagnostic::warning("no-samples", no_samples(input)));
+        d.push(Diagnostic::warning(Finding::NoSamples, no_samples(input)));
         return d;
     }
     // Lockstep needs the order of the samples; pile-ups need single addresses.
@@ -102,7 +102,7 @@ pub fn sampled(
     if let Some(out) = input.functions.iter().find(|r| r.name == OUTSIDE) {
         d.push(
             Diagnostic::warning(
-                "outside-image",
+                Finding::OutsideImage,
                 format!(
                     "{:.2} % of the samples are outside every function of this ELF: code copied to \
                      RAM, a bootloader, or another image. They are listed as `{OUTSIDE}`; `--lines` \
@@ -116,7 +116,7 @@ pub fn sampled(
     let f = input.facts;
     if f.overwritten > 0 {
         d.push(Diagnostic::warning(
-            "overwritten",
+            Finding::Overwritten,
             format!(
                 "the ring holds {n} samples: the newest {n} of {} were kept, the older {} are not in the \
                  profile. Rebuild with a larger SAMPLER_RT_RING_SLOTS, or stream the samples",
@@ -128,7 +128,7 @@ pub fn sampled(
         let share = 100.0 * f.lost as f64 / (f.lost as f64 + n as f64);
         d.push(
             Diagnostic::warning(
-                "lost",
+                Finding::Lost,
                 format!(
                     "{} samples ({share:.2} %) were lost before they reached the host and are not in \
                      the profile: the shares are of the samples that arrived",
@@ -140,7 +140,7 @@ pub fn sampled(
     }
     if f.foreign_interrupts > 0 {
         d.push(Diagnostic::warning(
-            "foreign-interrupts",
+            Finding::ForeignInterrupts,
             format!(
                 "the sampler's exception vectors took {} that {} not its own, and disabled \
                  {} unserved: the firmware has interrupts of its own, and it did not run as it \
@@ -178,7 +178,7 @@ fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diagnostic>) ->
     };
     if let Some(k) = repeat_lag(pcs) {
         d.push(Diagnostic::warning(
-            "lockstep",
+            Finding::Lockstep,
             format!(
                 "the samples repeat every {k} samples ({distinct} distinct addresses in {n}): the \
                  sampling period is in step with a loop of the program, which is then seen at the \
@@ -209,7 +209,7 @@ fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diagnostic>) ->
         let eff = n as f64 / tau;
         if tau >= 10.0 {
             d.push(Diagnostic::warning(
-                "lockstep",
+                Finding::Lockstep,
                 format!(
                     "consecutive samples are strongly correlated (for {name}, one sample is worth \
                      1/{tau:.0} of an independent one: {n} samples count as about {eff:.0}): the \
@@ -223,7 +223,7 @@ fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diagnostic>) ->
         }
         if tau >= 2.0 {
             d.push(Diagnostic::note(
-                "correlated",
+                Finding::Correlated,
                 format!(
                     "consecutive samples are correlated (for {name}, {n} samples count as about \
                      {eff:.0} independent ones): the intervals, which assume independent samples, are \
@@ -236,7 +236,7 @@ fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diagnostic>) ->
     }
     if input.facts.jitter_ticks == 0 && input.facts.timer_hz != 0 {
         d.push(Diagnostic::note(
-            "constant-period",
+            Finding::ConstantPeriod,
             "constant sampling period: none of this run's samples repeat, but a program that runs \
              in step with the period would be seen at the same few points every time"
                 .into(),
@@ -406,9 +406,9 @@ fn pile_ups(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, d: &mut Ve
             }
         };
         let diag_kind = match kind {
-            Kind::Unmask | Kind::MaskWrite => "masked-skid",
-            Kind::Sleep => "asleep",
-            _ => "held-off",
+            Kind::Unmask | Kind::MaskWrite => Finding::MaskedSkid,
+            Kind::Sleep => Finding::Asleep,
+            _ => Finding::HeldOff,
         };
         let diag = if kind == Kind::Sleep {
             Diagnostic::note(diag_kind, msg)
@@ -546,13 +546,13 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
         .collect();
     // Say why when another diagnostic already does, rather than suggest settings that cannot
     // help (a masked region holds off the sampler whatever its period or priority).
-    let why = if found.iter().any(|d| d.kind == "masked-skid") {
+    let why = if found.iter().any(|d| d.kind == Finding::MaskedSkid) {
         "The masked-skid warning explains it: samples taken while interrupts were masked land \
          after the region. The exact column is where the time went"
-    } else if found.iter().any(|d| d.kind == "held-off") {
+    } else if found.iter().any(|d| d.kind == Finding::HeldOff) {
         "The held-off warning explains it: a handler the sampler could not preempt held the \
          samples back (`--priority`)"
-    } else if found.iter().any(|d| d.kind == "lockstep") {
+    } else if found.iter().any(|d| d.kind == Finding::Lockstep) {
         "The lockstep warning explains it: the samples were in step with the program \
          (`--jitter`)"
     } else {
@@ -560,7 +560,7 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
          span, `--jitter`), or held off by code the sampler could not preempt"
     };
     Some(Diagnostic::warning(
-        "disagrees-with-exact",
+        Finding::DisagreesWithExact,
         format!(
             "the sampled profile disagrees with the exact count of the same run beyond 5 sigma: \
              {}. {why}",
@@ -574,7 +574,7 @@ fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
     let n = input.total as f64;
     if n < 100.0 {
         d.push(Diagnostic::warning(
-            "few-samples",
+            Finding::FewSamples,
             format!(
                 "only {n} samples: a share of 50 % is uncertain by ±{:.0} points (95 %)",
                 100.0 * Z95 * (0.25 / n).sqrt()
@@ -585,7 +585,7 @@ fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
     // neighbours would only add noise.
     let piled: HashSet<String> = d
         .iter()
-        .filter(|x| x.kind == "masked-skid")
+        .filter(|x| x.kind == Finding::MaskedSkid)
         .flat_map(|x| {
             x.addresses
                 .iter()
@@ -615,7 +615,7 @@ fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
             "no number of samples may".into()
         };
         d.push(Diagnostic::note(
-            "indistinct",
+            Finding::Indistinct,
             format!(
                 "{} and {} ({:.2} % and {:.2} %) cannot be told apart with {n} samples: {need} \
                  separate shares this close (95 %)",
@@ -758,12 +758,16 @@ mod tests {
         };
         let mut d = Vec::new();
         resolution(&input, &sym, &mut d);
-        assert_eq!(d.iter().filter(|x| x.kind == "indistinct").count(), 1);
+        assert_eq!(
+            d.iter().filter(|x| x.kind == Finding::Indistinct).count(),
+            1
+        );
         // hot_a spans 0xfee..0xffc in the fixture: a masked pile there explains its row.
-        let mut d = vec![Diagnostic::warning("masked-skid", String::new()).at(50.5, vec![0xff0])];
+        let mut d =
+            vec![Diagnostic::warning(Finding::MaskedSkid, String::new()).at(50.5, vec![0xff0])];
         resolution(&input, &sym, &mut d);
         assert_eq!(
-            d.iter().filter(|x| x.kind == "indistinct").count(),
+            d.iter().filter(|x| x.kind == Finding::Indistinct).count(),
             0,
             "{d:?}"
         );
@@ -789,7 +793,7 @@ mod tests {
             exact_total: Some(1072),
         };
         let d = sampled(&input, &mut sym, None);
-        assert_eq!(d[0].kind, "no-samples");
+        assert_eq!(d[0].kind, Finding::NoSamples);
         assert!(
             d[0].message.contains("ran 1072 instructions"),
             "{}",
@@ -813,8 +817,8 @@ mod tests {
     fn lost_and_overwritten_samples_are_reported_and_only_then() {
         assert_eq!(run_with(&facts(2000, 0, 0)), Vec::new());
         let d = run_with(&facts(2600, 100, 600));
-        let kinds: Vec<&str> = d.iter().map(|d| d.kind).collect();
-        assert_eq!(kinds, ["overwritten", "lost"]);
+        let kinds: Vec<Finding> = d.iter().map(|d| d.kind).collect();
+        assert_eq!(kinds, [Finding::Overwritten, Finding::Lost]);
         assert!(
             d[0].message
                 .contains("the older 600 are not in the profile")

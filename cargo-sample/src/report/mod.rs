@@ -14,8 +14,8 @@ pub mod tree;
 use std::collections::HashMap;
 
 pub use model::{
-    Diagnostic, ExactFacts, Facts, JSON_VERSION, OUTSIDE, PcCount, Report, Row, RunFacts, Severity,
-    Stack, stop_reason,
+    Diagnostic, ExactFacts, Facts, Finding, JSON_VERSION, OUTSIDE, PcCount, Report, Row, RunFacts,
+    Severity, Stack, stop_reason,
 };
 
 use crate::analysis::stats::{Z95, wilson};
@@ -468,7 +468,7 @@ pub fn build_exact(
     let mut diagnostics = Vec::new();
     if total == 0 {
         diagnostics.push(Diagnostic {
-            kind: "no-samples",
+            kind: Finding::NoSamples,
             severity: Severity::Warning,
             message: "no instructions were counted: did the firmware start?".into(),
             percent: None,
@@ -478,7 +478,7 @@ pub fn build_exact(
     }
     if let Some(out) = v.functions.iter().find(|r| r.name == OUTSIDE) {
         diagnostics.push(Diagnostic {
-            kind: "outside-image",
+            kind: Finding::OutsideImage,
             severity: Severity::Warning,
             message: format!(
                 "{:.2} % of the instructions ran outside every function of this ELF (code copied to \

@@ -208,6 +208,46 @@ pub fn stop_reason(stop: u8) -> &'static str {
     }
 }
 
+/// What a finding is about (`kind` in the JSON report).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Finding {
+    /// No sample at all: nothing to report.
+    NoSamples,
+    /// Samples outside every function of the image.
+    OutsideImage,
+    /// The ring overwrote older samples (the newest were kept).
+    Overwritten,
+    /// Samples the firmware could not store, or the link dropped.
+    Lost,
+    /// ARMv8-A: interrupts the sampler took that were the firmware's.
+    ForeignInterrupts,
+    /// The samples move in step with a periodic program and see only some of it.
+    Lockstep,
+    /// Successive samples are correlated with the program's phases.
+    Correlated,
+    /// Sampled at a constant period (no jitter) where lockstep is possible.
+    ConstantPeriod,
+    /// Samples pile up after interrupts were masked: they belong to the masked region.
+    MaskedSkid,
+    /// Samples found the core asleep (WFI/WFE): idle time, not work.
+    Asleep,
+    /// Samples pile up after something that held the sampling interrupt off.
+    HeldOff,
+    /// The sampled shares differ from the exact counts by more than noise.
+    DisagreesWithExact,
+    /// Too few samples for the shares shown.
+    FewSamples,
+    /// Shares too close to tell apart at this number of samples.
+    Indistinct,
+    /// Histogram bins shared by several functions.
+    AmbiguousBins,
+    /// Histogram bins that reached their counters' maximum.
+    SaturatedBins,
+    /// The firmware stopped in a fault handler.
+    Fault,
+}
+
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -221,9 +261,7 @@ pub enum Severity {
 /// One finding.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Diagnostic {
-    /// `lockstep`, `masked-skid`, `held-off`, `asleep`, `outside-image`, `lost`,
-    /// `overwritten`, `few-samples`, `indistinct`, `no-samples`, `constant-period`.
-    pub kind: &'static str,
+    pub kind: Finding,
     pub severity: Severity,
     pub message: String,
     /// Share of the samples concerned, in percent.
@@ -238,7 +276,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn warning(kind: &'static str, message: String) -> Diagnostic {
+    pub fn warning(kind: Finding, message: String) -> Diagnostic {
         Diagnostic {
             kind,
             severity: Severity::Warning,
@@ -249,7 +287,7 @@ impl Diagnostic {
         }
     }
 
-    pub fn note(kind: &'static str, message: String) -> Diagnostic {
+    pub fn note(kind: Finding, message: String) -> Diagnostic {
         Diagnostic {
             severity: Severity::Note,
             ..Diagnostic::warning(kind, message)

@@ -21,7 +21,7 @@ use crate::term;
 
 /// How to count every executed instruction with this QEMU.
 pub fn choose_counting(method: TruthMethod, qemu: &Path, own: &Path) -> Result<Counting> {
-    let probe = qemu::probe(qemu)?;
+    let probe = qemu::inspect(qemu)?;
     let exec_log = || Counting::ExecLog {
         one_insn_flag: match probe.version {
             Some(v) if !v.has_one_insn_per_tb() => vec!["-singlestep".into()],

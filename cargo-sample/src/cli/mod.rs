@@ -1,0 +1,73 @@
+//! Command line.
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod run;
+mod values;
+
+pub use crate::exec::probe::Method;
+pub use crate::term::ColorWhen;
+pub use commands::*;
+pub use run::*;
+pub use values::*;
+
+/// Statistical PC-sampling profiler for embedded Rust firmware.
+///
+/// `cargo sample --release --bin app` builds the crate with its sampling feature on, runs it in
+/// QEMU, captures the samples and prints where the time went, against the very ELF that ran.
+#[derive(Parser, Debug)]
+#[command(name = "cargo-sample", bin_name = "cargo sample", version)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the report of a saved run again (any view or format).
+    Report(ReportArgs),
+    /// Add sampler-rt, the `sample` feature and the `start()` call to an existing firmware crate.
+    Init(InitArgs),
+    /// Compare two saved runs: per function, the change in share and whether it is more than
+    /// sampling noise.
+    Diff(DiffArgs),
+    /// Choose histogram bins: for each bin size, the RAM it costs, how much code shares bins,
+    /// and the misattribution those bins would make on this firmware's own samples, with and
+    /// without aligned functions; then a recommendation and the command to run it.
+    Advise(Box<AdviseArgs>),
+    /// Report a recorded SWO capture (DWT periodic PC samples among ITM packets) against its ELF.
+    Swo(SwoArgs),
+    /// List an ARMv8-A CPU's PMU events (from Arm's machine-readable data), or search them.
+    Events(EventsArgs),
+    /// Count PMU events around the firmware's regions (ARMv8-A, `sampler_rt::pmu`): events
+    /// split into groups the CPU's counters hold, the firmware run once per group, derived
+    /// metrics.
+    Stat(Box<StatArgs>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_seeds() {
+        assert_eq!(parse_count("300M"), Ok(300_000_000));
+        assert_eq!(parse_count("2G"), Ok(2_000_000_000));
+        assert_eq!(parse_count("1e9"), Ok(1_000_000_000));
+        assert_eq!(parse_count("1.5k"), Ok(1500));
+        assert_eq!(parse_count("42"), Ok(42));
+        assert_eq!(parse_budget("500ms"), Ok(Budget::Nanoseconds(500_000_000)));
+        assert_eq!(parse_budget("2s"), Ok(Budget::Nanoseconds(2_000_000_000)));
+        assert_eq!(parse_budget("20M"), Ok(Budget::Instructions(20_000_000)));
+        assert_eq!(Budget::Nanoseconds(5_000_000).instructions(6), 78_125);
+        assert!(parse_budget("soon").is_err());
+        assert!(parse_count("0").is_err() && parse_count("lots").is_err());
+        assert_eq!(parse_u32("0x2545F491"), Ok(0x2545_F491));
+        assert!(parse_u32("-1").is_err());
+    }
+}

@@ -1,6 +1,8 @@
 //! The report's data: what a run told, the tables, the findings. Built by the parent module,
 //! judged by `diagnose`, printed by `text` and the export `formats`.
 
+use std::collections::HashMap;
+
 use sampler_rt::wire;
 use serde::Serialize;
 
@@ -299,4 +301,21 @@ impl Diagnostic {
         self.addresses = addresses;
         self
     }
+}
+
+/// What the diagnostics look at.
+pub struct Input<'a> {
+    /// The samples in the order they were taken (empty when the order is not known).
+    pub pcs: &'a [u32],
+    /// Samples in all.
+    pub total: u64,
+    /// The samples are address ranges (histogram bins), not single addresses.
+    pub binned: bool,
+    pub per_pc: &'a HashMap<u32, u64>,
+    pub facts: &'a Facts,
+    pub functions: &'a [Row],
+    /// The image's vector table: `(exception number, handler address)`.
+    pub vectors: &'a [(u32, u32)],
+    /// With `--truth`: the instructions the firmware executed (sampler-rt's excluded).
+    pub exact_total: Option<u64>,
 }

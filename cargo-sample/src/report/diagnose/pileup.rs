@@ -1,0 +1,227 @@
+//! Samples that pile up on one instruction because the sampling interrupt could not be taken
+//! before it (interrupts masked, a handler running, the core asleep), told apart by what stands
+//! before it, with the masked region's owner and callers.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::image::disasm::{Code, Insn, Kind};
+use crate::image::symbolize::Symbolizer;
+use crate::report::model::Input;
+use crate::report::model::{Diagnostic, Finding, OUTSIDE};
+
+/// Instructions holding far more samples than the instruction before them.
+pub(crate) fn pile_ups(
+    input: &Input<'_>,
+    sym: &mut Symbolizer,
+    code: &mut Code,
+    d: &mut Vec<Diagnostic>,
+) {
+    let total: u64 = input.per_pc.values().sum();
+    // Group the sampled addresses by function.
+    let mut by_function: HashMap<(u64, u64), Vec<u32>> = HashMap::new();
+    for &pc in input.per_pc.keys() {
+        if let Some(r) = sym.range_of(pc as u64) {
+            by_function.entry(r).or_default().push(pc);
+        }
+    }
+    let handlers = handler_names(input, sym, code);
+    let mut found: Vec<(Kind, u32, u64, Insn, String)> = Vec::new();
+    for ((start, end), pcs) in by_function {
+        let insns = code.function(start as u32, end as u32).to_vec();
+        let targets: HashSet<u32> = insns.iter().filter_map(|i| i.target).collect();
+        for pc in pcs {
+            let s = input.per_pc[&pc];
+            if s < 5 {
+                continue;
+            }
+            let Some(idx) = insns.iter().position(|i| i.addr == pc) else {
+                continue;
+            };
+            let Some(prev) = idx.checked_sub(1).map(|j| insns[j].clone()) else {
+                continue;
+            };
+            let before = input.per_pc.get(&prev.addr).copied().unwrap_or(0);
+            let share = 100.0 * s as f64 / total as f64;
+            let kind = match prev.kind {
+                Kind::Unmask | Kind::MaskWrite | Kind::Sleep => prev.kind,
+                // Other causes need a real pile: in straight-line code, many times the samples
+                // of the instruction before, and a share worth mentioning.
+                Kind::Store | Kind::Other | Kind::Svc
+                    if !targets.contains(&pc)
+                        && s >= 10
+                        && share >= 0.5
+                        && s > 4 * (before + 1) =>
+                {
+                    prev.kind
+                }
+                _ => continue,
+            };
+            if matches!(kind, Kind::Unmask | Kind::MaskWrite | Kind::Sleep)
+                && (share < 0.5 || s <= 2 * (before + 1))
+            {
+                continue;
+            }
+            let name = sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned();
+            found.push((kind, pc, s, prev, name));
+        }
+    }
+    found.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+    for (kind, pc, s, prev, name) in found {
+        let share = 100.0 * s as f64 / total as f64;
+        let mut explained = Vec::new();
+        let at = format!("{name} at {pc:#x}");
+        let msg = match kind {
+            Kind::Unmask | Kind::MaskWrite => {
+                let (region, names) = masked_region(sym, code, pc, &prev);
+                explained = names;
+                format!(
+                    "{share:.2} % of the samples ({s}) are on {at}, the instruction right after \
+                     `{}` re-enables interrupts: a sampling interrupt that fires while interrupts \
+                     are masked waits, and lands here. These samples are the time of the masked \
+                     region{region}, not of the instruction they land on; and a region longer than \
+                     the period loses samples as well. No sampling setting changes this (a masked \
+                     region holds off every interrupt): for the time really spent inside the \
+                     region, count it exactly with `--truth` (the exact share beside each row, in \
+                     QEMU) or `--exact`, or time it with laps",
+                    prev.text
+                )
+            }
+            Kind::Sleep => format!(
+                "{share:.2} % of the samples ({s}) found the core asleep in `{}` (they are on {at}, \
+                 the instruction after it): that is idle time, not work done by {name}",
+                prev.text
+            ),
+            _ => {
+                let cause = if prev.kind == Kind::Store {
+                    format!(
+                        "after a store (`{}`) that may pend an interrupt whose handler the sampler \
+                         cannot preempt",
+                        prev.text
+                    )
+                } else if prev.kind == Kind::Svc {
+                    format!("after `{}`, a supervisor call", prev.text)
+                } else {
+                    format!("after `{}`", prev.text)
+                };
+                format!(
+                    "{share:.2} % of the samples ({s}) pile up on {at}, {cause}: more than 4 times the \
+                     samples of the instruction before it, which runs as often. The sampling interrupt \
+                     was held off and was taken here, so this is the time of code the sampler could not \
+                     see — most often an interrupt handler of the sampler's priority or more urgent{}. \
+                     Sample at a more urgent priority (`--priority`, 0 is the most urgent and the default)",
+                    handlers
+                )
+            }
+        };
+        let diag_kind = match kind {
+            Kind::Unmask | Kind::MaskWrite => Finding::MaskedSkid,
+            Kind::Sleep => Finding::Asleep,
+            _ => Finding::HeldOff,
+        };
+        let diag = if kind == Kind::Sleep {
+            Diagnostic::note(diag_kind, msg)
+        } else {
+            Diagnostic::warning(diag_kind, msg)
+        };
+        let mut diag = diag.at(share, vec![pc]);
+        diag.functions = explained;
+        d.push(diag);
+    }
+}
+
+/// Where interrupts were masked: the function that unmasks, and when that is a small helper
+/// (`irq_on`, an `enable()`), the functions that call it.
+/// Where interrupts were masked, in words, and the functions that hold the region: the one
+/// that unmasks, and when that is a small helper (`irq_on`, an `enable()`), the functions that
+/// call it.
+pub(crate) fn masked_region(
+    sym: &mut Symbolizer,
+    code: &mut Code,
+    pc: u32,
+    unmask: &Insn,
+) -> (String, Vec<String>) {
+    let Some((start, end)) = sym.range_of(pc as u64) else {
+        return (String::new(), Vec::new());
+    };
+    let owner = sym.function_of(pc as u64).unwrap_or("?").to_owned();
+    let insns = code.function(start as u32, end as u32);
+    let small = insns.len() <= 8;
+    // A function that masks before it unmasks holds the region itself, however small.
+    let masks_too = insns
+        .iter()
+        .any(|i| i.addr < unmask.addr && i.kind == Kind::Mask);
+    if !small || masks_too {
+        return (
+            format!(" in {owner} (it ends at {:#x})", unmask.addr),
+            vec![owner],
+        );
+    }
+    let callers = callers_of(sym, code, start as u32);
+    let text = if callers.is_empty() {
+        format!(" that {owner} ends")
+    } else {
+        format!(
+            " that {owner} ends, in its caller{} {}",
+            if callers.len() > 1 { "s" } else { "" },
+            callers.join(", ")
+        )
+    };
+    let mut names = vec![owner];
+    names.extend(callers);
+    (text, names)
+}
+
+/// Functions with a direct call to `target`.
+pub(crate) fn callers_of(sym: &mut Symbolizer, code: &mut Code, target: u32) -> Vec<String> {
+    let mut names = Vec::new();
+    for (start, end, name) in sym.all_functions() {
+        if code.function(start as u32, end as u32).iter().any(|i| {
+            // A call, or a tail call: a branch to the start from another function.
+            i.target == Some(target)
+                && (i.kind == Kind::Call || (i.kind == Kind::Branch && start as u32 != target))
+        }) && !names.contains(&name)
+        {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// ` (handlers in this image: IRQ31, ...)`, the interrupt handlers other than the defaults and
+/// the sampler's own.
+pub(crate) fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code) -> String {
+    let mut names = Vec::new();
+    for &(n, addr) in input.vectors {
+        if n < 2 {
+            continue;
+        }
+        let Some(name) = sym.function_of(addr as u64).map(str::to_owned) else {
+            continue;
+        };
+        // cortex-m-rt's defaults, and the sampler's own entry (or a timer handler that only
+        // acknowledges and branches to it).
+        let default = matches!(
+            name.as_str(),
+            "DefaultHandler" | "DefaultHandler_" | "HardFault_"
+        );
+        let sampler = sym.is_sampler(addr as u64)
+            || sym.range_of(addr as u64).is_some_and(|(a, b)| {
+                code.function(a as u32, b as u32)
+                    .iter()
+                    .any(|i| i.target.is_some_and(|t| sym.is_sampler(t as u64)))
+                    || code
+                        .function(a as u32, b as u32)
+                        .iter()
+                        .any(|i| i.text.contains("sampler"))
+            });
+        if default || sampler || names.contains(&name) {
+            continue;
+        }
+        names.push(name);
+    }
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (handlers in this image: {})", names.join(", "))
+    }
+}

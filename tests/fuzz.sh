@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A bounded run of every fuzz target (cargo fuzz, libFuzzer with AddressSanitizer) from the
 # committed corpus: FUZZ_SECONDS each (default 20). A crash fails the run; its input is copied
-# to tests/fuzz-regressions/<target>/ so that tests/corpus.rs replays it from then on.
+# to tests/fuzz-regressions/<target>/ so that tests/host/corpus.rs replays it from then on.
 # The stable toolchain builds the sanitizer flags with RUSTC_BOOTSTRAP=1.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"

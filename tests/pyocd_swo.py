@@ -1,5 +1,5 @@
 """Decode an SWO capture with pyOCD's SWOParser and print its events one per line, in the form
-`cargo sample swo --events` prints them, for the cross-check in tests/itm.rs.
+`cargo sample swo --events` prints them, for the cross-check in tests/host/itm.rs.
 
 Usage: python pyocd_swo.py CAPTURE
 """

@@ -1,5 +1,5 @@
 //! What each fuzz target (`fuzz/`) does with its input, here so that the committed corpus and
-//! every crash ever found are also replayed by the ordinary test suite (`tests/corpus.rs`,
+//! every crash ever found are also replayed by the ordinary test suite (`tests/host/corpus.rs`,
 //! with overflow checks on). Each function must never panic, whatever the bytes; the asserts
 //! in them are properties that must hold for any input.
 

@@ -1,4 +1,5 @@
-//! Statistical PC sampling for Cortex-M firmware, driven by `cargo sample`.
+//! The on-target runtime of `cargo sample`: statistical PC sampling, lap timing of code regions,
+//! and (ARMv8-A) PMU event counting, for Cortex-M and ARMv8-A firmware.
 //!
 //! Add it as an optional dependency behind a feature and call [`start`] at the top of `main`:
 //!
@@ -19,6 +20,21 @@
 //! }
 //! ```
 //!
+//! # What exists where
+//!
+//! | API | Cortex-M (ARMv7-M, ARMv8-M) | Cortex-M0/M0+ (ARMv6-M) | ARMv8-A (aarch64) |
+//! |---|---|---|---|
+//! | [`start`], [`flush`], [`exit`] | yes | yes | yes |
+//! | `stop`, `samples_taken`, `set_writer` (a byte sink, e.g. a UART) | yes | yes | – |
+//! | `start_keeping_vectors`, `on_irq` (firmware with its own vectors) | – | – | yes |
+//! | [`set_tag`], [`tag`], [`name_tag`] | yes | tags not stored | yes |
+//! | [`laps`] | DWT CYCCNT, else SysTick | SysTick | PMCCNTR_EL0 / CNTVCT_EL0 |
+//! | `pmu` (event counting around regions) | – | – | yes |
+//! | [`cmsdk_timer_interrupt!`] (a CMSDK timer instead of SysTick) | yes | yes | – |
+//!
+//! The docs show one target at a time; docs.rs builds them for `thumbv7em-none-eabihf`,
+//! `thumbv6m-none-eabi` and `aarch64-unknown-none`.
+//!
 //! `cargo sample` writes the run's configuration (mode, period, jitter, number of samples) into
 //! the firmware's RAM before it starts, so one ELF serves every setting and the report is
 //! symbolized against the very image that ran.
@@ -26,8 +42,9 @@
 //! # How it samples
 //! A timer interrupt of the highest priority (SysTick unless the `systick` feature is off) takes
 //! the interrupted program counter from the exception frame, on MSP or PSP as bit 2 of
-//! EXC_RETURN says, and stores it in a ring. The handler is written in assembly: 13 instructions
-//! per sample at a constant period, 20 with a random period (ARMv7-M, counted exactly in QEMU).
+//! EXC_RETURN says, and stores it in a ring. The handler is written in assembly: 12 instructions
+//! per sample at a constant period, 19.5 on average with a random period (ARMv7-M, counted
+//! exactly in QEMU by `cargo-sample-bench`).
 //! When the requested number of samples is taken the timer stops and the dump goes to the host
 //! (through semihosting in QEMU); `cargo sample` then decodes it.
 //!
@@ -52,18 +69,21 @@
 //! # ARMv8-A (aarch64)
 //! [`start`], [`flush`] and [`exit`] sample at EL1, EL2 or EL3 with the virtual generic timer,
 //! or on a PMU overflow (the cycle counter, or an event on counter 0), through a GICv2 (QEMU
-//! `virt`); [`pmu`] counts PMU events around regions for `cargo sample stat`. Firmware with
-//! interrupts of its own calls [`start_keeping_vectors`] and, from its IRQ handler, [`on_irq`].
+//! `virt`); the module `pmu` counts PMU events around regions for `cargo sample stat`. Firmware with
+//! interrupts of its own calls `start_keeping_vectors` and, from its IRQ handler, `on_irq`.
 //!
 //! # Build-time settings
-//! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240): ring capacity in samples; the ring
-//!   costs 4 bytes of RAM per slot, plus 64 bytes of state and 40 of configuration.
+//! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240; `cargo sample` fits it to the part's
+//!   RAM): ring capacity in samples; the ring costs 4 bytes of RAM per slot (8 with tags), plus
+//!   88 bytes of state and 56 of configuration.
 //!
-//! The dump format and the configuration block are defined in [`wire`], shared with the host.
+//! The dump format and the configuration block (module `wire`) are shared with the host and
+//! are not part of this crate's API.
 #![no_std]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[doc(hidden)]
 pub mod wire;
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]

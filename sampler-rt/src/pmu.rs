@@ -41,6 +41,7 @@ pub const CPU_CYCLES: u16 = 0x11;
 pub const MAX_REGIONS: usize = 16;
 const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
 
+#[doc(hidden)]
 /// The group the host asks for (`cargo sample stat` writes it into the image). Not zeros, so
 /// that it lands in initialised data, where the host can patch the ELF file.
 #[unsafe(no_mangle)]
@@ -49,6 +50,7 @@ pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::
 
 const OUT_BYTES: usize = crate::decimal(env!("SAMPLER_RT_PMU_OUT_BYTES"));
 
+#[doc(hidden)]
 /// Where the counts wait for a debugger when the host asked for that (`wire::PMU_FLAG_MEMORY`:
 /// boards, which have no semihosting host). Layout in `wire::PMU_OUT_SYMBOL`.
 #[repr(C)]
@@ -60,6 +62,7 @@ pub struct PmuOut {
     bytes: [u8; OUT_BYTES],
 }
 
+#[doc(hidden)]
 /// The counts left in memory (found by name by the host).
 #[unsafe(no_mangle)]
 pub static mut SAMPLER_RT_PMU_OUT: PmuOut = PmuOut {

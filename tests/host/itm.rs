@@ -1,13 +1,11 @@
 //! The ITM/SWO decoder on streams made from real runs' samples, checked against pyOCD's
 //! `SWOParser` (installed from PyPI by `tests/setup.sh --with-pyocd`) packet by packet.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn pyocd_python() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

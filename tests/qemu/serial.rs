@@ -2,13 +2,11 @@
 //! UART0 on a FIFO (tests/fixtures/uart-runner.sh is the loader `--runner` calls), and the FIFO
 //! is the port cargo-sample reads.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::support::{assert_hot_a_share, run_dir_of, scenarios};
 use serde_json::Value;
-use support::{assert_hot_a_share, run_dir_of, scenarios};
 
 fn fifo_pair(dir: &Path) -> PathBuf {
     let base = dir.join("uart");

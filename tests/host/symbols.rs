@@ -3,17 +3,15 @@
 //! linker leaves the debug information of discarded code: every instruction of every function of
 //! each image, not only the sampled ones.
 
-mod support;
-
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::support::*;
 use cargo_sample::image::symbolize::{Symbolizer, demangle};
 use object::{Object, ObjectSymbol, SymbolKind};
 use serde_json::Value;
-use support::*;
 
 fn python() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

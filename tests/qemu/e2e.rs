@@ -3,13 +3,11 @@
 //!
 //! Shares are checked against what the programs are built to do, with binomial bounds.
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 #[test]
 fn hot_loops_shares_match_the_loop_counts() {

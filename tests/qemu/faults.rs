@@ -2,15 +2,13 @@
 //! reported again; nothing the target sent is lost. Each test adds a line to
 //! `target/fault-summary.txt` (fault, survived, raw data lost), which `tests/run` prints.
 
-mod support;
-
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::support::{cargo_sample, run_dir_of, scenarios};
 use serde_json::Value;
-use support::{cargo_sample, run_dir_of, scenarios};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,15 +2,13 @@
 //! reported against the ELF they came from, checked against a run of our own turned into that
 //! format.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+use crate::support::*;
 use object::{Object, ObjectSymbol};
 use serde_json::Value;
-use support::*;
 
 /// Every sampled address of a run with its count, from the annotated view of all functions.
 fn per_pc(r: &Value) -> BTreeMap<u32, u64> {

@@ -4,13 +4,13 @@
 //! The known loop is `mov` and 1000 × (`subs`, `b.ne`): exactly 2001 instructions, and with
 //! `-icount shift=0` QEMU's cycle counter ticks once per instruction.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::{
+    assert_split, assert_within_3_sigma, exact_first_share, kinds, rows, run_dir_of,
+};
 use serde_json::Value;
-use support::{assert_split, assert_within_3_sigma, exact_first_share, kinds, rows, run_dir_of};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu")

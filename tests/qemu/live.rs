@@ -3,10 +3,10 @@
 //! counted as lost, the firmware's end waits for the host, and a duration ends a run that never
 //! would.
 
-mod support;
-
+use crate::support::{
+    assert_hot_a_share, cargo_sample, kept_dir, profile_in, run_dir_of, scenarios,
+};
 use serde_json::Value;
-use support::{assert_hot_a_share, cargo_sample, kept_dir, profile_in, run_dir_of, scenarios};
 
 fn counts(r: &Value) -> (u64, u64, u64) {
     (

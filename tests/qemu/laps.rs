@@ -3,13 +3,11 @@
 //! it), and the interrupt's cost the host infers from the lap distributions (clusters, and the
 //! rate in the region's name) is the handler's exact instruction count per call.
 
-mod support;
-
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::support::profile_in;
 use serde_json::Value;
-use support::profile_in;
 
 /// Exact executions per address of the run (`exact.counts`: a magic, then (pc, count) pairs).
 fn exact_counts(run: &Path) -> HashMap<u64, u64> {
@@ -141,7 +139,7 @@ fn regions_come_beside_the_sampled_profile_and_say_when_they_cannot_be_timed() {
     // The firmware ends before 2000 samples; it sends what it took.
     assert!(r["samples"].as_u64().unwrap() > 300);
     assert!(
-        support::share(&r, "functions", "laps::sum_array") > 30.0,
+        crate::support::share(&r, "functions", "laps::sum_array") > 30.0,
         "{}",
         r["functions"]
     );

@@ -9,10 +9,8 @@
 //! per-row false-alarm rate of 3 sigma (0.27 %) is divided among the rows a test judges
 //! (Bonferroni): otherwise a correct profiler would fail a few percent of all seeds.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// Two-sided false-alarm rate of a 3-sigma bound.
 const THREE_SIGMA: f64 = 0.0027;

@@ -2,14 +2,12 @@
 //! and with the Embassy task being polled, each split checked against the exact count of the
 //! same run.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 #[test]
 fn handlers_by_name_and_a_shared_function_split_between_them() {

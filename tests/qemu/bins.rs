@@ -1,10 +1,8 @@
 //! Histogram mode: bins counted by sampler-rt in QEMU, split among functions on the host, and
 //! judged against the exact count of the same run.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// Rows with samples whose exact share is practically nothing: code that never ran got time.
 fn phantoms(r: &Value) -> Vec<String> {

@@ -1,14 +1,12 @@
 //! The report's other formats, read back by independent readers: folded stacks by their sums,
 //! the SVG flamegraph by its titles, pprof by `prost` decoding `profile.proto`.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn report(dir: &Path, format: &str) -> Vec<u8> {
     let out = cargo_sample(

@@ -1,11 +1,9 @@
 //! `cargo sample diff`: noise is not a change, a real change is.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn diff(a: &Path, b: &Path) -> Value {
     let out = cargo_sample(

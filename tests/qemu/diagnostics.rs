@@ -1,10 +1,8 @@
 //! The diagnostics on real runs: each one provoked by the scenario built to provoke it, and
 //! silent on runs that give it no cause.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn diagnostics(r: &Value) -> Vec<Value> {
     r["diagnostics"].as_array().unwrap().clone()

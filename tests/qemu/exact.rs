@@ -5,13 +5,11 @@
 //! exec log prints every block entered. Equal counts from both, to the instruction, are the
 //! check that each is exact.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// Instructions per function of an exact report.
 fn counts(r: &Value) -> BTreeMap<String, u64> {

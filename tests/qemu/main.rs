@@ -1,0 +1,17 @@
+//! The bundled firmware built and run in QEMU (and through the serial and PMU paths), each
+//! profile checked against QEMU's exact instruction counts or an independent reading of the ELF.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod accuracy;
+mod bins;
+mod diagnostics;
+mod e2e;
+mod exact;
+mod faults;
+mod laps;
+mod live;
+mod pmu;
+mod serial;
+mod tags;

@@ -172,17 +172,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     if let Some(counts) = &outcome.exact {
         runs::write_atomic(&dir.join(exact::FILE), counts)?;
     }
-    meta.state = if outcome.budget_reached {
-        runs::RunState::BudgetReached
-    } else if outcome.interrupted {
-        runs::RunState::Interrupted
-    } else if outcome.timed_out {
-        runs::RunState::TimedOut
-    } else if outcome.status.is_some_and(|s| s.success()) {
-        runs::RunState::Finished
-    } else {
-        runs::RunState::Failed
-    };
+    meta.state = outcome.state();
     runs::save_meta(&dir, &meta)?;
     if outcome.interrupted {
         term::warn("interrupted: reporting the instructions counted so far");

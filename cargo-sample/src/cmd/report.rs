@@ -79,26 +79,15 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
         .or(dump.hist.as_ref().and_then(|h| h.taken))
         .map(|n| n as u32)
         .unwrap_or(total);
-    let facts = Facts {
+    let facts = Facts::of_capture(
         firmware,
-        machine: format!("a text dump ({what})"),
-        unit: "samples".into(),
-        on_events: false,
-        foreign_interrupts: 0,
-        timer: "unknown".into(),
-        timer_hz: 0,
-        period_ticks: 0.0,
-        period_units: 0.0,
-        jitter_ticks: 0,
-        priority: 0,
+        format!("a text dump ({what})"),
+        "unknown",
         taken,
-        lost: 0,
-        overwritten: taken.saturating_sub(total),
-        requested: taken,
-        stop: "text dump".into(),
-        source: "text dump".into(),
-        duration_units: 0.0,
-    };
+        total,
+        "text dump",
+        "text dump",
+    );
     let report = report::build_samples(
         &samples,
         &mut sym,

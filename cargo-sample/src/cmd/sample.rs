@@ -366,19 +366,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     meta.source = Some(source.into());
     meta.core = outcome.core;
     let faulted = outcome.core.filter(|c| c.faulted());
-    meta.state = if outcome.live.as_ref().is_some_and(|l| l.duration_reached) {
-        runs::RunState::DurationReached
-    } else if faulted.is_some() {
-        runs::RunState::Faulted
-    } else if outcome.interrupted {
-        runs::RunState::Interrupted
-    } else if outcome.timed_out {
-        runs::RunState::TimedOut
-    } else if outcome.status.is_some_and(|s| s.success()) {
-        runs::RunState::Finished
-    } else {
-        runs::RunState::Failed
-    };
+    meta.state = outcome.state();
     runs::save_meta(&dir, &meta)?;
 
     let have_dump = dir.join(runs::DUMP).is_file();

@@ -87,29 +87,18 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         ));
     }
     let taken = s.pcs.len() as u32;
-    let facts = Facts {
-        firmware: elf_path
+    let facts = Facts::of_capture(
+        elf_path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        machine: format!("an SWO capture ({} bytes)", data.len()),
-        unit: "samples".into(),
-        on_events: false,
-        foreign_interrupts: 0,
-        timer: "DWT".into(),
-        timer_hz: 0,
-        period_ticks: 0.0,
-        period_units: 0.0,
-        jitter_ticks: 0,
-        priority: 0,
+        format!("an SWO capture ({} bytes)", data.len()),
+        "DWT",
         taken,
-        lost: 0,
-        overwritten: 0,
-        requested: taken,
-        stop: "end of capture".into(),
-        source: "swo".into(),
-        duration_units: 0.0,
-    };
+        taken,
+        "end of capture",
+        "swo",
+    );
     let report = report::build_samples(
         &samples,
         &mut sym,

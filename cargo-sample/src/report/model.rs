@@ -53,6 +53,41 @@ pub struct Facts {
     pub duration_units: f64,
 }
 
+impl Facts {
+    /// The facts of samples that did not come from sampler-rt (a text dump, an SWO capture):
+    /// no timer period is known, so no duration either.
+    pub fn of_capture(
+        firmware: String,
+        machine: String,
+        timer: &str,
+        taken: u32,
+        kept: u32,
+        stop: &str,
+        source: &str,
+    ) -> Facts {
+        Facts {
+            firmware,
+            machine,
+            unit: "samples".into(),
+            on_events: false,
+            foreign_interrupts: 0,
+            timer: timer.into(),
+            timer_hz: 0,
+            period_ticks: 0.0,
+            period_units: 0.0,
+            jitter_ticks: 0,
+            priority: 0,
+            taken,
+            lost: 0,
+            overwritten: taken.saturating_sub(kept),
+            requested: taken,
+            stop: stop.into(),
+            source: source.into(),
+            duration_units: 0.0,
+        }
+    }
+}
+
 /// The facts of an exact (`--exact`) run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExactFacts {

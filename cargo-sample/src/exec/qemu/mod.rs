@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::capture::live::{AppRtt, Live};
 use crate::exec::exact::{Counting, ExecLog};
+use crate::runs::RunState;
 
 mod binary;
 mod monitor;
@@ -135,6 +136,28 @@ pub struct Outcome {
     pub pmu_in_memory: Option<crate::capture::pmu::InMemory>,
     pub wall: Duration,
     pub command: Vec<String>,
+}
+
+impl Outcome {
+    /// How the run ended, in the words `meta.json` keeps: what cut it short first (the budget,
+    /// the duration, a core stuck in a fault handler, Ctrl-C, the timeout), else how QEMU exited.
+    pub fn state(&self) -> RunState {
+        if self.budget_reached {
+            RunState::BudgetReached
+        } else if self.live.as_ref().is_some_and(|l| l.duration_reached) {
+            RunState::DurationReached
+        } else if self.core.is_some_and(|c| c.faulted()) {
+            RunState::Faulted
+        } else if self.interrupted {
+            RunState::Interrupted
+        } else if self.timed_out {
+            RunState::TimedOut
+        } else if self.status.is_some_and(|s| s.success()) {
+            RunState::Finished
+        } else {
+            RunState::Failed
+        }
+    }
 }
 
 /// Run the firmware to its end, the timeout, or Ctrl-C.

@@ -207,7 +207,7 @@ pub(crate) fn flash(session: &mut Session, elf: &Path) -> Result<()> {
 
 /// The core's memory as [`Target`] for the ring reader.
 pub(crate) struct ProbeTarget<'a> {
-    pub(super) core: probe_rs::Core<'a>,
+    core: probe_rs::Core<'a>,
 }
 
 impl Target for ProbeTarget<'_> {

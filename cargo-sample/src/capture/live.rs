@@ -326,6 +326,83 @@ impl AppRtt {
 }
 
 /// Read-only memory as a [`Target`], for tests of the readers.
+/// Where a reading of a running sampler stands after one turn.
+#[derive(Debug)]
+pub enum Step {
+    /// The sampler has not started (the state is not readable or not set up yet): why.
+    Waiting(anyhow::Error),
+    /// Sampling; what was new is read.
+    Running,
+    /// The sampler stopped and everything it took is read.
+    Stopped,
+}
+
+/// One host-side reading of a running sampler, whatever the link (QEMU's monitor, a debug
+/// probe): attach once the sampler runs, read what is new each turn, pass the application's
+/// RTT output on, and finish when the sampler stops or the host ends the run.
+#[derive(Debug)]
+pub struct Reader {
+    state_addr: u32,
+    names: Option<NamesAt>,
+    live: Option<Live>,
+    app_rtt: Option<AppRtt>,
+}
+
+impl Reader {
+    pub fn new(state_addr: u32, names: Option<NamesAt>, app_rtt: Option<AppRtt>) -> Reader {
+        Reader {
+            state_addr,
+            names,
+            live: None,
+            app_rtt,
+        }
+    }
+
+    /// One turn: attach if not yet, read what is new, and on the sampler's stop read the rest
+    /// and hand its sink back to the firmware.
+    pub fn step(&mut self, t: &mut dyn Target) -> Result<Step> {
+        let l = match &mut self.live {
+            Some(l) => l,
+            None => match Live::attach(t, self.state_addr) {
+                Ok(l) => self.live.insert(l),
+                Err(e) => return Ok(Step::Waiting(e)),
+            },
+        };
+        l.poll(t)?;
+        if let Some(r) = &mut self.app_rtt {
+            // The application's output is a courtesy: a read that fails is tried next turn.
+            let _ = r.forward(t);
+        }
+        if l.stopped() {
+            l.finish(t, self.names)?;
+            let _ = l.release(t);
+            return Ok(Step::Stopped);
+        }
+        Ok(Step::Running)
+    }
+
+    /// The host ends the run (a duration, a timeout, Ctrl-C): read the bins and names so far.
+    pub fn finish(&mut self, t: &mut dyn Target) -> Result<()> {
+        match &mut self.live {
+            Some(l) if !l.stopped() => l.finish(t, self.names),
+            _ => Ok(()),
+        }
+    }
+
+    /// What was read, once the sampler was found.
+    pub fn live(&self) -> Option<&Live> {
+        self.live.as_ref()
+    }
+
+    pub fn live_mut(&mut self) -> Option<&mut Live> {
+        self.live.as_mut()
+    }
+
+    pub fn into_live(self) -> Option<Live> {
+        self.live
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     use anyhow::{Context, Result, bail};

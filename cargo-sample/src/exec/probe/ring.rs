@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use probe_rs::Session;
 
 use super::session::{Capture, Options, should_stop, spinner, start};
-use crate::capture::live::{AppRtt, Live};
+use crate::capture::live::{AppRtt, Live, Reader, Step};
 
 pub(crate) fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Result<()> {
     let state = opts
@@ -17,54 +17,43 @@ pub(crate) fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capt
     let mut target = start(session)?;
     let started = Instant::now();
     let bar = spinner("waiting for sampler_rt::start()");
-    let mut live: Option<Live> = None;
     let mut saved = Instant::now();
     // The application's RTT channels (`defmt-rtt`, `rtt-target`), read beside the sampler's
     // ring so that its output is not lost while cargo-sample holds the probe: each up channel
     // goes to `rtt-N.bin` of the run directory. The sampler has no control block of its own.
-    let mut app_rtt = opts
+    let app_rtt = opts
         .rtt_addr
         .and_then(|a| u32::try_from(a).ok())
         .map(|a| AppRtt::new(a, &opts.dir));
+    let mut reader = Reader::new(state, opts.names, app_rtt);
     loop {
-        let l = match &mut live {
-            Some(l) => l,
-            None => match Live::attach(&mut target, state) {
-                Ok(l) => live.insert(l),
-                Err(_) if started.elapsed() < Duration::from_secs(10) => {
-                    std::thread::sleep(opts.interval);
-                    if should_stop(opts, started, out) {
-                        break;
-                    }
-                    continue;
+        match reader.step(&mut target)? {
+            Step::Waiting(_) if started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(opts.interval);
+                if should_stop(opts, started, out) {
+                    break;
                 }
-                Err(e) => {
-                    bar.finish_and_clear();
-                    return Err(e.context(
-                        "the sampler did not start within 10 s: does `main` call \
-                         `sampler_rt::start()`?",
-                    ));
-                }
-            },
-        };
-        l.poll(&mut target)?;
-        if let Some(rtt) = &mut app_rtt {
-            // The application's output is a courtesy: a read that fails is tried again.
-            let _ = rtt.forward(&mut target);
+                continue;
+            }
+            Step::Waiting(e) => {
+                bar.finish_and_clear();
+                return Err(e.context(
+                    "the sampler did not start within 10 s: does `main` call \
+                     `sampler_rt::start()`?",
+                ));
+            }
+            Step::Stopped => break,
+            Step::Running => {}
         }
+        let Some(l) = reader.live_mut() else { break };
         bar.set_message(format!(
             "sampling on {}: {} samples, {} lost",
             opts.conn.chip,
             l.taken() - l.lost,
             l.lost
         ));
-        if l.stopped() {
-            l.finish(&mut target, opts.names)?;
-            let _ = l.release(&mut target);
-            break;
-        }
         if should_stop(opts, started, out) {
-            l.finish(&mut target, opts.names)?;
+            reader.finish(&mut target)?;
             break;
         }
         if saved.elapsed() >= Duration::from_secs(1) {
@@ -76,7 +65,7 @@ pub(crate) fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capt
         std::thread::sleep(opts.interval);
     }
     bar.finish_and_clear();
-    out.live = live;
+    out.live = reader.into_live();
     Ok(())
 }
 

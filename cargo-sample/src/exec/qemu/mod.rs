@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::capture::live::{AppRtt, Live};
+use crate::capture::live::{AppRtt, Live, Reader, Step};
 use crate::exec::exact::{Counting, ExecLog};
 use crate::runs::RunState;
 
@@ -267,7 +267,13 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let mut live = opts.live.as_ref().map(|spec| LiveRun {
         spec: spec.clone(),
         monitor: None,
-        live: None,
+        reader: Reader::new(
+            spec.state_addr,
+            spec.names,
+            spec.app_rtt
+                .as_ref()
+                .map(|(addr, dir)| AppRtt::new(*addr, dir)),
+        ),
         out: LiveOutcome {
             live: None,
             unread_tail: false,
@@ -275,10 +281,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             duration_reached: false,
         },
         dir: work.path().to_path_buf(),
-        app_rtt: spec
-            .app_rtt
-            .as_ref()
-            .map(|(addr, dir)| AppRtt::new(*addr, dir)),
     });
     let mut in_memory = None;
     let mut counts_monitor: Option<Monitor> = None;
@@ -309,7 +311,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
             if let Some(l) = &mut live
-                && l.live.as_ref().is_some_and(|x| !x.stopped())
+                && l.reader.live().is_some_and(|x| !x.stopped())
             {
                 l.out.unread_tail = true;
             }
@@ -320,7 +322,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             let cut = INTERRUPTED.load(Ordering::SeqCst) || started.elapsed() >= opts.timeout;
             match l.step(&monitor) {
                 Ok(done) => {
-                    if let Some(x) = &l.live {
+                    if let Some(x) = l.reader.live() {
                         bar.set_position(x.taken());
                     }
                     if done || over || cut {
@@ -427,21 +429,20 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         wall,
         command,
         live: live.map(|mut l| {
-            l.out.live = l.live;
+            l.out.live = l.reader.into_live();
             l.out
         }),
         pmu_in_memory: in_memory,
     })
 }
 
-/// A live capture in progress.
+/// A live capture in progress: the reader, over the monitor once QEMU has opened it.
 struct LiveRun {
     spec: LiveSpec,
     monitor: Option<Monitor>,
-    live: Option<Live>,
+    reader: Reader,
     out: LiveOutcome,
     dir: PathBuf,
-    app_rtt: Option<AppRtt>,
 }
 
 impl LiveRun {
@@ -455,33 +456,13 @@ impl LiveRun {
         let Some(m) = self.monitor.as_mut() else {
             return Ok(false);
         };
-        let l = match &mut self.live {
-            Some(l) => l,
-            None => match Live::attach(m, self.spec.state_addr) {
-                Ok(l) => self.live.insert(l),
-                // Not started yet.
-                Err(_) => return Ok(false),
-            },
-        };
-        l.poll(m)?;
-        if let Some(r) = &mut self.app_rtt {
-            r.forward(m)?;
-        }
-        if l.stopped() {
-            // What was taken before it stopped is now all read.
-            l.finish(m, self.spec.names)?;
-            let _ = l.release(m);
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(matches!(self.reader.step(m)?, Step::Stopped))
     }
 
     /// A run ended from here (its duration, a timeout, Ctrl-C): the bins and names so far.
     fn finish(&mut self) {
-        if let (Some(m), Some(l)) = (self.monitor.as_mut(), self.live.as_mut())
-            && !l.stopped()
-        {
-            let _ = l.finish(m, self.spec.names);
+        if let Some(m) = self.monitor.as_mut() {
+            let _ = self.reader.finish(m);
         }
     }
 }

@@ -87,7 +87,7 @@
 pub mod wire;
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-mod target;
+mod cortex_m;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 pub mod laps;
@@ -111,12 +111,12 @@ mod semihosting;
 pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-pub use target::{exit, flush, samples_taken, set_writer, start, stop};
+pub use cortex_m::{exit, flush, samples_taken, set_writer, start, stop};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::target::{SAMPLER_RT_STATE, sampler_rt_entry};
+    pub use crate::cortex_m::{SAMPLER_RT_STATE, sampler_rt_entry};
 }
 
 /// Run `f` with interrupts masked (PRIMASK on Cortex-M, DAIF.I on ARMv8-A), restoring the

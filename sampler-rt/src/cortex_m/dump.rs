@@ -1,0 +1,396 @@
+//! The slow path of the sampling interrupt (a chunk full, the limit reached) and everything that
+//! sends samples out: semihosting, streamed chunks, the whole dump, a firmware's byte writer.
+
+use core::arch::asm;
+use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+
+use super::state::*;
+use crate::wire::{self, Info};
+use crate::wire::{PHASE_DUMPED, PHASE_STOPPED};
+
+/// The firmware's byte writer for the dump (`SINK_WRITER`).
+pub(crate) static mut WRITER: Option<fn(&[u8])> = None;
+
+/// Bytes of one ring entry: a PC, or a PC and its tag.
+///
+/// # Safety
+/// `s` is the sampler state.
+pub(crate) unsafe fn entry_bytes(s: *mut State) -> u32 {
+    // SAFETY: see the function's contract.
+    if unsafe { (*s).tag_kind } == wire::TAG_NONE as u32 {
+        4
+    } else {
+        8
+    }
+}
+
+/// # Safety
+/// `s` is the sampler state, not yet sampling.
+pub(crate) unsafe fn next_chunk(s: *mut State) {
+    // SAFETY: called with the sampling interrupt unable to run (before it starts, or from it).
+    unsafe {
+        let hist = (*s).mode == wire::MODE_HIST;
+        let ring = (!hist).then_some((*s).capacity);
+        let (chunk, pos) = wire::next_chunk((*s).before, ring, (*s).limit);
+        (*s).chunk = chunk;
+        (*s).remaining = chunk;
+        if !hist {
+            (*s).wptr = (*s).ring + entry_bytes(s) * pos;
+        }
+    }
+}
+
+/// Entered from the handlers (a tail branch, in handler mode) when the current chunk is full:
+/// at the end of the ring, or when the requested number of samples is taken.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn sampler_rt_slow() {
+    let s = state();
+    // SAFETY: runs inside the sampling interrupt, which cannot preempt itself.
+    unsafe {
+        (*s).before += (*s).chunk;
+        (*s).chunk = 0;
+        if (*s).limit != 0 && (*s).before >= (*s).limit {
+            stop_timer(s);
+            (*s).phase = PHASE_STOPPED;
+            (*s).stop = wire::STOP_LIMIT;
+            match (*s).sink {
+                wire::SINK_SEMIHOSTING => {
+                    send_dump(s);
+                    semihosting_exit(0);
+                }
+                // Once, from the interrupt: the program goes on afterwards.
+                wire::SINK_WRITER => send_dump(s),
+                _ => {}
+            }
+        } else {
+            if (*s).sink == wire::SINK_SEMIHOSTING && (*s).mode == wire::MODE_RING {
+                stream_chunk(s);
+            }
+            next_chunk(s);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semihosting and the dump.
+
+pub(crate) const SYS_OPEN: u32 = 0x01;
+pub(crate) const SYS_CLOSE: u32 = 0x02;
+pub(crate) const SYS_WRITE: u32 = 0x05;
+pub(crate) const SYS_EXIT: u32 = 0x18;
+pub(crate) const SYS_EXIT_EXTENDED: u32 = 0x20;
+pub(crate) const ADP_STOPPED_APPLICATION_EXIT: u32 = 0x2_0026;
+/// Name of the dump file the firmware creates in the host's working directory.
+pub(crate) const DUMP_FILE: &[u8] = b"sampler.dump\0";
+
+/// # Safety
+/// Only where a semihosting host is attached (otherwise `bkpt` faults).
+pub(crate) unsafe fn semihost(op: u32, arg: *const u32) -> i32 {
+    let ret: i32;
+    // SAFETY: the semihosting calling convention; the host reads `arg`'s block.
+    unsafe {
+        asm!("bkpt #0xab", inout("r0") op as i32 => ret, in("r1") arg, options(nostack));
+    }
+    ret
+}
+
+pub(crate) fn semihosting_exit(code: i32) -> ! {
+    // SAFETY: `exit` is documented to need semihosting; the sampler calls it only with the
+    // semihosting sink that the host enabled.
+    unsafe {
+        if code == 0 {
+            semihost(SYS_EXIT, ADP_STOPPED_APPLICATION_EXIT as *const u32);
+        } else {
+            let block = [ADP_STOPPED_APPLICATION_EXIT, code as u32];
+            semihost(SYS_EXIT_EXTENDED, block.as_ptr());
+        }
+    }
+    loop {
+        // SAFETY: waiting for an interrupt has no memory effects.
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}
+
+/// The dump file of a run with the semihosting sink. It is opened at the first full chunk (or
+/// at the end), and every full chunk is appended to it as a PCS record while the program runs,
+/// so a run may take any number of samples and a run that dies keeps all chunks sent before.
+pub(crate) struct Stream {
+    open: bool,
+    /// Through the firmware's writer rather than semihosting.
+    writer: Option<fn(&[u8])>,
+    handle: u32,
+    crc: wire::Crc32,
+    /// Samples already in the file (sequence numbers below this).
+    sent: u32,
+}
+
+pub(crate) static mut STREAM: Stream = Stream {
+    open: false,
+    writer: None,
+    handle: 0,
+    crc: wire::Crc32::new(),
+    sent: 0,
+};
+
+impl Stream {
+    fn raw(&mut self, bytes: &[u8]) {
+        if let Some(w) = self.writer {
+            w(bytes);
+            return;
+        }
+        let block = [self.handle, bytes.as_ptr() as u32, bytes.len() as u32];
+        // SAFETY: only reached with the semihosting sink, which the host enabled.
+        unsafe { semihost(SYS_WRITE, block.as_ptr()) };
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        self.crc.update(bytes);
+        self.raw(bytes);
+    }
+
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+}
+
+unsafe extern "C" {
+    static __stext: u8;
+    static __etext: u8;
+}
+
+pub(crate) fn code_range() -> (u32, u32) {
+    (addr_of!(__stext) as u32, addr_of!(__etext) as u32)
+}
+
+/// The INFO record's contents for the state as it is now.
+///
+/// # Safety
+/// The state is not changed meanwhile.
+pub(crate) unsafe fn info_now(s: *mut State, taken: u32) -> Info {
+    // SAFETY: see the function's contract; the code range is the image's own.
+    unsafe {
+        let (code_start, code_end) = code_range();
+        let code =
+            core::slice::from_raw_parts(code_start as *const u8, (code_end - code_start) as usize);
+        Info {
+            mode: (*s).mode,
+            timer: (*s).timer,
+            stop: (*s).stop,
+            arch: ARCH,
+            reload: (*s).reload,
+            jitter_mask: wire::jitter_mask(ARCH, (*s).jitter),
+            limit: (*s).limit,
+            capacity: (*s).capacity,
+            taken,
+            lost: 0,
+            code_start,
+            code_end,
+            code_crc: wire::crc32(code),
+            config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
+            config_found: (*s).config_found,
+            priority: (*s).priority,
+            rt_version: crate::RT_VERSION,
+            tag_kind: (*s).tag_kind as u8,
+            foreign: 0,
+        }
+    }
+}
+
+/// The stream, opened (file header and a first INFO record written) if it was not yet.
+///
+/// # Safety
+/// Semihosting sink; called with the sampling interrupt unable to run (from it, or stopped).
+pub(crate) unsafe fn stream(s: *mut State) -> Option<&'static mut Stream> {
+    // SAFETY: see the function's contract: nothing else touches STREAM meanwhile.
+    unsafe {
+        let st = &mut *addr_of_mut!(STREAM);
+        if !st.open {
+            if (*s).sink == wire::SINK_WRITER {
+                st.writer = Some((*addr_of!(WRITER))?);
+            } else {
+                let block = [DUMP_FILE.as_ptr() as u32, 5, (DUMP_FILE.len() - 1) as u32];
+                let handle = semihost(SYS_OPEN, block.as_ptr());
+                if handle < 0 {
+                    return None;
+                }
+                st.handle = handle as u32;
+            }
+            st.open = true;
+            st.put(&wire::file_header());
+            let info = info_now(s, st.sent);
+            st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+            st.put(&info.encode());
+        }
+        Some(st)
+    }
+}
+
+/// Append samples `from..to` (sequence numbers; at most one ring's worth) as a PCS record.
+///
+/// # Safety
+/// As [`stream`].
+pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to: u32) {
+    if to <= from {
+        return;
+    }
+    // SAFETY: the ring has `capacity` slots and sequence number q lives in slot q % capacity.
+    unsafe {
+        let cap = (*s).capacity;
+        let ring = (*s).ring as *const u8;
+        let e = entry_bytes(s) as usize;
+        let bytes = |a: u32, b: u32| {
+            core::slice::from_raw_parts(ring.add(e * a as usize), e * (b - a) as usize)
+        };
+        let kind = if e == 8 {
+            wire::REC_PCS_TAGS
+        } else {
+            wire::REC_PCS
+        };
+        st.put(&wire::record_header(kind, 8 + e as u32 * (to - from)));
+        st.put32(from);
+        st.put32(to - from);
+        let (a, b) = (from % cap, to % cap);
+        if b > a {
+            st.put(bytes(a, b));
+        } else {
+            st.put(bytes(a, cap));
+            st.put(bytes(0, b));
+        }
+        st.sent = to;
+    }
+}
+
+/// Append the histogram as a HIST record: the counters as the handler left them (their bytes are
+/// the little-endian `u16`s of the record), the last one as `outside`.
+///
+/// # Safety
+/// As [`stream`]; histogram mode.
+pub(crate) unsafe fn send_hist(s: *mut State, st: &mut Stream) {
+    // SAFETY: `bins` is counter 0 of the array this module owns, `last_bin + 1` counters long.
+    unsafe {
+        let count = (*s).last_bin;
+        let counters = (*s).bins as *const u8;
+        let bytes = core::slice::from_raw_parts(counters, 2 * count as usize);
+        let outside = u16::from_le_bytes([
+            read_volatile(counters.add(2 * count as usize)),
+            read_volatile(counters.add(2 * count as usize + 1)),
+        ]);
+        st.put(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
+        st.put(&wire::hist_header(
+            (*s).hist_base,
+            (*s).hist_word & 0xFF,
+            outside as u32,
+            count,
+        ));
+        st.put(bytes);
+        if count % 2 == 1 {
+            st.put(&[0, 0]);
+        }
+    }
+}
+
+/// Send the chunk that just filled up, and restart the timer's period, so that the time spent
+/// writing (it is inside the interrupt) does not leave a sample pending for the instruction
+/// that happens to follow.
+///
+/// # Safety
+/// From the slow path, semihosting sink.
+pub(crate) unsafe fn stream_chunk(s: *mut State) {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let Some(st) = stream(s) else { return };
+        let taken = (*s).before;
+        let from = st.sent.max(taken.saturating_sub((*s).capacity));
+        send_samples(s, st, from, taken);
+        restart_period(s);
+    }
+}
+
+/// Clear a pending sampling interrupt and start a fresh period.
+///
+/// # Safety
+/// The timer this state started is running.
+pub(crate) unsafe fn restart_period(s: *mut State) {
+    // SAFETY: registers of the timer this state programmed.
+    unsafe {
+        match (*s).timer {
+            wire::TIMER_CMSDK => {
+                let base = (*s).reload_reg - CMSDK_RELOAD;
+                write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+                write_volatile(
+                    (base + CMSDK_VALUE) as *mut u32,
+                    read_volatile((base + CMSDK_RELOAD) as *const u32),
+                );
+                let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
+                write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+            }
+            _ => {
+                write_volatile(SYST_CVR, 0);
+                write_volatile(SCB_ICSR, ICSR_PENDSTCLR);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// Sampling stopped; the state is not changed by anyone else meanwhile.
+pub(crate) unsafe fn send_dump(s: *mut State) {
+    // SAFETY: see the function's contract; every pointer is into the state, ring or code.
+    unsafe {
+        if (*s).sink == wire::SINK_HOST {
+            wait_for_host(s);
+            return;
+        }
+        if (*s).phase == PHASE_DUMPED
+            || !matches!((*s).sink, wire::SINK_SEMIHOSTING | wire::SINK_WRITER)
+        {
+            return;
+        }
+        (*s).phase = PHASE_DUMPED;
+        let taken = (*s).before + (*s).chunk - (*s).remaining;
+        let Some(st) = stream(s) else { return };
+        if (*s).mode == wire::MODE_HIST {
+            send_hist(s, st);
+        } else {
+            let from = st.sent.max(taken.saturating_sub((*s).capacity));
+            send_samples(s, st, from, taken);
+        }
+        crate::tags::write_names(&mut |b| st.put(b));
+        if let Some(len) = crate::laps::record_len() {
+            st.put(&wire::record_header(wire::REC_LAPS, len));
+            crate::laps::write_record(|b| st.put(b));
+        }
+        // The final INFO supersedes the first one: readers keep the last.
+        let info = info_now(s, taken);
+        st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
+        st.put(&info.encode());
+        let crc = st.crc.finish();
+        st.raw(&wire::record_header(wire::REC_END, 4));
+        st.raw(&crc.to_le_bytes());
+        if st.writer.is_none() {
+            semihost(SYS_CLOSE, [st.handle].as_ptr());
+        }
+        st.open = false;
+    }
+}
+
+/// How long the firmware waits at its end for a host that reads the ring: about 2^24 turns of
+/// a three-instruction loop (a fraction of a second at tens of MHz, and in QEMU), long enough
+/// for a host polling every few milliseconds, short enough not to hang a board nobody watches.
+pub(crate) const HOST_WAIT_TURNS: u32 = 1 << 24;
+
+/// Sampling is stopped; give the host reading the ring the time to take the last samples. It
+/// acknowledges by clearing the `sink` byte.
+///
+/// # Safety
+/// `s` is the sampler state.
+pub(crate) unsafe fn wait_for_host(s: *mut State) {
+    // SAFETY: the host writes the byte through the debug port; read it as volatile.
+    unsafe {
+        let sink = addr_of!((*s).sink);
+        let mut turns = 0u32;
+        while read_volatile(sink) == wire::SINK_HOST && turns < HOST_WAIT_TURNS {
+            turns += 1;
+        }
+    }
+}

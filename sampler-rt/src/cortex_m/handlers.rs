@@ -1,0 +1,469 @@
+//! The sampling interrupt in assembly: the entry and one variant per mode (ring, jitter, tags,
+//! bins; ARMv7-M and ARMv6-M).
+
+use core::arch::naked_asm;
+
+use super::dump::sampler_rt_slow;
+use super::state::*;
+use crate::wire;
+
+// ---------------------------------------------------------------------------------------------
+// Handlers. The entry finds the exception frame (MSP or PSP by bit 2 of EXC_RETURN) and jumps
+// to the variant `start` chose, with r1 = &SAMPLER_RT_STATE and the frame in r12 (ARMv7-M: the
+// variant loads the stacked PC at frame + 24, and the stacked xPSR at + 28 if it records it) or
+// the interrupted PC in r0 (ARMv6-M). r0-r3 and r12 are stacked by the core.
+
+/// The sampling interrupt's entry (the SysTick vector, or the tail of a CMSDK timer handler).
+#[cfg(not(armv6m))]
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn sampler_rt_entry() {
+    naked_asm!(
+        "ldr r1, ={state}",
+        "tst lr, #4",
+        "ite eq",
+        "mrseq r12, msp",
+        "mrsne r12, psp",
+        // r12 = the exception frame; r0 = wptr, r2 = remaining, r3 = rng, and jump to the
+        // variant, which loads the stacked PC (and the xPSR when it records it) itself.
+        "ldm.w r1, {{r0, r2, r3, pc}}",
+        ".ltorg",
+        state = sym SAMPLER_RT_STATE,
+    )
+}
+
+/// The sampling interrupt's entry (ARMv6-M: no IT blocks, `tst` takes registers only).
+#[cfg(armv6m)]
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn sampler_rt_entry() {
+    naked_asm!(
+        "ldr r1, ={state}",
+        "mov r2, lr",
+        "movs r0, #4",
+        "tst r2, r0",
+        "bne 1f",
+        "mrs r0, msp",
+        "b 2f",
+        "1:",
+        "mrs r0, psp",
+        "2:",
+        "ldr r0, [r0, #24]",
+        "ldr r2, [r1, #12]",
+        "bx r2",
+        ".ltorg",
+        state = sym SAMPLER_RT_STATE,
+    )
+}
+
+// With the `systick` feature the SysTick vector is the entry itself: no extra branch. A second
+// definition of `SysTick` (the application's own) is a link error, as it should be.
+#[cfg(feature = "systick")]
+core::arch::global_asm!(".globl SysTick", ".thumb_set SysTick, sampler_rt_entry");
+
+/// Ring, constant period (ARMv7-M): 5 instructions after the entry's 7.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "str r12, [r0], #4",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, stacked xPSR) pairs, constant period (ARMv7-M): one `ldrd` loads both, one
+/// `strd` stores both, so the tag costs no instruction.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_xpsr() {
+    naked_asm!(
+        "ldrd r12, r3, [r12, #24]",
+        "strd r12, r3, [r0], #8",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, word at `tag_addr`) pairs, constant period (ARMv7-M): two loads more.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_word() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "ldr r3, [r1, #{tag_addr}]",
+        "ldr r3, [r3]",
+        "strd r12, r3, [r0], #8",
+        "subs r2, #1",
+        "stm r1, {{r0, r2}}",
+        "beq {slow}",
+        "bx lr",
+        tag_addr = const wire::state_offsets::TAG_ADDR,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, random period (ARMv7-M): xorshift32, then reload = base + ((rng * span) >> 32) by one
+/// `umlal` (its low accumulator word is the handler address, whose carry into the high word
+/// happens with probability below 1e-6). 12 or 13 instructions after the entry's 7.
+///
+/// Why the dither: the timer fires on a grid of its own ticks, and one tick may be several
+/// instructions (40 at `-icount shift=0` on a 25 MHz QEMU machine; 8 cycles on a SysTick fed
+/// from HCLK/8). A random number of ticks moves a sample by whole grid steps only; what moves
+/// it inside a step is the time the handler itself takes. With a handler of fixed length H the
+/// program's phase against the grid advances by H per sample and visits only
+/// `grid / gcd(grid, H)` of its positions: a 20-instruction handler on a 40-instruction grid
+/// saw 2 of 40, and the code right after each call was over-sampled by 7 sigma. Taking one
+/// extra instruction on a random half of the samples makes the phase a random walk that covers
+/// every position whatever the grid.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_jitter() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "str r12, [r0], #4",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        // Phase dither: one more instruction on half of the samples, by bit 31 of the new
+        // random number (see the note above `sample_ring_jitter`).
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        // r1 = &handler: r0 = handler, r1 = span, r2 = reload, r12 = reload register.
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, stacked xPSR) pairs, random period (ARMv7-M): the pair is loaded into r12 and
+/// r2 and stored with one `strd`, then the count of samples left is loaded again: one
+/// instruction more than [`sample_ring_jitter`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_jitter_xpsr() {
+    naked_asm!(
+        "ldrd r12, r2, [r12, #24]",
+        "strd r12, r2, [r0], #8",
+        "ldr r2, [r1, #4]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring of (PC, word at `tag_addr`) pairs, random period (ARMv7-M): three instructions more
+/// than [`sample_ring_jitter`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_jitter_word() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "ldr r2, [r1, #{tag_addr}]",
+        "ldr r2, [r2]",
+        "strd r12, r2, [r0], #8",
+        "ldr r2, [r1, #4]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "stm r1!, {{r0, r2, r3}}",
+        "beq {slow}",
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        tag_addr = const wire::state_offsets::TAG_ADDR,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, constant period (ARMv7-M): 11 instructions after the entry's 7. The entry loaded
+/// r0 = the first bin's address, r2 = samples left, r3 = `hist_word` (the counters' address,
+/// whose low byte is the shift). The index is clamped with `usat`: an address below the bins
+/// wraps to a huge offset, so every address outside them lands in the last counter. Counters
+/// saturate at 65535 (`usat` again) instead of wrapping to zero.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_hist() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "sub r12, r12, r0",
+        "lsr r12, r12, r3",
+        "usat r12, #{bits}, r12",
+        "ldrh r0, [r3, r12, lsl #1]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r3, r12, lsl #1]",
+        "subs r2, #1",
+        "str r2, [r1, #4]",
+        "beq {slow}",
+        "bx lr",
+        bits = const HIST_BITS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, constant period, counters at the array's start (ARMv7-M with unaligned accesses
+/// trapped and an odd shift): one load more than [`sample_hist`].
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_hist_aligned() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "sub r12, r12, r0",
+        "lsr r12, r12, r3",
+        "usat r12, #{bits}, r12",
+        "ldr r3, [r1, #{bins}]",
+        "ldrh r0, [r3, r12, lsl #1]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r3, r12, lsl #1]",
+        "subs r2, #1",
+        "str r2, [r1, #4]",
+        "beq {slow}",
+        "bx lr",
+        bits = const HIST_BITS,
+        bins = const wire::state_offsets::BINS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, random period (ARMv7-M): the bin as in [`sample_hist_aligned`], then the random
+/// period and phase dither of [`sample_ring_jitter`]. The entry loaded r0 = the first bin's
+/// address, r2 = samples left, r3 = the random state.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_hist_jitter() {
+    naked_asm!(
+        "ldr r12, [r12, #24]",
+        "sub r12, r12, r0",
+        "ldr r0, [r1, #{word}]",
+        "lsr r12, r12, r0",
+        "usat r12, #{bits}, r12",
+        "ldr r0, [r1, #{bins}]",
+        "add r12, r0, r12, lsl #1",
+        "ldrh r0, [r12]",
+        "adds r0, #1",
+        "usat r0, #16, r0",
+        "strh r0, [r12]",
+        "eor r3, r3, r3, lsl #13",
+        "eor r3, r3, r3, lsr #17",
+        "eors r3, r3, r3, lsl #5",
+        "bpl 1f",
+        "mov r12, r12",
+        "1:",
+        "subs r2, #1",
+        "strd r2, r3, [r1, #4]",
+        "beq {slow}",
+        "add r1, #12",
+        // r0 = handler, r1 = span, r2 = reload, r12 = reload register.
+        "ldm.w r1, {{r0, r1, r2, r12}}",
+        "umlal r0, r2, r3, r1",
+        "str r2, [r12]",
+        "bx lr",
+        bits = const HIST_BITS,
+        word = const wire::state_offsets::HIST_WORD,
+        bins = const wire::state_offsets::BINS,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, constant period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "stm r2!, {{r0}}",
+        "str r2, [r1, #0]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Ring, random period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_ring_jitter() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "stm r2!, {{r0}}",
+        "str r2, [r1, #0]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "ldr r3, [r1, #8]",
+        "lsls r0, r3, #13",
+        "eors r3, r0",
+        "lsrs r0, r3, #17",
+        "eors r3, r0",
+        "lsls r0, r3, #5",
+        "eors r3, r0",
+        "bpl 4f",
+        "mov r8, r8",
+        "4:",
+        "str r3, [r1, #8]",
+        "ldr r0, [r1, #16]",
+        "ands r0, r3",
+        "ldr r2, [r1, #20]",
+        "adds r0, r2",
+        "ldr r2, [r1, #24]",
+        "str r0, [r2]",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Histogram, constant period (ARMv6-M: no `usat`, no unaligned halfwords). r0 = the PC.
+#[cfg(armv6m)]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_hist() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "subs r0, r0, r2",
+        "ldr r2, [r1, #{word}]",
+        "lsrs r0, r2",
+        "ldr r3, [r1, #{last}]",
+        "cmp r0, r3",
+        "bls 1f",
+        "mov r0, r3",
+        "1:",
+        "lsls r0, r0, #1",
+        "ldr r2, [r1, #{bins}]",
+        "ldrh r3, [r2, r0]",
+        "adds r3, #1",
+        "lsrs r1, r3, #16",
+        "bne 2f",
+        "strh r3, [r2, r0]",
+        "2:",
+        "ldr r1, ={state}",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        word = const wire::state_offsets::HIST_WORD,
+        last = const wire::state_offsets::LAST_BIN,
+        bins = const wire::state_offsets::BINS,
+        state = sym SAMPLER_RT_STATE,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+// ARMv6-M records no tags (`start` never selects these there).
+#[cfg(armv6m)]
+pub(crate) use sample_ring as sample_ring_xpsr;
+#[cfg(armv6m)]
+pub(crate) use sample_ring as sample_ring_word;
+#[cfg(armv6m)]
+pub(crate) use sample_ring_jitter as sample_ring_jitter_xpsr;
+#[cfg(armv6m)]
+pub(crate) use sample_ring_jitter as sample_ring_jitter_word;
+
+/// The ARMv6-M histogram handler also serves both ARMv7-M fallbacks' roles there.
+#[cfg(armv6m)]
+pub(crate) use sample_hist as sample_hist_aligned;
+
+/// Histogram, random period (ARMv6-M).
+#[cfg(armv6m)]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_hist_jitter() {
+    naked_asm!(
+        "ldr r2, [r1, #0]",
+        "subs r0, r0, r2",
+        "ldr r2, [r1, #{word}]",
+        "lsrs r0, r2",
+        "ldr r3, [r1, #{last}]",
+        "cmp r0, r3",
+        "bls 1f",
+        "mov r0, r3",
+        "1:",
+        "lsls r0, r0, #1",
+        "ldr r2, [r1, #{bins}]",
+        "ldrh r3, [r2, r0]",
+        "adds r3, #1",
+        "lsrs r1, r3, #16",
+        "bne 2f",
+        "strh r3, [r2, r0]",
+        "2:",
+        "ldr r1, ={state}",
+        "ldr r3, [r1, #8]",
+        "lsls r0, r3, #13",
+        "eors r3, r0",
+        "lsrs r0, r3, #17",
+        "eors r3, r0",
+        "lsls r0, r3, #5",
+        "eors r3, r0",
+        "bpl 4f",
+        "mov r8, r8",
+        "4:",
+        "str r3, [r1, #8]",
+        "ldr r0, [r1, #16]",
+        "ands r0, r3",
+        "ldr r2, [r1, #20]",
+        "adds r0, r2",
+        "ldr r2, [r1, #24]",
+        "str r0, [r2]",
+        "ldr r3, [r1, #4]",
+        "subs r3, #1",
+        "str r3, [r1, #4]",
+        "beq 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        word = const wire::state_offsets::HIST_WORD,
+        last = const wire::state_offsets::LAST_BIN,
+        bins = const wire::state_offsets::BINS,
+        state = sym SAMPLER_RT_STATE,
+        slow = sym sampler_rt_slow,
+    )
+}

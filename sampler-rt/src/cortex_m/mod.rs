@@ -1,0 +1,279 @@
+//! The Cortex-M runtime: `start` reads the run's configuration and starts the timer, the
+//! handlers sample, the slow path streams or sends the dump.
+
+mod dump;
+mod handlers;
+mod state;
+
+use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+
+use crate::wire::{self, Config};
+
+use crate::wire::{PHASE_IDLE, PHASE_RUNNING, PHASE_STOPPED};
+use dump::*;
+pub use handlers::sampler_rt_entry;
+use handlers::*;
+pub use state::SAMPLER_RT_STATE;
+use state::*;
+
+/// Start sampling with the configuration `cargo sample` placed in RAM for this run (or the
+/// built-in defaults when the firmware was started by other means: 1023-tick random period
+/// span, ring mode, no dump transport). Call it once, early in `main`; later calls do nothing.
+pub fn start() {
+    let s = state();
+    // SAFETY: single-core; the sampling interrupt is not enabled until the end of this function.
+    unsafe {
+        if (*s).phase != PHASE_IDLE {
+            return;
+        }
+        crate::laps::SYSTICK_SAMPLING = sampling_on_systick;
+        let found = read_config();
+        let cfg = found.unwrap_or_else(defaults);
+        (*s).config_found = found.is_some() as u8;
+        (*s).mode = cfg.mode;
+        (*s).sink = cfg.sink;
+        (*s).timer = cfg.timer;
+        (*s).priority = cfg.priority;
+        (*s).limit = cfg.limit;
+        // A tagged ring holds (pc, tag) pairs: half as many samples in the same RAM.
+        (*s).capacity =
+            if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+                RING_SLOTS as u32 / 2
+            } else {
+                RING_SLOTS as u32
+            };
+        (*s).ring = addr_of_mut!(SAMPLER_RT_RING) as u32;
+        (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        (*s).jitter = jitter_operand(cfg.jitter_mask);
+        (*s).reload = cfg.reload;
+        (*s).magic = STATE_MAGIC;
+        (*s).before = 0;
+        (*s).stop = wire::STOP_RUNNING;
+        // The fastest histogram handler keeps its counters `shift` bytes into the array, which
+        // needs unaligned halfword accesses for odd shifts.
+        let fast_hist = cfg.jitter_mask == 0 && unaligned_halfwords(cfg.hist_shift);
+        // Tags need ARMv7-M's `ldrd`/`strd`; ARMv6-M samples without them.
+        let tag = if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+            cfg.tag_kind
+        } else {
+            wire::TAG_NONE
+        };
+        (*s).tag_kind = tag as u32;
+        // A word tag at address 0 is the firmware's own (`set_tag`).
+        (*s).tag_addr = if cfg.tag_addr == 0 {
+            crate::tags::tag_word_address() as u32
+        } else {
+            cfg.tag_addr
+        };
+        let constant = cfg.jitter_mask == 0;
+        let handler: unsafe extern "C" fn() = match (cfg.mode, constant, tag) {
+            (wire::MODE_HIST, true, _) if fast_hist => sample_hist,
+            (wire::MODE_HIST, true, _) => sample_hist_aligned,
+            (wire::MODE_HIST, false, _) => sample_hist_jitter,
+            (_, true, wire::TAG_XPSR) => sample_ring_xpsr,
+            (_, true, wire::TAG_WORD) => sample_ring_word,
+            (_, false, wire::TAG_XPSR) => sample_ring_jitter_xpsr,
+            (_, false, wire::TAG_WORD) => sample_ring_jitter_word,
+            (_, true, _) => sample_ring,
+            (_, false, _) => sample_ring_jitter,
+        };
+        (*s).handler = handler as usize as u32;
+        let usable = match cfg.mode {
+            wire::MODE_RING => RING_SLOTS > 0,
+            wire::MODE_HIST => HIST_BINS > 0 && (1..=16).contains(&cfg.hist_shift),
+            _ => false,
+        };
+        if !usable {
+            (*s).phase = PHASE_STOPPED;
+            return;
+        }
+        if cfg.mode == wire::MODE_HIST {
+            setup_hist(s, &cfg, fast_hist);
+        }
+        next_chunk(s);
+        (*s).phase = PHASE_RUNNING;
+        match cfg.timer {
+            wire::TIMER_CMSDK => start_cmsdk(s, &cfg),
+            _ => start_systick(s, &cfg),
+        }
+    }
+}
+
+/// Whether the core may make unaligned halfword accesses: ARMv7-M and later can, unless
+/// `CCR.UNALIGN_TRP` is set; an even shift needs none.
+fn unaligned_halfwords(shift: u8) -> bool {
+    if cfg!(armv6m) {
+        return false;
+    }
+    const SCB_CCR: *const u32 = 0xE000_ED14 as *const u32;
+    // SAFETY: reading the configuration and control register of the system control block.
+    let trap = unsafe { read_volatile(SCB_CCR) } & (1 << 3) != 0;
+    shift.is_multiple_of(2) || !trap
+}
+
+/// Zero the bins and point the state at them. `bins` becomes the address of counter 0 as the
+/// chosen handler addresses it: `shift` bytes into the array for the fast ARMv7-M handler, the
+/// array's start for the others.
+///
+/// # Safety
+/// Not sampling yet.
+unsafe fn setup_hist(s: *mut State, cfg: &Config, fast: bool) {
+    // SAFETY: the bins array is this module's; the sampling interrupt is not enabled.
+    unsafe {
+        let bins = addr_of_mut!(SAMPLER_RT_BINS) as *mut u16;
+        for i in 0..HIST_BINS + 16 {
+            write_volatile(bins.add(i), 0);
+        }
+        // Read through the symbol, which keeps it in the image for the host.
+        let counters = read_volatile(addr_of!(SAMPLER_RT_HIST_COUNTERS));
+        let word = bins as u32 + cfg.hist_shift as u32;
+        (*s).bins = if fast { word } else { bins as u32 };
+        (*s).hist_word = word;
+        (*s).hist_base = cfg.hist_base;
+        (*s).last_bin = counters - 1;
+        (*s).capacity = counters - 1;
+        (*s).wptr = cfg.hist_base;
+        if cfg.jitter_mask == 0 {
+            (*s).rng = word;
+        }
+    }
+}
+
+/// # Safety
+/// Programs SysTick; the `systick` feature must provide its handler.
+unsafe fn start_systick(s: *mut State, cfg: &Config) {
+    // SAFETY: memory-mapped system registers of every ARMv6-M/ARMv7-M/ARMv8-M core.
+    unsafe {
+        (*s).reload_reg = SYST_RVR as u32;
+        let shpr3 = read_volatile(SCB_SHPR3);
+        write_volatile(
+            SCB_SHPR3,
+            (shpr3 & 0x00FF_FFFF) | (cfg.priority as u32) << 24,
+        );
+        write_volatile(SYST_CSR, 0);
+        write_volatile(SYST_RVR, cfg.reload & 0x00FF_FFFF);
+        write_volatile(SYST_CVR, 0);
+        // ENABLE | TICKINT | CLKSOURCE (core clock).
+        write_volatile(SYST_CSR, 7);
+    }
+}
+
+/// # Safety
+/// Programs the CMSDK timer at `cfg.timer_base`; [`crate::cmsdk_timer_interrupt!`] must
+/// provide its handler.
+unsafe fn start_cmsdk(s: *mut State, cfg: &Config) {
+    let base = cfg.timer_base;
+    let irq = cfg.timer_irq;
+    // SAFETY: the host named a CMSDK APB timer at this base address and its interrupt number.
+    unsafe {
+        (*s).reload_reg = base + CMSDK_RELOAD;
+        (*s).ack_reg = base + CMSDK_INTCLEAR;
+        write_volatile((base + CMSDK_CTRL) as *mut u32, 0);
+        write_volatile((base + CMSDK_RELOAD) as *mut u32, cfg.reload);
+        write_volatile((base + CMSDK_VALUE) as *mut u32, cfg.reload);
+        write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+        let ipr = NVIC_IPR.add((irq / 4) as usize);
+        let shift = (irq % 4) * 8;
+        let v = read_volatile(ipr) & !(0xFF << shift);
+        write_volatile(ipr, v | (cfg.priority as u32) << shift);
+        write_volatile(NVIC_ISER.add((irq / 32) as usize), 1 << (irq % 32));
+        // ENABLE | INTERRUPT ENABLE.
+        write_volatile((base + CMSDK_CTRL) as *mut u32, 0b1001);
+    }
+}
+
+/// Samples taken so far.
+pub fn samples_taken() -> u32 {
+    let s = state();
+    // SAFETY: plain reads of words the handler updates atomically.
+    unsafe {
+        let before = read_volatile(addr_of!((*s).before));
+        let chunk = read_volatile(addr_of!((*s).chunk));
+        let remaining = read_volatile(addr_of!((*s).remaining));
+        before + chunk - remaining
+    }
+}
+
+/// Whether the sampler is pacing itself with SysTick right now.
+fn sampling_on_systick() -> bool {
+    let s = state();
+    // SAFETY: plain reads of the state.
+    unsafe {
+        read_volatile(addr_of!((*s).phase)) == PHASE_RUNNING
+            && read_volatile(addr_of!((*s).timer)) == wire::TIMER_SYSTICK
+    }
+}
+
+/// Give sampler-rt a function that writes bytes out (a UART, USB serial): with
+/// `cargo sample --serial PORT` the dump goes through it, once, when the sample limit is reached
+/// (from the sampling interrupt) or at [`flush`]. It should block until the bytes are out.
+/// Call it before [`start`].
+pub fn set_writer(write: fn(&[u8])) {
+    crate::without_interrupts(|| {
+        // SAFETY: the sampling interrupt, the only other user, is masked.
+        unsafe { *addr_of_mut!(WRITER) = Some(write) };
+    });
+}
+
+/// Stop sampling and keep what was taken (a later [`flush`] or [`exit`] still sends it).
+pub fn stop() {
+    let s = state();
+    crate::without_interrupts(|| {
+        // SAFETY: the sampling interrupt is masked.
+        unsafe {
+            if (*s).phase == PHASE_RUNNING {
+                stop_timer(s);
+                (*s).phase = PHASE_STOPPED;
+                (*s).stop = wire::STOP_FIRMWARE;
+            }
+        }
+    });
+}
+
+/// Stop sampling and send the dump now (in QEMU: write it through semihosting). Call this before
+/// a firmware ends by its own means, so that the samples taken so far reach the host.
+pub fn flush() {
+    stop();
+    // SAFETY: sampling is stopped; nothing else touches the state.
+    unsafe { send_dump(state()) };
+}
+
+/// Send the dump and end the program through semihosting with `code` (QEMU exits with it).
+pub fn exit(code: i32) -> ! {
+    flush();
+    semihosting_exit(code)
+}
+
+/// embassy-executor's trace hooks (its `trace` feature): each sample's tag is the task being
+/// polled (its header's address), 0 between tasks.
+#[cfg(feature = "embassy")]
+mod embassy_trace {
+    use core::sync::atomic::Ordering;
+
+    use crate::tags::SAMPLER_RT_TAG;
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_poll_start(_executor_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_new(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_end(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
+        SAMPLER_RT_TAG.store(task_id, Ordering::Relaxed);
+    }
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_exec_end(_executor_id: u32, _task_id: u32) {
+        SAMPLER_RT_TAG.store(0, Ordering::Relaxed);
+    }
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_task_ready_begin(_executor_id: u32, _task_id: u32) {}
+
+    #[unsafe(no_mangle)]
+    fn _embassy_trace_executor_idle(_executor_id: u32) {}
+}

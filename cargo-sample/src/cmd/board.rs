@@ -12,7 +12,9 @@ use super::settings::{
     DEFAULT_SAMPLES, Timer, board_period, check_tag_before_build, names_at, pacer, timer_settings,
     warn_if_unoptimised,
 };
-use super::stages::{board_config, missing_setup_help, project_meta, save_images};
+use super::stages::{
+    board_config, missing_setup_help, project_meta, read_image, sampler_state, save_images,
+};
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
 use crate::exec::qemu;
@@ -88,9 +90,8 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         method == Method::Timer,
         &[],
     )?;
-    let elf_bytes = std::fs::read(&built.elf)
-        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
-    let fw = elf::inspect(&elf_bytes)?;
+    let img = read_image(&built.elf)?;
+    let (elf_bytes, fw) = (&img.bytes, &img.fw);
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
     let requested = args.samples.unwrap_or(if args.duration.is_some() {
@@ -101,25 +102,19 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     let mut state_addr = None;
     let mut config = None;
     if method == Method::Timer {
-        let Some(state) = fw.state.filter(|_| fw.config.is_some()) else {
-            bail!(
-                "the firmware does not contain sampler-rt's runtime: does `main` call \
-                 `sampler_rt::start()` when the `{}` feature is on?",
-                args.cargo.feature_name
-            );
-        };
+        let state = sampler_state(&img, &args.cargo.feature_name, "`sampler_rt::start()`")?;
         state_addr = Some(state.0 as u32);
-        crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+        crate::image::wiring::check(elf_bytes, pacer(fw, Timer::SysTick))?;
         config = Some(board_config(
             args,
-            &elf_bytes,
-            &fw,
+            elf_bytes,
+            fw,
             wire::SINK_HOST,
             (reload, jitter_mask),
             requested,
         )?);
     }
-    let dir = save_images(p, &elf_bytes, config.as_ref())?;
+    let dir = save_images(p, elf_bytes, config.as_ref())?;
     let how = format!("{method:?}").to_lowercase();
     let mut meta = RunMeta {
         machine: chip.to_owned(),
@@ -149,14 +144,14 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         swo_baud: args.board.swo_baud,
         dwt_period: period as u32,
         dir: dir.clone(),
-        rtt_addr: elf::symbol_address(&elf_bytes, "_SEGGER_RTT"),
-        names: names_at(&elf_bytes, &fw),
+        rtt_addr: elf::symbol_address(elf_bytes, "_SEGGER_RTT"),
+        names: names_at(elf_bytes, fw),
     });
     let (a, b) = fw.text.unwrap_or((0, 0));
     let code = (
         a as u32,
         b as u32,
-        elf::code_crc(&elf_bytes, a, b).unwrap_or(0),
+        elf::code_crc(elf_bytes, a, b).unwrap_or(0),
     );
     let cap = match cap {
         Ok(c) => c,
@@ -207,27 +202,24 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
     let built = firmware::build(p, &crate::project::Selection::from(&args.cargo), true, &[])?;
-    let elf_bytes = std::fs::read(&built.elf)
-        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
-    let fw = elf::inspect(&elf_bytes)?;
-    if fw.config.is_none() {
-        bail!(
-            "the firmware does not contain sampler-rt's runtime: does `main` call \
-             `sampler_rt::set_writer(..)` and `sampler_rt::start()` when the `{}` feature is on?",
-            args.cargo.feature_name
-        );
-    }
-    crate::image::wiring::check(&elf_bytes, pacer(&fw, Timer::SysTick))?;
+    let img = read_image(&built.elf)?;
+    sampler_state(
+        &img,
+        &args.cargo.feature_name,
+        "`sampler_rt::set_writer(..)` and `sampler_rt::start()`",
+    )?;
+    let (elf_bytes, fw) = (&img.bytes, &img.fw);
+    crate::image::wiring::check(elf_bytes, pacer(fw, Timer::SysTick))?;
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
     let config = board_config(
         args,
-        &elf_bytes,
-        &fw,
+        elf_bytes,
+        fw,
         wire::SINK_WRITER,
         (reload, jitter_mask),
         requested,
     )?;
-    let dir = save_images(p, &elf_bytes, Some(&config))?;
+    let dir = save_images(p, elf_bytes, Some(&config))?;
     let image = dir.join(runs::LOADED_ELF);
     let mut meta = RunMeta {
         machine: port.display().to_string(),

@@ -8,12 +8,11 @@ use anyhow::{Context, Result, bail};
 
 use super::saved::render_run;
 use super::settings::warn_if_unoptimised;
-use super::stages::{choose_machine, project_meta};
+use super::stages::{choose_machine, project_meta, read_image};
 use crate::cli::{RunArgs, TruthMethod};
 use crate::exec::exact;
 use crate::exec::exact::{Counting, PluginApi};
 use crate::exec::qemu;
-use crate::image::elf;
 use crate::project::firmware;
 use crate::project::{self};
 use crate::runs::{self, RunMeta};
@@ -118,9 +117,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         false,
         &[],
     )?;
-    let elf_bytes = std::fs::read(&built.elf)
-        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
-    elf::inspect(&elf_bytes)?;
+    let elf_bytes = read_image(&built.elf)?.bytes;
     let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
     std::fs::write(dir.join(runs::ELF), &elf_bytes)
         .with_context(|| format!("saving the ELF in {}", dir.display()))?;

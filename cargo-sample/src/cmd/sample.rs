@@ -15,7 +15,10 @@ use super::settings::{
     event_name, hist_layout, names_at, pacer, parse_period, parse_timer, tag_for, timer_settings,
     warn_if_unoptimised,
 };
-use super::stages::{choose_machine, missing_setup_help, note_live, project_meta, save_images};
+use super::stages::{
+    Image, choose_machine, missing_setup_help, note_live, project_meta, read_image, sampler_state,
+    save_images,
+};
 use crate::capture::snapshot;
 use crate::cli::RunArgs;
 use crate::dump::{self};
@@ -131,17 +134,12 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             (aligned, Some((n, plain_bytes, grown, odd)))
         }
     };
-    let elf_bytes = std::fs::read(&built.elf)
-        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
-    let fw = elf::inspect(&elf_bytes)?;
-    let (Some(_), Some(state)) = (fw.config, fw.state) else {
-        bail!(
-            "the firmware does not contain sampler-rt's runtime (no `{}` symbol): it is linked out when \
-             nothing calls it. Does `main` call `sampler_rt::start()` when the `{}` feature is on?",
-            wire::CONFIG_SYMBOL,
-            args.cargo.feature_name
-        );
-    };
+    let img = read_image(&built.elf)?;
+    let state = sampler_state(&img, &args.cargo.feature_name, "`sampler_rt::start()`")?;
+    let Image {
+        bytes: elf_bytes,
+        fw,
+    } = img;
     if !args.laps {
         crate::image::wiring::check(&elf_bytes, pacer(&fw, timer))?;
     }

@@ -1,11 +1,11 @@
 //! Steps every capture shares: choosing the QEMU machine, the run's metadata, the images
 //! saved beside it, the sampler's configuration, what a live run says when it ends.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use sampler_rt::wire::{self};
+use sampler_rt::wire;
 
 use super::settings::{DEFAULT_SEED, hist_layout, tag_for};
 use crate::cli::RunArgs;
@@ -35,6 +35,33 @@ pub(crate) fn missing_setup_help(p: &Project, feature: &str) -> String {
         p.package,
         p.manifest_path.display()
     )
+}
+
+/// A built image, read and inspected once.
+pub(crate) struct Image {
+    pub bytes: Vec<u8>,
+    pub fw: elf::Firmware,
+}
+
+/// Read and inspect the ELF cargo built.
+pub(crate) fn read_image(path: &Path) -> Result<Image> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("reading the built firmware {}", path.display()))?;
+    let fw = elf::inspect(&bytes)?;
+    Ok(Image { bytes, fw })
+}
+
+/// The sampler's state block `(address, size)`: the image must carry sampler-rt's runtime,
+/// which the link drops when nothing calls it. `calls` is what the entry point should call.
+pub(crate) fn sampler_state(img: &Image, feature: &str, calls: &str) -> Result<(u64, u64)> {
+    match (img.fw.config, img.fw.state) {
+        (Some(_), Some(state)) => Ok(state),
+        _ => bail!(
+            "the firmware does not contain sampler-rt's runtime (no `{}` symbol): it is linked \
+             out when nothing calls it. Does `main` call {calls} when the `{feature}` feature is on?",
+            wire::CONFIG_SYMBOL
+        ),
+    }
 }
 
 /// Where the firmware runs in QEMU: the machine (with its options), the CPU, the executable the

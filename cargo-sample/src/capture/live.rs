@@ -18,7 +18,7 @@ use crate::dump::Dump;
 use crate::dump::le::read_u32;
 
 /// Memory of a running target.
-pub trait Target {
+pub trait Memory {
     /// Read `buf.len()` bytes at `addr`.
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()>;
     /// Write `bytes` at `addr`. Targets that cannot write return an error; the capture then
@@ -61,7 +61,7 @@ pub struct NamesAt {
 }
 
 /// The firmware's tag names, read out of its memory (the table, then each name).
-pub fn read_names(t: &mut dyn Target, at: NamesAt) -> Result<Vec<(u32, String)>> {
+pub fn read_names(t: &mut dyn Memory, at: NamesAt) -> Result<Vec<(u32, String)>> {
     let (start, size) = wire::names_layout(at.wide);
     let mut b = vec![0u8; start + size * wire::NAMES_MAX];
     t.read(at.addr, &mut b)?;
@@ -79,7 +79,7 @@ pub fn read_names(t: &mut dyn Target, at: NamesAt) -> Result<Vec<(u32, String)>>
 
 /// Read the state block, twice if needed, until it is consistent (a block read is not atomic:
 /// the sampler may move its counters between the words).
-fn read_state(t: &mut dyn Target, addr: u32) -> Result<(StateView, Vec<u8>)> {
+fn read_state(t: &mut dyn Memory, addr: u32) -> Result<(StateView, Vec<u8>)> {
     let mut prev: Option<(StateView, Vec<u8>)> = None;
     for _ in 0..8 {
         let mut b = vec![0u8; wire::STATE_LEN];
@@ -100,7 +100,7 @@ fn read_state(t: &mut dyn Target, addr: u32) -> Result<(StateView, Vec<u8>)> {
 
 impl Live {
     /// Start reading the sampler whose state is at `state_addr`, from the samples it has now.
-    pub fn attach(t: &mut dyn Target, state_addr: u32) -> Result<Live> {
+    pub fn attach(t: &mut dyn Memory, state_addr: u32) -> Result<Live> {
         let (s, b) = read_state(t, state_addr)?;
         if s.mode == wire::MODE_HIST {
             return Ok(Live {
@@ -138,7 +138,7 @@ impl Live {
 
     /// Read the samples taken since the last poll; returns how many arrived. Bins stay in the
     /// target until [`Live::read_bins`]: this only follows the count.
-    pub fn poll(&mut self, t: &mut dyn Target) -> Result<usize> {
+    pub fn poll(&mut self, t: &mut dyn Memory) -> Result<usize> {
         let (s, b) = read_state(t, self.state_addr)?;
         let taken = s.taken();
         self.state = s;
@@ -183,7 +183,7 @@ impl Live {
 
     /// Tell a firmware waiting at its end that the host has read everything (it waits for a
     /// bounded time otherwise).
-    pub fn release(&self, t: &mut dyn Target) -> Result<()> {
+    pub fn release(&self, t: &mut dyn Memory) -> Result<()> {
         t.write(
             self.state_addr + wire::state_offsets::SINK as u32,
             &[wire::SINK_NONE],
@@ -196,7 +196,7 @@ impl Live {
     }
 
     /// `MODE_HIST`: read the counters as they are now.
-    pub fn read_bins(&mut self, t: &mut dyn Target) -> Result<()> {
+    pub fn read_bins(&mut self, t: &mut dyn Memory) -> Result<()> {
         if self.bins.is_none() {
             return Ok(());
         }
@@ -210,7 +210,7 @@ impl Live {
 
     /// What the end of a capture reads: the bins (`MODE_HIST`) and the firmware's tag names
     /// (given before or while sampling). Names that cannot be read leave the tags unnamed.
-    pub fn finish(&mut self, t: &mut dyn Target, names: Option<NamesAt>) -> Result<()> {
+    pub fn finish(&mut self, t: &mut dyn Memory, names: Option<NamesAt>) -> Result<()> {
         if let Some(at) = names {
             self.names = read_names(t, at).unwrap_or_default();
         }
@@ -236,7 +236,7 @@ impl Live {
 
     /// The bytes of `count` entries from sample `from` on (in one or two reads around the
     /// ring's end).
-    fn read_entries(&self, t: &mut dyn Target, from: u32, count: u32) -> Result<Vec<u8>> {
+    fn read_entries(&self, t: &mut dyn Memory, from: u32, count: u32) -> Result<Vec<u8>> {
         let cap = self.capacity;
         let e = self.entry;
         let mut out = vec![0u8; (count * e) as usize];
@@ -251,7 +251,7 @@ impl Live {
 }
 
 /// The application's own RTT up channels (`rtt-target`, `defmt-rtt`), read through the same
-/// [`Target`] beside the sampler's ring so that its output is kept (each channel's bytes in
+/// [`Memory`] beside the sampler's ring so that its output is kept (each channel's bytes in
 /// `rtt-N.bin` of the run directory). Used where no probe-rs session does it (QEMU's monitor).
 /// The host keeps its own read offsets and writes them back when the target lets it.
 #[derive(Debug)]
@@ -275,7 +275,7 @@ impl AppRtt {
     }
 
     /// Copy what the channels hold beyond the last read to their files. Returns the bytes.
-    pub fn forward(&mut self, t: &mut dyn Target) -> Result<usize> {
+    pub fn forward(&mut self, t: &mut dyn Memory) -> Result<usize> {
         let mut head = [0u8; 24];
         t.read(self.addr, &mut head)?;
         if !head.starts_with(b"SEGGER RTT") {
@@ -325,7 +325,7 @@ impl AppRtt {
     }
 }
 
-/// Read-only memory as a [`Target`], for tests of the readers.
+/// Read-only memory as a [`Memory`], for tests of the readers.
 /// Where a reading of a running sampler stands after one turn.
 #[derive(Debug)]
 pub enum Step {
@@ -360,7 +360,7 @@ impl Reader {
 
     /// One turn: attach if not yet, read what is new, and on the sampler's stop read the rest
     /// and hand its sink back to the firmware.
-    pub fn step(&mut self, t: &mut dyn Target) -> Result<Step> {
+    pub fn step(&mut self, t: &mut dyn Memory) -> Result<Step> {
         let l = match &mut self.live {
             Some(l) => l,
             None => match Live::attach(t, self.state_addr) {
@@ -382,7 +382,7 @@ impl Reader {
     }
 
     /// The host ends the run (a duration, a timeout, Ctrl-C): read the bins and names so far.
-    pub fn finish(&mut self, t: &mut dyn Target) -> Result<()> {
+    pub fn finish(&mut self, t: &mut dyn Memory) -> Result<()> {
         match &mut self.live {
             Some(l) if !l.stopped() => l.finish(t, self.names),
             _ => Ok(()),
@@ -413,7 +413,7 @@ pub(crate) mod testing {
         pub bytes: Vec<u8>,
     }
 
-    impl super::Target for Ram {
+    impl super::Memory for Ram {
         fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
             let at = addr.checked_sub(self.base).context("below the RAM")? as usize;
             let src = self
@@ -484,7 +484,7 @@ mod tests {
         }
     }
 
-    impl Target for Fake {
+    impl Memory for Fake {
         fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
             if addr == STATE {
                 buf.copy_from_slice(&self.state[..buf.len()]);

@@ -16,7 +16,7 @@ pub struct InMemory {
 /// Read the counts at `addr` if this run (`run_id`) finished writing them; `None` while it
 /// has not (a block left from an earlier run has another id).
 pub fn read_in_memory(
-    t: &mut dyn crate::capture::live::Target,
+    t: &mut dyn crate::capture::live::Memory,
     addr: u32,
     run_id: u32,
 ) -> Result<Option<InMemory>> {

@@ -128,7 +128,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
     runs::save_meta(&dir, &meta)?;
-    let cap = crate::exec::probe::capture(&crate::exec::probe::Options {
+    let cap = crate::exec::probe::capture(&crate::exec::probe::CaptureSpec {
         conn: crate::exec::probe::Connection::new(
             chip,
             args.board.conn.settings(chip),

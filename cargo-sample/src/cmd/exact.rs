@@ -145,7 +145,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
             counting.describe()
         ),
     );
-    let outcome = qemu::run(&qemu::Options {
+    let outcome = qemu::run(&qemu::RunSpec {
         qemu: qemu_path,
         machine: target.machine_arg.clone(),
         extra_args: target.extra.clone(),

@@ -272,7 +272,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             ),
         );
     }
-    let outcome = qemu::run(&qemu::Options {
+    let outcome = qemu::run(&qemu::RunSpec {
         qemu: qemu_path,
         machine: target.machine_arg.clone(),
         extra_args: target.extra.clone(),
@@ -281,7 +281,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         icount_shift: shift,
         timeout: Duration::from_secs(args.timeout),
         label: format!("sampling {} in QEMU {}", p.target_name, m.name),
-        snapshot: (!live).then_some(qemu::Region {
+        snapshot: (!live).then_some(qemu::MemoryBlock {
             addr: state.0,
             len: wire::STATE_LEN as u64,
         }),

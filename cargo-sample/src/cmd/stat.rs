@@ -157,7 +157,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
                 })?;
             (c.dump, c.full)
         } else {
-            let outcome = qemu::run(&qemu::Options {
+            let outcome = qemu::run(&qemu::RunSpec {
                 qemu: qemu_path.clone(),
                 machine: machine.clone(),
                 extra_args: extra_args.clone(),

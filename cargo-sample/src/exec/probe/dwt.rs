@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use probe_rs::{MemoryInterface, Session};
 
-use super::session::{Capture, Options, PcsrSamples, should_stop, spinner};
+use super::session::{Capture, CaptureSpec, PcsrSamples, should_stop, spinner};
 use crate::term;
 
 /// DWT control register.
@@ -60,7 +60,11 @@ pub fn swo_load(clock: u32, period: u32, baud: u32) -> (f64, f64) {
     (bytes, bytes * 10.0 / baud as f64)
 }
 
-pub(crate) fn capture_swo(session: &mut Session, opts: &Options, out: &mut Capture) -> Result<()> {
+pub(crate) fn capture_swo(
+    session: &mut Session,
+    opts: &CaptureSpec,
+    out: &mut Capture,
+) -> Result<()> {
     let clock = opts.clock.context(
         "`--method dwt` needs the core clock (`--clock HZ`): SWO's baud rate is derived from it",
     )?;
@@ -133,7 +137,11 @@ pub(crate) fn capture_swo(session: &mut Session, opts: &Options, out: &mut Captu
     Ok(())
 }
 
-pub(crate) fn capture_pcsr(session: &mut Session, opts: &Options, out: &mut Capture) -> Result<()> {
+pub(crate) fn capture_pcsr(
+    session: &mut Session,
+    opts: &CaptureSpec,
+    out: &mut Capture,
+) -> Result<()> {
     let mut core = session.core(0)?;
     core.reset_and_halt(Duration::from_millis(500))?;
     // PCSR samples only with the trace block on (DEMCR.TRCENA).

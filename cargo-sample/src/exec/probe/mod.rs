@@ -25,7 +25,7 @@ mod session;
 pub use dwt::{DWT_CTRL, DWT_PCSR, ITM_TCR, dwt_ctrl, dwt_period, swo_load};
 use dwt::{capture_pcsr, capture_swo};
 use ring::capture_ring;
-pub use session::{Capture, Connection, Options, PcsrSamples, parse_probe};
+pub use session::{Capture, CaptureSpec, Connection, PcsrSamples, parse_probe};
 use session::{flash, open, spinner, start};
 
 /// How samples are taken on a board.
@@ -42,7 +42,7 @@ use crate::exec::qemu::INTERRUPTED;
 use crate::term;
 
 /// Flash, run and capture until the sampler stops, the duration, the sample count or Ctrl-C.
-pub fn capture(opts: &Options) -> Result<Capture> {
+pub fn capture(opts: &CaptureSpec) -> Result<Capture> {
     crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", opts.conn.chip));
     let mut session = open(&opts.conn)?;

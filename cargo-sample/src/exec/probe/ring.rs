@@ -7,10 +7,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use probe_rs::Session;
 
-use super::session::{Capture, Options, should_stop, spinner, start};
+use super::session::{Capture, CaptureSpec, should_stop, spinner, start};
 use crate::capture::live::{AppRtt, Live, Reader, Step};
 
-pub(crate) fn capture_ring(session: &mut Session, opts: &Options, out: &mut Capture) -> Result<()> {
+pub(crate) fn capture_ring(
+    session: &mut Session,
+    opts: &CaptureSpec,
+    out: &mut Capture,
+) -> Result<()> {
     let state = opts
         .state_addr
         .context("the firmware has no sampler state to read")?;

@@ -13,7 +13,7 @@ use probe_rs::probe::list::Lister;
 use probe_rs::{MemoryInterface, Permissions, Session};
 
 use super::Method;
-use crate::capture::live::{Live, Target};
+use crate::capture::live::{Live, Memory};
 use crate::exec::qemu::INTERRUPTED;
 
 /// How to reach the board.
@@ -48,7 +48,7 @@ impl Connection {
 
 /// What to do on the board.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct CaptureSpec {
     pub conn: Connection,
     /// The image to flash (with the run's configuration in it).
     pub elf: PathBuf,
@@ -205,12 +205,12 @@ pub(crate) fn flash(session: &mut Session, elf: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The core's memory as [`Target`] for the ring reader.
-pub(crate) struct ProbeTarget<'a> {
+/// The core's memory as [`Memory`] for the ring reader.
+pub(crate) struct ProbeMemory<'a> {
     core: probe_rs::Core<'a>,
 }
 
-impl Target for ProbeTarget<'_> {
+impl Memory for ProbeMemory<'_> {
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
         self.core
             .read_8(addr as u64, buf)
@@ -225,16 +225,16 @@ impl Target for ProbeTarget<'_> {
 }
 
 /// Reset core 0 and let it run the flashed image; its memory, for the readers.
-pub(crate) fn start(session: &mut Session) -> Result<ProbeTarget<'_>> {
+pub(crate) fn start(session: &mut Session) -> Result<ProbeMemory<'_>> {
     let mut core = session.core(0).context("selecting core 0")?;
     core.reset_and_halt(Duration::from_millis(500))
         .context("resetting the core")?;
     core.run().context("starting the core")?;
-    Ok(ProbeTarget { core })
+    Ok(ProbeMemory { core })
 }
 
 /// Whether to stop: Ctrl-C or the duration.
-pub(crate) fn should_stop(opts: &Options, started: Instant, out: &mut Capture) -> bool {
+pub(crate) fn should_stop(opts: &CaptureSpec, started: Instant, out: &mut Capture) -> bool {
     if INTERRUPTED.load(Ordering::SeqCst) {
         out.interrupted = true;
         return true;

@@ -46,14 +46,14 @@ pub fn install_interrupt_handler() {
 
 /// A memory range to save from the guest when the run is cut short.
 #[derive(Debug, Clone, Copy)]
-pub struct Region {
+pub struct MemoryBlock {
     pub addr: u64,
     pub len: u64,
 }
 
 /// How to run.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct RunSpec {
     pub qemu: PathBuf,
     pub machine: String,
     /// The crate runner's own options, passed as they are (`-m`, `-device`, ...).
@@ -67,7 +67,7 @@ pub struct Options {
     pub label: String,
     /// What to save when the run is cut short: the sampler's state, then its ring (the second
     /// region's address and length are read from the state when `None`).
-    pub snapshot: Option<Region>,
+    pub snapshot: Option<MemoryBlock>,
     /// Where to keep the firmware's output.
     pub output_log: Option<PathBuf>,
     /// How to count every executed instruction (`--truth`, `--exact`), if at all.
@@ -130,9 +130,9 @@ pub struct Outcome {
     pub snapshot: Option<(Vec<u8>, Vec<u8>)>,
     /// The core's registers and fault status when the run was cut short.
     pub core: Option<crate::dump::fault::CoreState>,
-    /// With [`Options::live`]: what the host read while the firmware ran.
+    /// With [`RunSpec::live`]: what the host read while the firmware ran.
     pub live: Option<LiveOutcome>,
-    /// With [`Options::pmu_in_memory`]: the counts read out of memory.
+    /// With [`RunSpec::pmu_in_memory`]: the counts read out of memory.
     pub pmu_in_memory: Option<crate::capture::pmu::InMemory>,
     pub wall: Duration,
     pub command: Vec<String>,
@@ -161,7 +161,7 @@ impl Outcome {
 }
 
 /// Run the firmware to its end, the timeout, or Ctrl-C.
-pub fn run(opts: &Options) -> Result<Outcome> {
+pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let work = tempfile::Builder::new()
         .prefix("cargo-sample-qemu-")
         .tempdir()

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::Region;
-use crate::capture::live::Target;
+use super::MemoryBlock;
+use crate::capture::live::Memory;
 
 /// Where QEMU's human monitor listens: a Unix socket in QEMU's working directory, or a
 /// localhost TCP port on systems without Unix sockets.
@@ -80,7 +80,7 @@ pub(crate) struct Monitor {
     reads: u64,
 }
 
-impl Target for Monitor {
+impl Memory for Monitor {
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
         self.reads += 1;
         let file = self.dir.join(format!("live-{}.bin", self.reads % 2));
@@ -145,7 +145,7 @@ pub(crate) type Snapshot = (
 pub(crate) fn take_snapshot(
     monitor: &endpoint::Addr,
     dir: &Path,
-    state: Region,
+    state: MemoryBlock,
 ) -> Result<Snapshot> {
     let mut sock = monitor.connect().context("connecting to QEMU's monitor")?;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
@@ -207,7 +207,7 @@ pub(crate) fn hmp_text(sock: &mut MonitorStream) -> String {
 pub(crate) fn sampler_memory(
     sock: &mut MonitorStream,
     dir: &Path,
-    state: Region,
+    state: MemoryBlock,
 ) -> Result<(Vec<u8>, Vec<u8>)> {
     let state_file = dir.join("state.bin");
     hmp(

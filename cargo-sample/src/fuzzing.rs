@@ -16,11 +16,17 @@ pub fn dump(data: &[u8]) {
     let (d, _) = dump::decode_partial(data);
     // What decoded re-encodes and decodes to the same samples.
     if d.hist.is_none() && !d.pcs.is_empty() {
-        let again = if d.tags.len() == d.pcs.len() && !d.tags.is_empty() {
-            dump::encode_tagged(&d.info, d.first_seq, &d.pcs, &d.tags)
+        let tags = if d.tags.len() == d.pcs.len() {
+            d.tags.clone()
         } else {
-            dump::encode(&d.info, d.first_seq, &d.pcs)
+            Vec::new()
         };
+        let again = dump::encode(&dump::Dump::of_samples(
+            d.info,
+            d.first_seq,
+            d.pcs.clone(),
+            tags,
+        ));
         let (e, err) = dump::decode_partial(&again);
         assert!(err.is_none(), "a re-encoded dump does not decode: {err:?}");
         assert_eq!(e.pcs, d.pcs);

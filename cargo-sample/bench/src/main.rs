@@ -299,7 +299,12 @@ fn synthetic_run(real: &Path, n: u64) -> Result<PathBuf> {
     runs::save_meta(&dir, &meta)?;
     runs::write_atomic(
         &dir.join(runs::DUMP),
-        &cargo_sample::dump::encode(&info, 0, &pcs),
+        &cargo_sample::dump::encode(&cargo_sample::dump::Dump::of_samples(
+            info,
+            0,
+            pcs,
+            Vec::new(),
+        )),
     )?;
     Ok(dir)
 }

@@ -593,8 +593,13 @@ mod tests {
         let d = l.to_dump((0, 0, 0), wire::STOP_LIMIT);
         assert_eq!((d.info.taken, d.info.lost, d.pcs.len()), (20, 12, 8));
         // The bytes decode to the same thing.
-        let again =
-            crate::dump::decode(&crate::dump::encode(&d.info, d.first_seq, &d.pcs)).unwrap();
+        let again = crate::dump::decode(&crate::dump::encode(&crate::dump::Dump::of_samples(
+            d.info,
+            d.first_seq,
+            d.pcs.clone(),
+            Vec::new(),
+        )))
+        .unwrap();
         assert_eq!(again.info.lost, 12);
     }
 

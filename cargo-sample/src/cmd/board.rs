@@ -167,7 +167,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     meta.wall_seconds = cap.wall.as_secs_f64();
     let d = board_dump(&cap, code, reload, requested);
     if let Some(d) = &d {
-        runs::write_atomic(&dir.join(runs::DUMP), &dump::encode_samples(d))?;
+        runs::write_atomic(&dir.join(runs::DUMP), &dump::encode(d))?;
     }
     meta.source = Some(how);
     meta.state = if cap.interrupted {

@@ -323,7 +323,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                 wire::STOP_SNAPSHOT
             };
             let d = l.to_dump((a as u32, b as u32, crc), stop);
-            runs::write_atomic(&dir.join(runs::DUMP), &dump::encode_samples(&d))?;
+            runs::write_atomic(&dir.join(runs::DUMP), &dump::encode(&d))?;
             note_live(l, lo);
         }
         if let Some(e) = &lo.error {
@@ -350,10 +350,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
         let sent = streamed.as_ref().map(|(d, _)| d);
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
-            let bytes = match &d.hist {
-                Some(h) => dump::encode_hist(&d.info, h),
-                None => dump::encode_samples(&d),
-            };
+            let bytes = dump::encode(&d);
             runs::write_atomic(&dir.join(runs::DUMP), &bytes)?;
             source = "snapshot";
         }

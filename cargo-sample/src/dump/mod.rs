@@ -334,84 +334,55 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
     }
 }
 
-/// Encode a histogram dump the way the firmware does.
-pub fn encode_hist(info: &Info, h: &Hist) -> Vec<u8> {
-    let mut out = Vec::new();
+/// Encode a dump the way the firmware writes one (the host makes dumps of what it read off a
+/// target, a snapshot, SWO or PCSR; tests make them too): INFO, the samples (PCS, PCS_TAGS when
+/// there is a tag per sample, or HIST), NAMES when there are names, and END with the CRC of all
+/// before it. The one encoder of the format on the host.
+pub fn encode(d: &Dump) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + d.pcs.len() * 8);
     out.extend_from_slice(&wire::file_header());
     out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-    out.extend_from_slice(&info.encode());
-    let count = h.bins.len() as u32;
-    out.extend_from_slice(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
-    out.extend_from_slice(&wire::hist_header(h.base, h.shift, h.outside, count));
-    for b in &h.bins {
-        out.extend_from_slice(&b.to_le_bytes());
-    }
-    if count % 2 == 1 {
-        out.extend_from_slice(&[0, 0]);
-    }
-    let crc = wire::crc32(&out);
-    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
-}
-
-/// Encode a dump the way the firmware does (used for host-made dumps and tests).
-pub fn encode(info: &Info, first_seq: u32, pcs: &[u32]) -> Vec<u8> {
-    encode_tagged(info, first_seq, pcs, &[])
-}
-
-/// Encode a dump's samples, tags and tag names (a dump the host made: from a ring it read, a
-/// snapshot, an SWO capture).
-pub fn encode_samples(d: &Dump) -> Vec<u8> {
+    out.extend_from_slice(&d.info.encode());
     match &d.hist {
-        Some(h) => encode_hist(&d.info, h),
-        None => encode_records(&d.info, d.first_seq, &d.pcs, &d.tags, &d.names),
-    }
-}
-
-/// Encode a dump, with a tag per sample when `tags` is not empty.
-pub fn encode_tagged(info: &Info, first_seq: u32, pcs: &[u32], tags: &[u32]) -> Vec<u8> {
-    encode_records(info, first_seq, pcs, tags, &[])
-}
-
-/// INFO, the samples (tagged when `tags` is not empty), NAMES when there are names, and END
-/// with the CRC of all before it.
-fn encode_records(
-    info: &Info,
-    first_seq: u32,
-    pcs: &[u32],
-    tags: &[u32],
-    names: &[(u32, String)],
-) -> Vec<u8> {
-    let tagged = !tags.is_empty();
-    let mut out = Vec::with_capacity(128 + pcs.len() * 8);
-    out.extend_from_slice(&wire::file_header());
-    out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-    out.extend_from_slice(&info.encode());
-    let (kind, entry) = if tagged {
-        (wire::REC_PCS_TAGS, 8)
-    } else {
-        (wire::REC_PCS, 4)
-    };
-    out.extend_from_slice(&wire::record_header(kind, 8 + entry * pcs.len() as u32));
-    out.extend_from_slice(&first_seq.to_le_bytes());
-    out.extend_from_slice(&(pcs.len() as u32).to_le_bytes());
-    for (i, pc) in pcs.iter().enumerate() {
-        out.extend_from_slice(&pc.to_le_bytes());
-        if tagged {
-            out.extend_from_slice(&tags.get(i).copied().unwrap_or(0).to_le_bytes());
+        Some(h) => {
+            let count = h.bins.len() as u32;
+            out.extend_from_slice(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
+            out.extend_from_slice(&wire::hist_header(h.base, h.shift, h.outside, count));
+            for b in &h.bins {
+                out.extend_from_slice(&b.to_le_bytes());
+            }
+            if count % 2 == 1 {
+                out.extend_from_slice(&[0, 0]);
+            }
         }
-    }
-    if !names.is_empty() {
-        let mut payload = (names.len() as u32).to_le_bytes().to_vec();
-        for (tag, name) in names {
-            payload.extend_from_slice(&tag.to_le_bytes());
-            payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            payload.extend_from_slice(name.as_bytes());
-            payload.resize(payload.len().next_multiple_of(4), 0);
+        None => {
+            let tagged = !d.tags.is_empty();
+            let (kind, entry) = if tagged {
+                (wire::REC_PCS_TAGS, 8)
+            } else {
+                (wire::REC_PCS, 4)
+            };
+            out.extend_from_slice(&wire::record_header(kind, 8 + entry * d.pcs.len() as u32));
+            out.extend_from_slice(&d.first_seq.to_le_bytes());
+            out.extend_from_slice(&(d.pcs.len() as u32).to_le_bytes());
+            for (i, pc) in d.pcs.iter().enumerate() {
+                out.extend_from_slice(&pc.to_le_bytes());
+                if tagged {
+                    out.extend_from_slice(&d.tags.get(i).copied().unwrap_or(0).to_le_bytes());
+                }
+            }
+            if !d.names.is_empty() {
+                let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
+                for (tag, name) in &d.names {
+                    payload.extend_from_slice(&tag.to_le_bytes());
+                    payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                    payload.extend_from_slice(name.as_bytes());
+                    payload.resize(payload.len().next_multiple_of(4), 0);
+                }
+                out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
+                out.extend_from_slice(&payload);
+            }
         }
-        out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
-        out.extend_from_slice(&payload);
     }
     let crc = wire::crc32(&out);
     out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
@@ -430,7 +401,12 @@ mod tests {
             taken: 3,
             ..Info::default()
         };
-        let mut bytes = encode_tagged(&info, 5, &[0x100, 0x102, 0x104], &[0, 47, 0]);
+        let mut bytes = encode(&Dump::of_samples(
+            info,
+            5,
+            vec![0x100, 0x102, 0x104],
+            vec![0, 47, 0],
+        ));
         let d = decode(&bytes).unwrap();
         assert_eq!(d.pcs, [0x100, 0x102, 0x104]);
         assert_eq!(d.tags, [0, 47, 0]);
@@ -452,9 +428,15 @@ mod tests {
         let d = decode(&bytes).unwrap();
         assert_eq!(d.names, [(47, "motor".to_owned())]);
         // A dump the host makes from a ring it read keeps the names, under the CRC.
-        let mut d = decode(&encode_tagged(&info, 5, &[0x100, 0x102], &[1, 2])).unwrap();
+        let mut d = decode(&encode(&Dump::of_samples(
+            info,
+            5,
+            vec![0x100, 0x102],
+            vec![1, 2],
+        )))
+        .unwrap();
         d.names = vec![(1, "filter".into()), (2, "a name of 10".into())];
-        let again = decode(&encode_samples(&d)).unwrap();
+        let again = decode(&encode(&d)).unwrap();
         assert_eq!(again.names, d.names);
         assert_eq!((again.pcs, again.tags), (d.pcs, d.tags));
     }
@@ -472,7 +454,11 @@ mod tests {
             outside: 2,
             bins: vec![1, 0, 3, 0xFFFF, 1],
         };
-        let bytes = encode_hist(&info, &h);
+        let bytes = encode(&Dump {
+            info,
+            hist: Some(h.clone()),
+            ..Dump::default()
+        });
         let d = decode(&bytes).unwrap();
         assert_eq!(d.hist.as_ref(), Some(&h));
         assert_eq!(h.total(), 2 + 1 + 3 + 0xFFFF + 1);
@@ -560,7 +546,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let (info, pcs) = sample();
-        let d = decode(&encode(&info, 7, &pcs)).unwrap();
+        let d = decode(&encode(&Dump::of_samples(info, 7, pcs.clone(), Vec::new()))).unwrap();
         assert_eq!(d.info, info);
         assert_eq!(d.pcs, pcs);
         assert_eq!(d.first_seq, 7);
@@ -570,7 +556,7 @@ mod tests {
     #[test]
     fn every_truncation_is_reported_and_keeps_whole_samples() {
         let (info, pcs) = sample();
-        let bytes = encode(&info, 0, &pcs);
+        let bytes = encode(&Dump::of_samples(info, 0, pcs.clone(), Vec::new()));
         for cut in 0..bytes.len() {
             let (d, err) = decode_partial(&bytes[..cut]);
             let err = err.unwrap_or_else(|| panic!("cut at {cut} decoded as complete"));
@@ -593,7 +579,7 @@ mod tests {
     #[test]
     fn every_bit_flip_is_caught() {
         let (info, pcs) = sample();
-        let bytes = encode(&info, 0, &pcs);
+        let bytes = encode(&Dump::of_samples(info, 0, pcs.clone(), Vec::new()));
         for i in 0..bytes.len() {
             for bit in [0, 3, 7] {
                 let mut b = bytes.clone();
@@ -611,7 +597,7 @@ mod tests {
         out.extend_from_slice(&wire::file_header());
         out.extend_from_slice(&wire::record_header(0x7777, 3));
         out.extend_from_slice(&[1, 2, 3, 0]);
-        let full = encode(&info, 0, &pcs);
+        let full = encode(&Dump::of_samples(info, 0, pcs.clone(), Vec::new()));
         out.extend_from_slice(&full[wire::FILE_HEADER_LEN..full.len() - 12]);
         let crc = wire::crc32(&out);
         out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
@@ -624,7 +610,7 @@ mod tests {
     #[test]
     fn other_version_and_garbage_are_named() {
         let (info, pcs) = sample();
-        let mut b = encode(&info, 0, &pcs);
+        let mut b = encode(&Dump::of_samples(info, 0, pcs.clone(), Vec::new()));
         b[4] = 9;
         assert_eq!(decode(&b).unwrap_err(), DumpError::Version(9));
         assert_eq!(

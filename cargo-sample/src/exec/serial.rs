@@ -118,7 +118,12 @@ mod tests {
             capacity: 64,
             ..Info::default()
         };
-        crate::dump::encode(&info, 0, pcs)
+        crate::dump::encode(&crate::dump::Dump::of_samples(
+            info,
+            0,
+            pcs.to_vec(),
+            Vec::new(),
+        ))
     }
 
     #[test]

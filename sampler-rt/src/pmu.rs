@@ -24,7 +24,7 @@ use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::semihosting::{SYS_CLOSE, SYS_OPEN, SYS_WRITE, semihost};
-use crate::wire;
+use crate::wire::{self, DumpWriter};
 
 /// Software increment (writes to PMSWINC_EL0).
 pub const SW_INCR: u16 = 0x00;
@@ -322,10 +322,11 @@ enum Sink {
 
 struct Out {
     sink: Sink,
-    crc: wire::Crc32,
+    /// The CRC register of the dump so far ([`wire::DumpWriter`]).
+    crc: u32,
 }
 
-impl Out {
+impl wire::DumpWriter for Out {
     fn raw(&mut self, b: &[u8]) {
         match &mut self.sink {
             Sink::File(handle) => {
@@ -345,13 +346,12 @@ impl Out {
             }
         }
     }
-    fn put(&mut self, b: &[u8]) {
-        self.crc.update(b);
-        self.raw(b);
+    fn crc_word(&mut self) -> &mut u32 {
+        &mut self.crc
     }
-    fn put32(&mut self, v: u32) {
-        self.put(&v.to_le_bytes());
-    }
+}
+
+impl Out {
     fn put64(&mut self, v: u64) {
         self.put(&v.to_le_bytes());
     }
@@ -377,7 +377,7 @@ pub fn finish(code: i32) -> ! {
     if p.flags & wire::PMU_FLAG_MEMORY != 0 {
         let mut o = Out {
             sink: Sink::Memory { at: 0, full: false },
-            crc: wire::Crc32::new(),
+            crc: 0,
         };
         write_dump(&mut o, p, t);
         if let Sink::Memory { at, full } = o.sink {
@@ -405,7 +405,7 @@ pub fn finish(code: i32) -> ! {
     if handle >= 0 {
         let mut o = Out {
             sink: Sink::File(handle as u64),
-            crc: wire::Crc32::new(),
+            crc: 0,
         };
         write_dump(&mut o, p, t);
         if let Sink::File(h) = o.sink {
@@ -417,16 +417,15 @@ pub fn finish(code: i32) -> ! {
 
 /// The dump: header, INFO, PMU, END with the CRC.
 fn write_dump(o: &mut Out, p: &Pmu, t: &Table) {
-    o.put(&wire::file_header());
+    o.begin();
     let info = wire::Info {
         mode: wire::MODE_OFF,
         arch: 8,
         rt_version: crate::RT_VERSION,
         ..wire::Info::default()
     };
-    o.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-    o.put(&info.encode());
-    o.put(&wire::record_header(wire::REC_PMU, pmu_len(p, t)));
+    o.info(&info);
+    o.record(wire::REC_PMU, pmu_len(p, t));
     for v in p.pmceid {
         o.put32(v);
     }
@@ -454,7 +453,5 @@ fn write_dump(o: &mut Out, p: &Pmu, t: &Table) {
             o.put64(d.sum[i]);
         }
     }
-    let crc = o.crc.finish();
-    o.raw(&wire::record_header(wire::REC_END, 4));
-    o.raw(&crc.to_le_bytes());
+    o.end();
 }

@@ -884,6 +884,55 @@ impl Crc32 {
     }
 }
 
+/// Where a dump's bytes go, with the running CRC-32 that its END record carries: the one writer
+/// of the format. Both runtimes, the PMU counts and the host's encoder implement `raw` and
+/// `crc_word` for their sink and write every dump through these methods.
+pub trait DumpWriter {
+    /// Send bytes as they are (the END record itself, which the CRC does not cover).
+    fn raw(&mut self, bytes: &[u8]);
+
+    /// The CRC register ([`Crc32::state`]) of everything `put` since the file header.
+    fn crc_word(&mut self) -> &mut u32;
+
+    /// Send bytes that the END record's CRC covers.
+    fn put(&mut self, bytes: &[u8]) {
+        let word = self.crc_word();
+        let mut c = Crc32::resume(*word);
+        c.update(bytes);
+        *word = c.state();
+        self.raw(bytes);
+    }
+
+    /// A little-endian word.
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// The file header; the CRC starts here.
+    fn begin(&mut self) {
+        *self.crc_word() = Crc32::new().state();
+        self.put(&file_header());
+    }
+
+    /// A record's header: `len` payload bytes follow (padded to 4 by the writer).
+    fn record(&mut self, kind: u16, len: u32) {
+        self.put(&record_header(kind, len));
+    }
+
+    /// An INFO record (a later one supersedes an earlier one).
+    fn info(&mut self, info: &Info) {
+        self.record(REC_INFO, INFO_LEN as u32);
+        self.put(&info.encode());
+    }
+
+    /// The END record with the CRC of everything before it.
+    fn end(&mut self) {
+        let crc = Crc32::resume(*self.crc_word()).finish();
+        self.raw(&record_header(REC_END, 4));
+        self.raw(&crc.to_le_bytes());
+    }
+}
+
 /// CRC-32 of a byte slice.
 pub fn crc32(bytes: &[u8]) -> u32 {
     let mut c = Crc32::new();

@@ -9,7 +9,7 @@ pub mod textdump;
 
 use std::fmt;
 
-use sampler_rt::wire::{self, Info};
+use sampler_rt::wire::{self, DumpWriter, Info};
 
 /// A decoded dump.
 #[derive(Debug, Clone, Default)]
@@ -339,20 +339,22 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
 /// there is a tag per sample, or HIST), NAMES when there are names, and END with the CRC of all
 /// before it. The one encoder of the format on the host.
 pub fn encode(d: &Dump) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128 + d.pcs.len() * 8);
-    out.extend_from_slice(&wire::file_header());
-    out.extend_from_slice(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-    out.extend_from_slice(&d.info.encode());
+    let mut w = VecWriter {
+        out: Vec::with_capacity(128 + d.pcs.len() * 8),
+        crc: 0,
+    };
+    w.begin();
+    w.info(&d.info);
     match &d.hist {
         Some(h) => {
             let count = h.bins.len() as u32;
-            out.extend_from_slice(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
-            out.extend_from_slice(&wire::hist_header(h.base, h.shift, h.outside, count));
+            w.record(wire::REC_HIST, wire::hist_len(count));
+            w.put(&wire::hist_header(h.base, h.shift, h.outside, count));
             for b in &h.bins {
-                out.extend_from_slice(&b.to_le_bytes());
+                w.put(&b.to_le_bytes());
             }
             if count % 2 == 1 {
-                out.extend_from_slice(&[0, 0]);
+                w.put(&[0, 0]);
             }
         }
         None => {
@@ -362,13 +364,13 @@ pub fn encode(d: &Dump) -> Vec<u8> {
             } else {
                 (wire::REC_PCS, 4)
             };
-            out.extend_from_slice(&wire::record_header(kind, 8 + entry * d.pcs.len() as u32));
-            out.extend_from_slice(&d.first_seq.to_le_bytes());
-            out.extend_from_slice(&(d.pcs.len() as u32).to_le_bytes());
-            for (i, pc) in d.pcs.iter().enumerate() {
-                out.extend_from_slice(&pc.to_le_bytes());
+            w.record(kind, 8 + entry * d.pcs.len() as u32);
+            w.put32(d.first_seq);
+            w.put32(d.pcs.len() as u32);
+            for (i, &pc) in d.pcs.iter().enumerate() {
+                w.put32(pc);
                 if tagged {
-                    out.extend_from_slice(&d.tags.get(i).copied().unwrap_or(0).to_le_bytes());
+                    w.put32(d.tags.get(i).copied().unwrap_or(0));
                 }
             }
             if !d.names.is_empty() {
@@ -379,15 +381,29 @@ pub fn encode(d: &Dump) -> Vec<u8> {
                     payload.extend_from_slice(name.as_bytes());
                     payload.resize(payload.len().next_multiple_of(4), 0);
                 }
-                out.extend_from_slice(&wire::record_header(wire::REC_NAMES, payload.len() as u32));
-                out.extend_from_slice(&payload);
+                w.record(wire::REC_NAMES, payload.len() as u32);
+                w.put(&payload);
             }
         }
     }
-    let crc = wire::crc32(&out);
-    out.extend_from_slice(&wire::record_header(wire::REC_END, 4));
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    w.end();
+    w.out
+}
+
+/// The format's writer (the firmware's, [`wire::DumpWriter`]) into memory.
+struct VecWriter {
+    out: Vec<u8>,
+    crc: u32,
+}
+
+impl DumpWriter for VecWriter {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    fn crc_word(&mut self) -> &mut u32 {
+        &mut self.crc
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use core::ptr::{addr_of, read_volatile};
 
 use super::state::*;
-use crate::wire;
+use crate::wire::{self, DumpWriter};
 
 unsafe extern "C" {
     static __stext: u8;
@@ -71,16 +71,35 @@ pub(crate) unsafe fn open(s: *mut State) -> bool {
                 return false;
             }
             (*s).handle = h as u32 + 1;
-            (*s).crc = wire::Crc32::new().state();
-            put(s, &wire::file_header());
             let info = info_now(s, 0, wire::STOP_RUNNING);
-            put(
-                s,
-                &wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32),
-            );
-            put(s, &info.encode());
+            let mut f = File(s);
+            f.begin();
+            f.info(&info);
         }
         true
+    }
+}
+
+/// The open dump file as the format's writer: bytes through semihosting, the CRC register in
+/// the state (it outlives each call, from the first chunk to the end).
+pub(crate) struct File(pub(crate) *mut State);
+
+impl wire::DumpWriter for File {
+    fn raw(&mut self, b: &[u8]) {
+        // SAFETY: a `File` is made only while the dump file is open (`handle` set).
+        unsafe {
+            let block = [
+                (*self.0).handle as u64 - 1,
+                b.as_ptr() as u64,
+                b.len() as u64,
+            ];
+            crate::semihosting::semihost(crate::semihosting::SYS_WRITE, block.as_ptr());
+        }
+    }
+
+    fn crc_word(&mut self) -> &mut u32 {
+        // SAFETY: the state is the sampler's static; the interrupt cannot run meanwhile.
+        unsafe { &mut (*self.0).crc }
     }
 }
 
@@ -89,23 +108,7 @@ pub(crate) unsafe fn open(s: *mut State) -> bool {
 /// # Safety
 /// The file is open.
 pub(crate) unsafe fn put(s: *mut State, b: &[u8]) {
-    // SAFETY: see the contract.
-    unsafe {
-        let mut c = wire::Crc32::resume((*s).crc);
-        c.update(b);
-        (*s).crc = c.state();
-        raw(s, b);
-    }
-}
-
-/// # Safety
-/// The file is open.
-pub(crate) unsafe fn raw(s: *mut State, b: &[u8]) {
-    // SAFETY: see the contract.
-    unsafe {
-        let block = [(*s).handle as u64 - 1, b.as_ptr() as u64, b.len() as u64];
-        crate::semihosting::semihost(crate::semihosting::SYS_WRITE, block.as_ptr());
-    }
+    File(s).put(b);
 }
 
 /// Append the samples from `sent` to `upto` (those still in the ring) as a PCS record.
@@ -130,7 +133,7 @@ pub(crate) unsafe fn stream(s: *mut State, upto: u32) {
         } else {
             wire::REC_PCS
         };
-        put(s, &wire::record_header(kind, 8 + 4 * words as u32 * n));
+        File(s).record(kind, 8 + 4 * words as u32 * n);
         put(s, &from.to_le_bytes());
         put(s, &n.to_le_bytes());
         let ring = (*s).ring as *const u32;
@@ -206,10 +209,7 @@ pub(crate) unsafe fn send_hist(s: *mut State) {
         let count = (*s).capacity;
         let counters = (*s).wptr as *const u8;
         let outside = read_volatile((counters as *const u16).add(count as usize));
-        put(
-            s,
-            &wire::record_header(wire::REC_HIST, wire::hist_len(count)),
-        );
+        File(s).record(wire::REC_HIST, wire::hist_len(count));
         put(
             s,
             &wire::hist_header((*s).ring as u32, (*s).sent, outside as u32, count),
@@ -237,19 +237,14 @@ pub(crate) unsafe fn send_dump(s: *mut State, stop: u8) {
             stream(s, n);
         }
         if let Some(len) = crate::laps::record_len() {
-            put(s, &wire::record_header(wire::REC_LAPS, len));
+            File(s).record(wire::REC_LAPS, len);
             crate::laps::write_record(|b| put(s, b));
         }
         crate::tags::write_names(&mut |b| put(s, b));
         let info = info_now(s, n, stop);
-        put(
-            s,
-            &wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32),
-        );
-        put(s, &info.encode());
-        let crc = wire::Crc32::resume((*s).crc).finish();
-        raw(s, &wire::record_header(wire::REC_END, 4));
-        raw(s, &crc.to_le_bytes());
+        let mut f = File(s);
+        f.info(&info);
+        f.end();
         crate::semihosting::semihost(
             crate::semihosting::SYS_CLOSE,
             [(*s).handle as u64 - 1].as_ptr(),

@@ -5,7 +5,7 @@ use core::arch::asm;
 use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 
 use super::state::*;
-use crate::wire::{self, Info};
+use crate::wire::{self, DumpWriter, Info};
 use crate::wire::{PHASE_DUMPED, PHASE_STOPPED};
 
 /// The firmware's byte writer for the dump (`SINK_WRITER`).
@@ -119,7 +119,8 @@ pub(crate) struct Stream {
     /// Through the firmware's writer rather than semihosting.
     writer: Option<fn(&[u8])>,
     handle: u32,
-    crc: wire::Crc32,
+    /// The CRC register of the dump so far ([`wire::DumpWriter`]).
+    crc: u32,
     /// Samples already in the file (sequence numbers below this).
     sent: u32,
 }
@@ -128,11 +129,11 @@ pub(crate) static mut STREAM: Stream = Stream {
     open: false,
     writer: None,
     handle: 0,
-    crc: wire::Crc32::new(),
+    crc: wire::Crc32::new().state(),
     sent: 0,
 };
 
-impl Stream {
+impl wire::DumpWriter for Stream {
     fn raw(&mut self, bytes: &[u8]) {
         if let Some(w) = self.writer {
             w(bytes);
@@ -143,13 +144,8 @@ impl Stream {
         unsafe { semihost(SYS_WRITE, block.as_ptr()) };
     }
 
-    fn put(&mut self, bytes: &[u8]) {
-        self.crc.update(bytes);
-        self.raw(bytes);
-    }
-
-    fn put32(&mut self, v: u32) {
-        self.put(&v.to_le_bytes());
+    fn crc_word(&mut self) -> &mut u32 {
+        &mut self.crc
     }
 }
 
@@ -216,10 +212,8 @@ pub(crate) unsafe fn stream(s: *mut State) -> Option<&'static mut Stream> {
                 st.handle = handle as u32;
             }
             st.open = true;
-            st.put(&wire::file_header());
-            let info = info_now(s, st.sent);
-            st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-            st.put(&info.encode());
+            st.begin();
+            st.info(&info_now(s, st.sent));
         }
         Some(st)
     }
@@ -246,7 +240,7 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         } else {
             wire::REC_PCS
         };
-        st.put(&wire::record_header(kind, 8 + e as u32 * (to - from)));
+        st.record(kind, 8 + e as u32 * (to - from));
         st.put32(from);
         st.put32(to - from);
         let (a, b) = (from % cap, to % cap);
@@ -275,7 +269,7 @@ pub(crate) unsafe fn send_hist(s: *mut State, st: &mut Stream) {
             read_volatile(counters.add(2 * count as usize)),
             read_volatile(counters.add(2 * count as usize + 1)),
         ]);
-        st.put(&wire::record_header(wire::REC_HIST, wire::hist_len(count)));
+        st.record(wire::REC_HIST, wire::hist_len(count));
         st.put(&wire::hist_header(
             (*s).hist_base,
             (*s).hist_word & 0xFF,
@@ -357,16 +351,12 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
         }
         crate::tags::write_names(&mut |b| st.put(b));
         if let Some(len) = crate::laps::record_len() {
-            st.put(&wire::record_header(wire::REC_LAPS, len));
+            st.record(wire::REC_LAPS, len);
             crate::laps::write_record(|b| st.put(b));
         }
         // The final INFO supersedes the first one: readers keep the last.
-        let info = info_now(s, taken);
-        st.put(&wire::record_header(wire::REC_INFO, wire::INFO_LEN as u32));
-        st.put(&info.encode());
-        let crc = st.crc.finish();
-        st.raw(&wire::record_header(wire::REC_END, 4));
-        st.raw(&crc.to_le_bytes());
+        st.info(&info_now(s, taken));
+        st.end();
         if st.writer.is_none() {
             semihost(SYS_CLOSE, [st.handle].as_ptr());
         }

@@ -274,43 +274,55 @@ pub fn qemu_in_script(text: &str) -> Option<Qemu> {
 }
 
 /// The probe settings of cargo-embed's files beside the manifest, merged as cargo-embed merges
-/// them (`.embed`, `Embed`, `.embed.local`, `Embed.local`; a later file wins), profile
-/// `default`.
+/// them: `.embed`, `Embed`, `.embed.local`, `Embed.local`, each as `.toml`, `.json`, `.yaml`
+/// and `.yml` in that order, a later file winning key by key; profile `default`.
 pub fn embed_settings(package_dir: &Path) -> Probe {
     let mut p = Probe::default();
     for name in [".embed", "Embed", ".embed.local", "Embed.local"] {
-        let text = match std::fs::read_to_string(package_dir.join(format!("{name}.toml"))) {
-            Ok(t) => t,
-            Err(_) => continue,
-        };
-        let Ok(v) = text.parse::<toml::Table>() else {
-            continue;
-        };
-        let Some(d) = v.get("default") else { continue };
-        let get = |table: &str, key: &str| d.get(table).and_then(|t| t.get(key)).cloned();
-        if let Some(c) = get("general", "chip").and_then(|c| c.as_str().map(str::to_owned)) {
-            p.chip = Some(c);
-        }
-        if let Some(c) = get("general", "connect_under_reset").and_then(|c| c.as_bool()) {
-            p.connect_under_reset = c;
-        }
-        if let Some(s) = get("probe", "protocol").and_then(|c| c.as_str().map(str::to_owned)) {
-            p.protocol = Some(s);
-        }
-        if let Some(s) = get("probe", "speed").and_then(|c| c.as_integer()) {
-            p.speed = u32::try_from(s).ok();
-        }
-        let vid = get("probe", "usb_vid").and_then(|c| c.as_str().map(str::to_owned));
-        let pid = get("probe", "usb_pid").and_then(|c| c.as_str().map(str::to_owned));
-        if let (Some(vid), Some(pid)) = (vid, pid) {
-            let serial = get("probe", "serial").and_then(|c| c.as_str().map(str::to_owned));
-            p.probe = Some(match serial {
-                Some(s) => format!("{vid}:{pid}:{s}"),
-                None => format!("{vid}:{pid}"),
-            });
+        for ext in ["toml", "json", "yaml", "yml"] {
+            let Ok(text) = std::fs::read_to_string(package_dir.join(format!("{name}.{ext}")))
+            else {
+                continue;
+            };
+            // One model for the three formats; a file that does not parse is passed over.
+            let parsed: Option<serde_json::Value> = match ext {
+                "toml" => text
+                    .parse::<toml::Table>()
+                    .ok()
+                    .and_then(|t| serde_json::to_value(t).ok()),
+                "json" => serde_json::from_str(&text).ok(),
+                _ => yaml_serde::from_str(&text).ok(),
+            };
+            if let Some(d) = parsed.as_ref().and_then(|v| v.get("default")) {
+                apply_embed_profile(&mut p, d);
+            }
         }
     }
     p
+}
+
+/// The probe settings of one cargo-embed profile over those before it.
+fn apply_embed_profile(p: &mut Probe, d: &serde_json::Value) {
+    let get = |table: &str, key: &str| d.get(table).and_then(|t| t.get(key));
+    let text = |table: &str, key: &str| get(table, key).and_then(|v| v.as_str().map(str::to_owned));
+    if let Some(c) = text("general", "chip") {
+        p.chip = Some(c);
+    }
+    if let Some(c) = get("general", "connect_under_reset").and_then(|c| c.as_bool()) {
+        p.connect_under_reset = c;
+    }
+    if let Some(s) = text("probe", "protocol") {
+        p.protocol = Some(s);
+    }
+    if let Some(s) = get("probe", "speed").and_then(|c| c.as_u64()) {
+        p.speed = u32::try_from(s).ok();
+    }
+    if let (Some(vid), Some(pid)) = (text("probe", "usb_vid"), text("probe", "usb_pid")) {
+        p.probe = Some(match text("probe", "serial") {
+            Some(s) => format!("{vid}:{pid}:{s}"),
+            None => format!("{vid}:{pid}"),
+        });
+    }
 }
 
 /// The `PROBE_RS_*` variables probe-rs reads for these settings.
@@ -444,5 +456,32 @@ mod tests {
         assert_eq!(p.speed, Some(1000), "the local file wins");
         assert_eq!(p.protocol.as_deref(), Some("Swd"));
         assert_eq!(p.probe.as_deref(), Some("1366:1015"));
+    }
+
+    #[test]
+    fn embed_files_in_json_and_yaml_count_too_after_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Embed.toml"),
+            "[default.general]\nchip = \"STM32F401RETx\"\n[default.probe]\nspeed = 4000\n",
+        )
+        .unwrap();
+        // Same name, later format: JSON overrides the TOML key by key.
+        std::fs::write(
+            dir.path().join("Embed.json"),
+            r#"{"default": {"probe": {"protocol": "Jtag"}}}"#,
+        )
+        .unwrap();
+        // The personal file in YAML wins over both.
+        std::fs::write(
+            dir.path().join(".embed.local.yml"),
+            "default:\n  probe:\n    speed: 1800\n  general:\n    connect_under_reset: true\n",
+        )
+        .unwrap();
+        let p = embed_settings(dir.path());
+        assert_eq!(p.chip.as_deref(), Some("STM32F401RETx"));
+        assert_eq!(p.protocol.as_deref(), Some("Jtag"));
+        assert_eq!(p.speed, Some(1800));
+        assert!(p.connect_under_reset);
     }
 }

@@ -23,12 +23,14 @@ pub struct TextDump {
     pub raw_taken: Option<u64>,
     /// Tags, one per raw PC when present.
     pub tags: Vec<u32>,
-    pub hist: Option<Hist>,
+    pub hist: Option<TextHist>,
 }
 
-/// A histogram of address bins.
+/// The C profiler's histogram of address bins: 32-bit counts and the number of samples taken.
+/// (sampler-rt's bins are [`crate::dump::Hist`]: 16-bit counters that saturate, no count of
+/// their own; both reach the same split, `report::bins::split`.)
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Hist {
+pub struct TextHist {
     pub base: u32,
     pub shift: u32,
     /// Samples taken, from `n=`.
@@ -83,7 +85,7 @@ pub fn parse(text: &str) -> Result<TextDump> {
                 .with_context(|| {
                     format!("line {lineno}: `prof hist` without a `shift=` of 1 to 16")
                 })?;
-            d.hist = Some(Hist {
+            d.hist = Some(TextHist {
                 base: base as u32,
                 shift: shift as u32,
                 taken: field(line, "n").and_then(number),

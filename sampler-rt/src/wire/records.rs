@@ -1,0 +1,398 @@
+//! The dump's framing: magic, version, record kinds and headers, the CRC-32, and
+//! [`DumpWriter`], the one writer of a dump; the run facts that every dump carries ([`Info`])
+//! and the values its fields take.
+
+/// `"SMPL"` read as a little-endian `u32`: the first word of every dump.
+pub const DUMP_MAGIC: u32 = u32::from_le_bytes(*b"SMPL");
+/// Version of the dump format. The host refuses dumps of another major version.
+pub const DUMP_VERSION: u16 = 1;
+/// Size of the file header in bytes.
+pub const FILE_HEADER_LEN: usize = 16;
+/// Size of a record header in bytes.
+pub const RECORD_HEADER_LEN: usize = 8;
+
+/// Run facts: mode, timer, period, jitter, counts, stop reason, image fingerprint. See [`Info`].
+pub const REC_INFO: u16 = 1;
+/// Raw program counters: `first_seq: u32`, `count: u32`, then `count` words.
+pub const REC_PCS: u16 = 2;
+/// Address-range histogram: `base: u32`, `shift: u32`, `outside: u32`, `count: u32`, counters.
+pub const REC_HIST: u16 = 3;
+/// Per-sample tags, parallel to a [`REC_PCS`] record: `first_seq: u32`, `count: u32`, words.
+pub const REC_TAGS: u16 = 4;
+/// Lap-timer region records.
+pub const REC_LAPS: u16 = 5;
+/// PMU counter snapshots.
+pub const REC_PMU: u16 = 6;
+/// A table of names sent by the firmware (task names for tags): `count: u32`, then per name
+/// `tag: u32`, `len: u32` and `len` bytes of UTF-8 padded with zeros to a multiple of 4.
+pub const REC_NAMES: u16 = 7;
+/// Raw program counters with a tag each: `first_seq: u32`, `count: u32`, then `count` pairs
+/// `(pc: u32, tag: u32)`, oldest first. What the tag is, `Info::tag_kind` says.
+pub const REC_PCS_TAGS: u16 = 8;
+/// End of dump: `crc32: u32` over every byte before this record.
+pub const REC_END: u16 = 0xFFFF;
+
+/// Sampling mode.
+pub const MODE_OFF: u8 = 0;
+/// Ring of raw program counters.
+pub const MODE_RING: u8 = 1;
+/// Address-range histogram bins.
+pub const MODE_HIST: u8 = 2;
+
+/// LAPS: a region timed from start to end.
+pub const LAP_REGION: u8 = 0;
+/// LAPS: the iteration of a loop, timed from one iteration to the next.
+pub const LAP_ITERATION: u8 = 1;
+/// LAPS: no counter could time the laps.
+pub const LAP_COUNTER_NONE: u8 = 0;
+/// LAPS: the DWT cycle counter (core cycles).
+pub const LAP_COUNTER_CYCCNT: u8 = 1;
+/// LAPS: SysTick's current value (its clock: the core clock on the boards cargo-sample drives).
+pub const LAP_COUNTER_SYSTICK: u8 = 2;
+/// LAPS: the ARMv8-A PMU cycle counter (PMCCNTR_EL0).
+pub const LAP_COUNTER_PMCCNTR: u8 = 3;
+/// LAPS: the ARMv8-A virtual generic timer's count (CNTVCT_EL0).
+pub const LAP_COUNTER_GENERIC: u8 = 4;
+
+/// Where the dump goes when the run is done.
+pub const SINK_NONE: u8 = 0;
+/// A host file through semihosting (QEMU, or a debugger that serves semihosting).
+pub const SINK_SEMIHOSTING: u8 = 1;
+/// A host reads the ring out of memory while the firmware runs (a debug probe, QEMU's monitor).
+/// The ring wraps; the host keeps up by the sample count in the state. When the firmware ends
+/// (`flush`, `exit`) it waits, for a bounded time, until the host has read the last samples and
+/// says so by writing [`SINK_NONE`] over the state's `sink` byte.
+pub const SINK_HOST: u8 = 2;
+/// The firmware's own byte writer (`sampler_rt::set_writer`: a UART, USB serial, ...). The
+/// ring keeps the newest samples; the dump is written once, at the limit or at `flush`/`exit`.
+pub const SINK_WRITER: u8 = 3;
+
+/// Timer that paces the sampler: the core's SysTick.
+pub const TIMER_SYSTICK: u8 = 0;
+/// An Arm CMSDK APB timer (mps2/mps3 machines); its base address is in [`Config::timer_base`](super::Config::timer_base).
+pub const TIMER_CMSDK: u8 = 1;
+/// No timer: the core's DWT unit sampled the PC (every `reload + 1` cycles) over SWO; the host
+/// made the dump.
+pub const TIMER_DWT: u8 = 2;
+/// No timer: the host read DWT_PCSR through the debug port as fast as it could.
+pub const TIMER_PCSR: u8 = 3;
+/// The ARMv8-A EL1 virtual generic timer (aarch64 sampling).
+pub const TIMER_GENERIC: u8 = 4;
+/// ARMv8-A PMU overflowing every N events (aarch64 sampling); the event number is in
+/// [`Config::timer_base`](super::Config::timer_base): [`PMU_CPU_CYCLES`] uses the cycle counter, any other event counter 0.
+pub const TIMER_PMU: u8 = 5;
+/// The PMU's CPU_CYCLES event, which `TIMER_PMU` counts on the dedicated cycle counter.
+pub const PMU_CPU_CYCLES: u16 = 0x11;
+
+/// No tag per sample.
+pub const TAG_NONE: u8 = 0;
+/// The interrupted context's xPSR, as stacked: its low 9 bits are the exception number that
+/// was running (0 = thread mode).
+pub const TAG_XPSR: u8 = 1;
+/// The word at `Config::tag_addr` when the sample was taken (a current-task pointer), or, with
+/// `tag_addr` 0, the firmware's own tag (`sampler_rt::set_tag`).
+pub const TAG_WORD: u8 = 2;
+
+/// Why sampling stopped.
+pub const STOP_RUNNING: u8 = 0;
+/// The configured number of samples was taken.
+pub const STOP_LIMIT: u8 = 1;
+/// The firmware called `sampler_rt::exit` or `sampler_rt::flush`.
+pub const STOP_FIRMWARE: u8 = 2;
+/// The host read the sampler's memory while the firmware still ran (timeout, Ctrl-C, fault).
+pub const STOP_SNAPSHOT: u8 = 3;
+
+/// Payload length of a version-1 [`REC_INFO`] record.
+pub const INFO_LEN: usize = 64;
+
+/// The facts of one run, as carried by a [`REC_INFO`] record.
+///
+/// ```text
+/// off  size  field
+///   0     1  mode            MODE_*
+///   1     1  timer           TIMER_*
+///   2     1  stop            STOP_*
+///   3     1  arch            6 = ARMv6-M entry, 7 = ARMv7-M/ARMv8-M entry
+///   4     4  reload          base value of the timer's reload register (ticks per sample - 1)
+///   8     4  jitter_mask     random ticks added per sample: 0 ..= jitter_mask
+///  12     4  limit           samples requested (0 = until stopped)
+///  16     4  capacity        ring slots (or bins) built into the firmware
+///  20     4  taken           samples taken
+///  24     4  lost            samples that could not be stored (not counting ring overwrite)
+///  28     4  code_start      start of the fingerprinted code range (`__stext`)
+///  32     4  code_end        end of the range (`__etext`)
+///  36     4  code_crc        CRC-32 of the bytes in [code_start, code_end)
+///  40     4  config_addr     address of the configuration block the firmware read
+///  44     1  config_found    1 when the host's configuration block was present and valid
+///  45     1  priority        exception priority given to the sampling timer
+///  46     2  rt_version      sampler-rt version: major << 8 | minor
+///  48     1  tag_kind        TAG_*: what each sample's tag is
+///  49    15  reserved        zero
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Info {
+    /// `MODE_*`.
+    pub mode: u8,
+    /// `TIMER_*`.
+    pub timer: u8,
+    /// `STOP_*`.
+    pub stop: u8,
+    /// 6 or 7: which handler entry sequence the firmware uses.
+    pub arch: u8,
+    /// Base value written to the timer's reload register: a sample every `reload + 1 + r`
+    /// ticks, `r` uniform in `0..=jitter_mask`.
+    pub reload: u32,
+    /// Random extra ticks per sample, uniform in `0..=jitter_mask`.
+    pub jitter_mask: u32,
+    /// Samples requested; 0 = until stopped.
+    pub limit: u32,
+    /// Ring slots built into the firmware.
+    pub capacity: u32,
+    /// Samples taken.
+    pub taken: u32,
+    /// Samples lost.
+    pub lost: u32,
+    /// Start of the fingerprinted code.
+    pub code_start: u32,
+    /// End of the fingerprinted code.
+    pub code_end: u32,
+    /// CRC-32 of the fingerprinted code.
+    pub code_crc: u32,
+    /// Address of the configuration block.
+    pub config_addr: u32,
+    /// Whether the host's configuration was found.
+    pub config_found: u8,
+    /// Exception priority of the sampling timer.
+    pub priority: u8,
+    /// sampler-rt version, `major << 8 | minor`.
+    pub rt_version: u16,
+    /// `TAG_*`.
+    pub tag_kind: u8,
+    /// ARMv8-A: interrupts that were not the sampler's but were taken by its vectors, and
+    /// ended unserved (the firmware has interrupts of its own: it should keep its vectors and
+    /// call `sampler_rt::on_irq`).
+    pub foreign: u32,
+}
+
+impl Info {
+    /// Encode into the 64-byte payload of a [`REC_INFO`] record.
+    pub fn encode(&self) -> [u8; INFO_LEN] {
+        let mut b = [0u8; INFO_LEN];
+        b[0] = self.mode;
+        b[1] = self.timer;
+        b[2] = self.stop;
+        b[3] = self.arch;
+        put32(&mut b, 4, self.reload);
+        put32(&mut b, 8, self.jitter_mask);
+        put32(&mut b, 12, self.limit);
+        put32(&mut b, 16, self.capacity);
+        put32(&mut b, 20, self.taken);
+        put32(&mut b, 24, self.lost);
+        put32(&mut b, 28, self.code_start);
+        put32(&mut b, 32, self.code_end);
+        put32(&mut b, 36, self.code_crc);
+        put32(&mut b, 40, self.config_addr);
+        b[44] = self.config_found;
+        b[45] = self.priority;
+        b[46..48].copy_from_slice(&self.rt_version.to_le_bytes());
+        b[48] = self.tag_kind;
+        put32(&mut b, 52, self.foreign);
+        b
+    }
+
+    /// Decode from a [`REC_INFO`] payload; `None` when it is shorter than version 1's.
+    pub fn decode(b: &[u8]) -> Option<Info> {
+        if b.len() < INFO_LEN {
+            return None;
+        }
+        Some(Info {
+            mode: b[0],
+            timer: b[1],
+            stop: b[2],
+            arch: b[3],
+            reload: get32(b, 4),
+            jitter_mask: get32(b, 8),
+            limit: get32(b, 12),
+            capacity: get32(b, 16),
+            taken: get32(b, 20),
+            lost: get32(b, 24),
+            code_start: get32(b, 28),
+            code_end: get32(b, 32),
+            code_crc: get32(b, 36),
+            config_addr: get32(b, 40),
+            config_found: b[44],
+            priority: b[45],
+            rt_version: u16::from_le_bytes([b[46], b[47]]),
+            tag_kind: b[48],
+            foreign: get32(b, 52),
+        })
+    }
+}
+
+pub(crate) fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn get32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// Length of the fixed part of a [`REC_HIST`] payload: `base`, `shift`, `outside`, `count`;
+/// `count` little-endian `u16` counters follow, padded with zeros to a multiple of 4 bytes.
+pub const HIST_HEADER_LEN: usize = 16;
+
+/// The fixed part of a [`REC_HIST`] payload.
+pub fn hist_header(base: u32, shift: u32, outside: u32, count: u32) -> [u8; HIST_HEADER_LEN] {
+    let mut b = [0u8; HIST_HEADER_LEN];
+    put32(&mut b, 0, base);
+    put32(&mut b, 4, shift);
+    put32(&mut b, 8, outside);
+    put32(&mut b, 12, count);
+    b
+}
+
+/// Payload length of a [`REC_HIST`] record of `count` counters (padding excluded).
+pub const fn hist_len(count: u32) -> u32 {
+    HIST_HEADER_LEN as u32 + 2 * count
+}
+
+/// Encode a record header.
+pub fn record_header(kind: u16, len: u32) -> [u8; RECORD_HEADER_LEN] {
+    let mut b = [0u8; RECORD_HEADER_LEN];
+    b[0..2].copy_from_slice(&kind.to_le_bytes());
+    put32(&mut b, 4, len);
+    b
+}
+
+/// Encode the file header.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut b = [0u8; FILE_HEADER_LEN];
+    put32(&mut b, 0, DUMP_MAGIC);
+    b[4..6].copy_from_slice(&DUMP_VERSION.to_le_bytes());
+    b[6..8].copy_from_slice(&(FILE_HEADER_LEN as u16).to_le_bytes());
+    b
+}
+
+/// Incremental CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), table of 16 entries so that
+/// it costs 64 bytes of flash on the target.
+#[derive(Clone, Copy, Debug)]
+pub struct Crc32(u32);
+
+const CRC_NIBBLE: [u32; 16] = [
+    0x0000_0000,
+    0x1DB7_1064,
+    0x3B6E_20C8,
+    0x26D9_30AC,
+    0x76DC_4190,
+    0x6B6B_51F4,
+    0x4DB2_6158,
+    0x5005_713C,
+    0xEDB8_8320,
+    0xF00F_9344,
+    0xD6D6_A3E8,
+    0xCB61_B38C,
+    0x9B64_C2B0,
+    0x86D3_D2D4,
+    0xA00A_E278,
+    0xBDBD_F21C,
+];
+
+impl Default for Crc32 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Crc32 {
+    /// A fresh checksum.
+    pub const fn new() -> Self {
+        Crc32(0xFFFF_FFFF)
+    }
+
+    /// Feed one byte.
+    #[inline]
+    pub fn byte(&mut self, b: u8) {
+        let mut c = self.0 ^ b as u32;
+        c = (c >> 4) ^ CRC_NIBBLE[(c & 15) as usize];
+        c = (c >> 4) ^ CRC_NIBBLE[(c & 15) as usize];
+        self.0 = c;
+    }
+
+    /// Feed bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.byte(b);
+        }
+    }
+
+    /// The checksum of everything fed so far.
+    pub fn finish(&self) -> u32 {
+        !self.0
+    }
+
+    /// The running register, to keep in a plain word between calls.
+    pub const fn state(&self) -> u32 {
+        self.0
+    }
+
+    /// Continue from a running register kept by [`Crc32::state`].
+    pub const fn resume(state: u32) -> Self {
+        Crc32(state)
+    }
+}
+
+/// Where a dump's bytes go, with the running CRC-32 that its END record carries: the one writer
+/// of the format. Both runtimes, the PMU counts and the host's encoder implement `raw` and
+/// `crc_word` for their sink and write every dump through these methods.
+pub trait DumpWriter {
+    /// Send bytes as they are (the END record itself, which the CRC does not cover).
+    fn raw(&mut self, bytes: &[u8]);
+
+    /// The CRC register ([`Crc32::state`]) of everything `put` since the file header.
+    fn crc_word(&mut self) -> &mut u32;
+
+    /// Send bytes that the END record's CRC covers.
+    fn put(&mut self, bytes: &[u8]) {
+        let word = self.crc_word();
+        let mut c = Crc32::resume(*word);
+        c.update(bytes);
+        *word = c.state();
+        self.raw(bytes);
+    }
+
+    /// A little-endian word.
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// The file header; the CRC starts here.
+    fn begin(&mut self) {
+        *self.crc_word() = Crc32::new().state();
+        self.put(&file_header());
+    }
+
+    /// A record's header: `len` payload bytes follow (padded to 4 by the writer).
+    fn record(&mut self, kind: u16, len: u32) {
+        self.put(&record_header(kind, len));
+    }
+
+    /// An INFO record (a later one supersedes an earlier one).
+    fn info(&mut self, info: &Info) {
+        self.record(REC_INFO, INFO_LEN as u32);
+        self.put(&info.encode());
+    }
+
+    /// The END record with the CRC of everything before it.
+    fn end(&mut self) {
+        let crc = Crc32::resume(*self.crc_word()).finish();
+        self.raw(&record_header(REC_END, 4));
+        self.raw(&crc.to_le_bytes());
+    }
+}
+
+/// CRC-32 of a byte slice.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = Crc32::new();
+    c.update(bytes);
+    c.finish()
+}

@@ -13,7 +13,7 @@ use super::settings::{
     warn_if_unoptimised,
 };
 use super::stages::{
-    board_config, missing_setup_help, project_meta, read_image, sampler_state, save_images,
+    Image, board_config, missing_setup_help, project_meta, read_image, sampler_state, save_images,
 };
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
@@ -67,6 +67,66 @@ pub(crate) fn board_defaults(p: &Project) -> project::runner::Probe {
         .or(p.probe_defaults.clone())
 }
 
+/// What a board or serial run starts from: its directory with the images saved, the image,
+/// the sampler's state address (when the firmware samples), the core clock and the timer's
+/// reload value.
+struct BoardImage {
+    dir: PathBuf,
+    img: Image,
+    state_addr: Option<u32>,
+    clock: u64,
+    /// The sampling period in the core's cycles, and the timer's reload value for it.
+    period: u64,
+    reload: u32,
+}
+
+/// The steps a board run and a serial run share: the period in the core's cycles, the build
+/// (with the sampling feature when `sampler` says where the dump goes and what the entry point
+/// must call), the image's checks and configuration, and the images saved in a new run
+/// directory.
+fn board_image(
+    args: &RunArgs,
+    p: &Project,
+    sampler: Option<(u8, &str)>,
+    requested: u32,
+) -> Result<BoardImage> {
+    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let period = board_period(args, clock)?;
+    let (reload, jitter_mask) =
+        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let built = firmware::build(
+        p,
+        &crate::project::Selection::from(&args.cargo),
+        sampler.is_some(),
+        &[],
+    )?;
+    let img = read_image(&built.elf)?;
+    let mut state_addr = None;
+    let mut config = None;
+    if let Some((sink, calls)) = sampler {
+        let state = sampler_state(&img, &args.cargo.feature_name, calls)?;
+        state_addr = Some(state.0 as u32);
+        crate::image::wiring::check(&img.bytes, pacer(&img.fw, Timer::SysTick))?;
+        config = Some(board_config(
+            args,
+            &img.bytes,
+            &img.fw,
+            sink,
+            (reload, jitter_mask),
+            requested,
+        )?);
+    }
+    let dir = save_images(p, &img.bytes, config.as_ref())?;
+    Ok(BoardImage {
+        dir,
+        img,
+        state_addr,
+        clock,
+        period,
+        reload,
+    })
+}
+
 /// On a board through probe-rs: flash, run, capture, save.
 pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     use crate::cli::Method;
@@ -81,40 +141,22 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     if method == Method::Timer && (!p.has_feature || !p.has_dependency) {
         bail!(missing_setup_help(p, &args.cargo.feature_name));
     }
-    let clock = args.board.clock.map(u64::from).unwrap_or(0);
-    let period = board_period(args, clock)?;
-    // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
-    let built = firmware::build(
-        p,
-        &crate::project::Selection::from(&args.cargo),
-        method == Method::Timer,
-        &[],
-    )?;
-    let img = read_image(&built.elf)?;
-    let (elf_bytes, fw) = (&img.bytes, &img.fw);
-    let (reload, jitter_mask) =
-        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
     let requested = args.samples.unwrap_or(if args.duration.is_some() {
         0
     } else {
         DEFAULT_SAMPLES
     });
-    let mut state_addr = None;
-    let mut config = None;
-    if method == Method::Timer {
-        let state = sampler_state(&img, &args.cargo.feature_name, "`sampler_rt::start()`")?;
-        state_addr = Some(state.0 as u32);
-        crate::image::wiring::check(elf_bytes, pacer(fw, Timer::SysTick))?;
-        config = Some(board_config(
-            args,
-            elf_bytes,
-            fw,
-            wire::SINK_HOST,
-            (reload, jitter_mask),
-            requested,
-        )?);
-    }
-    let dir = save_images(p, elf_bytes, config.as_ref())?;
+    // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
+    let sampler = (method == Method::Timer).then_some((wire::SINK_HOST, "`sampler_rt::start()`"));
+    let BoardImage {
+        dir,
+        img,
+        state_addr,
+        clock,
+        period,
+        reload,
+    } = board_image(args, p, sampler, requested)?;
+    let (elf_bytes, fw) = (&img.bytes, &img.fw);
     let how = format!("{method:?}").to_lowercase();
     let mut meta = RunMeta {
         machine: chip.to_owned(),
@@ -197,29 +239,12 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     if args.truth || args.exact {
         bail!("`--serial` reads a dump the firmware writes; `--truth` and `--exact` need QEMU");
     }
-    let clock = args.board.clock.map(u64::from).unwrap_or(0);
-    let period = board_period(args, clock)?;
-    let (reload, jitter_mask) =
-        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
-    let built = firmware::build(p, &crate::project::Selection::from(&args.cargo), true, &[])?;
-    let img = read_image(&built.elf)?;
-    sampler_state(
-        &img,
-        &args.cargo.feature_name,
-        "`sampler_rt::set_writer(..)` and `sampler_rt::start()`",
-    )?;
-    let (elf_bytes, fw) = (&img.bytes, &img.fw);
-    crate::image::wiring::check(elf_bytes, pacer(fw, Timer::SysTick))?;
     let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
-    let config = board_config(
-        args,
-        elf_bytes,
-        fw,
+    let sampler = (
         wire::SINK_WRITER,
-        (reload, jitter_mask),
-        requested,
-    )?;
-    let dir = save_images(p, elf_bytes, Some(&config))?;
+        "`sampler_rt::set_writer(..)` and `sampler_rt::start()`",
+    );
+    let BoardImage { dir, clock, .. } = board_image(args, p, Some(sampler), requested)?;
     let image = dir.join(runs::LOADED_ELF);
     let mut meta = RunMeta {
         machine: port.display().to_string(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Layers from the bottom up; a module may use its own layer and those listed before it.
 const LAYERS: &[&[&str]] = &[
-    &["term"],
+    &["term", "spec"],
     &["analysis::stats"],
     &["image", "dump", "runs"],
     &["project"],

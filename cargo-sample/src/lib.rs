@@ -20,4 +20,5 @@ pub mod image;
 pub mod project;
 pub mod report;
 pub mod runs;
+pub mod spec;
 pub mod term;

@@ -9,5 +9,6 @@ mod corpus;
 mod diff;
 mod formats;
 mod itm;
+mod settings;
 mod symbols;
 mod textdump;

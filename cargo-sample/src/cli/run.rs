@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::values::{Budget, parse_budget, parse_duration, parse_u8, parse_u32};
 use crate::exec::probe::Method;
+use crate::spec::{Period, Tag, TimerChoice};
 use crate::term::ColorWhen;
 use clap::{Args, ValueEnum};
 
@@ -112,6 +113,13 @@ impl From<&CargoArgs> for crate::project::Selection {
     }
 }
 
+/// `--by`: what stacks start with.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The sample's tag (task, handler).
+    Tag,
+}
+
 /// How to present a profile.
 #[derive(Args, Debug, Clone)]
 pub struct ViewArgs {
@@ -127,8 +135,8 @@ pub struct ViewArgs {
     pub lines: bool,
     /// Put the tag first: folded stacks, the flamegraph and pprof get the tag (task, handler)
     /// as their root frame.
-    #[arg(long, value_name = "WHAT", value_parser = ["tag"])]
-    pub by: Option<String>,
+    #[arg(long, value_name = "WHAT", value_enum)]
+    pub by: Option<By>,
     /// Also show the inline tree: each function with what was inlined into it, with total and
     /// self shares.
     #[arg(long)]
@@ -196,7 +204,7 @@ pub struct RunArgs {
     /// Default: 10 000 instructions in QEMU (the ticks that make them at the run's
     /// `-icount` shift), 10 000 cycles on a board.
     #[arg(long, value_name = "PERIOD")]
-    pub period: Option<String>,
+    pub period: Option<Period>,
     /// Random span of each period, in ticks, rounded down to a power of two, at most twice the
     /// period (default: the widest allowed, so periods range from about half to one and a half
     /// times the mean). 0 = constant period.
@@ -223,7 +231,7 @@ pub struct RunArgs {
     /// or the Embassy task with sampler-rt's `embassy` feature), `symbol:NAME` (the word at
     /// an ELF symbol, e.g. `symbol:pxCurrentTCB`), or an address (`0x20000100`).
     #[arg(long, value_name = "WHAT")]
-    pub tag: Option<String>,
+    pub tag: Option<Tag>,
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
     pub priority: Option<u8>,
@@ -231,7 +239,7 @@ pub struct RunArgs {
     /// on ARMv8-A the generic timer (`generic`, the default) or a PMU overflow every period
     /// events (`pmu:cpu_cycles` on the cycle counter, `pmu:EVENT` on event counter 0).
     #[arg(long, value_name = "TIMER", default_value = "systick")]
-    pub timer: String,
+    pub timer: TimerChoice,
     /// QEMU machine (default: from the crate's runner in `.cargo/config.toml`).
     #[arg(long, value_name = "NAME")]
     pub machine: Option<String>,

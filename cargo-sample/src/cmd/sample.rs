@@ -12,7 +12,7 @@ use super::exact::{check_plugin_loaded, choose_counting};
 use super::saved::render_run;
 use super::settings::{
     DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer, check_tag_before_build,
-    event_name, hist_layout, names_at, pacer, parse_period, parse_timer, tag_for, timer_settings,
+    event_name, hist_layout, names_at, pacer, resolve_timer, tag_for, timer_settings,
     warn_if_unoptimised,
 };
 use super::stages::{
@@ -52,7 +52,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let target = choose_machine(args, &p)?;
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
-    let timer = parse_timer(&args.timer, m, &cpu)?;
+    let timer = resolve_timer(&args.timer, m, &cpu)?;
     if let Timer::Pmu { event } = timer
         && event != crate::analysis::events::CPU_CYCLES
         && event != crate::analysis::events::SW_INCR
@@ -175,8 +175,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         Timer::Pmu { .. } => 1.0,
         _ => m.instructions_per_tick(shift),
     };
-    let period = match &args.period {
-        Some(s) => parse_period(s, timer_hz)?,
+    let period = match args.period {
+        Some(p) => p.ticks(timer_hz).map_err(anyhow::Error::msg)?,
         None => (DEFAULT_PERIOD_INSTRUCTIONS / units_per_tick)
             .round()
             .max(2.0) as u64,

@@ -372,7 +372,7 @@ pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
     report::Options {
         annotate: view.annotate.unwrap_or(0),
         bin_split: view.bin_split,
-        by_tag: view.by.as_deref() == Some("tag"),
+        by_tag: view.by == Some(crate::cli::By::Tag),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Settings read once from the command line and the firmware: the timer and its period, tags,
 //! histogram layout, defaults. Everything here is checked before a build or a run starts.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use sampler_rt::wire::{self};
 
 use crate::cli::RunArgs;
@@ -9,6 +9,7 @@ use crate::exec::machine::Machine;
 use crate::image::elf;
 use crate::project::Project;
 use crate::project::firmware;
+use crate::spec::{Tag, TimerChoice};
 use crate::term;
 
 /// Default number of samples.
@@ -97,78 +98,34 @@ pub(crate) fn event_table(cpu: &str) -> Result<crate::analysis::events::Table> {
     crate::analysis::events::table(cpu).or_else(|_| crate::analysis::events::table("cortex-a53"))
 }
 
-/// Parse `systick` or `cmsdk:BASE:IRQ` (or plain `cmsdk` for the machine's timer 0).
-pub fn parse_timer(s: &str, m: &Machine, cpu: &str) -> Result<Timer> {
+/// The timer `--timer` chose, on this machine and CPU.
+pub fn resolve_timer(choice: &TimerChoice, m: &Machine, cpu: &str) -> Result<Timer> {
     let armv8 = m.targets.iter().any(|t| t.starts_with("aarch64"));
-    // On ARMv8-A the default (`systick`) is the generic timer, which may be named so.
-    if s == "systick" || (armv8 && s == "generic") {
-        return Ok(Timer::SysTick);
-    }
-    let num = |t: &str| -> Result<u32> {
-        let r = match t.strip_prefix("0x") {
-            Some(h) => u32::from_str_radix(h, 16),
-            None => t.parse(),
-        };
-        r.map_err(|_| anyhow!("`{t}` is not a number"))
-    };
-    let parts: Vec<&str> = s.split(':').collect();
-    if let ["pmu", event] = parts.as_slice() {
-        if !armv8 {
-            bail!(
-                "`--timer pmu:EVENT` samples on ARMv8-A PMU overflows; {} is a Cortex-M",
-                m.name
-            );
-        }
-        let table = event_table(cpu)?;
-        return Ok(Timer::Pmu {
-            event: table.find(event)?,
-        });
-    }
-    match parts.as_slice() {
-        ["cmsdk"] => m
+    match choice {
+        TimerChoice::SysTick => Ok(Timer::SysTick),
+        // On ARMv8-A the default (`systick`) is the generic timer, which may be named so.
+        TimerChoice::Generic if armv8 => Ok(Timer::SysTick),
+        TimerChoice::Generic => bail!(
+            "`--timer generic` is ARMv8-A's generic timer; {} is a Cortex-M (use `systick` or \
+             `cmsdk:BASE:IRQ`)",
+            m.name
+        ),
+        TimerChoice::Pmu(_) if !armv8 => bail!(
+            "`--timer pmu:EVENT` samples on ARMv8-A PMU overflows; {} is a Cortex-M",
+            m.name
+        ),
+        TimerChoice::Pmu(event) => Ok(Timer::Pmu {
+            event: event_table(cpu)?.find(event)?,
+        }),
+        TimerChoice::Cmsdk(None) => m
             .cmsdk_timer
             .map(|(base, irq)| Timer::Cmsdk { base, irq })
             .with_context(|| format!("{} has no CMSDK timer; give `cmsdk:BASE:IRQ`", m.name)),
-        ["cmsdk", base, irq] => Ok(Timer::Cmsdk {
-            base: num(base)?,
-            irq: num(irq)?,
+        TimerChoice::Cmsdk(Some((base, irq))) => Ok(Timer::Cmsdk {
+            base: *base,
+            irq: *irq,
         }),
-        _ => bail!(
-            "unknown timer `{s}`: use `systick`, `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`), or on \
-             ARMv8-A `generic` or `pmu:EVENT` (e.g. `pmu:cpu_cycles`)"
-        ),
     }
-}
-
-/// Parse a period: ticks (`250`), a duration (`10us`, `1ms`, `500ns`) or a rate (`100khz`).
-pub fn parse_period(s: &str, timer_hz: u64) -> Result<u64> {
-    let t = s.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        anyhow!(
-            "`{s}` is not a period: use ticks (`250`), a duration (`10us`) or a rate (`100khz`)"
-        )
-    })?;
-    let hz = timer_hz as f64;
-    let ticks = match unit.trim() {
-        "" | "ticks" => v,
-        "ns" => v * hz / 1e9,
-        "us" | "µs" => v * hz / 1e6,
-        "ms" => v * hz / 1e3,
-        "s" => v * hz,
-        "hz" => hz / v,
-        "khz" => hz / (v * 1e3),
-        "mhz" => hz / (v * 1e6),
-        other => bail!("unknown unit `{other}` in period `{s}`"),
-    };
-    let ticks = ticks.round();
-    if !(2.0..=16_777_216.0).contains(&ticks) {
-        bail!("a period of {ticks} ticks is out of range: the timer takes 2 ..= 16777216 ticks");
-    }
-    Ok(ticks as u64)
 }
 
 /// The timer settings for a mean period of `period` ticks with a random span of `span` ticks
@@ -202,12 +159,12 @@ pub fn timer_settings(period: u64, span: Option<u32>) -> Result<(u32, u32)> {
 /// The period in cycles on a board: `--period` (a time or rate needs `--clock`), else the
 /// default.
 pub(crate) fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
-    Ok(match &args.period {
-        Some(s) if clock == 0 && s.chars().any(|c| c.is_ascii_alphabetic()) => bail!(
-            "`--period {s}` is a time or a rate: give the core clock with `--clock HZ`, or the \
+    Ok(match args.period {
+        Some(p) if clock == 0 && p.needs_clock() => bail!(
+            "`--period {p}` is a time or a rate: give the core clock with `--clock HZ`, or the \
              period in cycles"
         ),
-        Some(s) => parse_period(s, clock)?,
+        Some(p) => p.ticks(clock).map_err(anyhow::Error::msg)?,
         None => DEFAULT_PERIOD_INSTRUCTIONS as u64,
     })
 }
@@ -224,48 +181,31 @@ pub(crate) fn names_at(
     })
 }
 
-/// [`parse_tag`], for the firmware's architecture: ARMv8-A has no stacked xPSR, only words.
-pub(crate) fn tag_for(aarch64: bool, what: &str, elf: &[u8]) -> Result<(u8, u32)> {
-    let t = parse_tag(what, elf)?;
-    if aarch64 && t.0 == wire::TAG_XPSR {
+/// [`resolve_tag`], for the firmware's architecture: ARMv8-A has no stacked xPSR, only words.
+pub(crate) fn tag_for(aarch64: bool, tag: &Tag, elf: &[u8]) -> Result<(u8, u32)> {
+    if aarch64 && *tag == Tag::Exception {
         bail!(
             "`--tag exception` reads the exception number Cortex-M stacks; on ARMv8-A tags are \
              words: `--tag api` (`sampler_rt::set_tag`), `--tag symbol:NAME` or `--tag 0xADDR`"
         );
     }
-    Ok(t)
+    resolve_tag(tag, elf)
 }
 
-/// `--tag`: `exception`, `api`, `symbol:NAME` or an address, as `(TAG_*, address)`.
-pub fn parse_tag(what: &str, elf_bytes: &[u8]) -> Result<(u8, u32)> {
-    let symbol = |name: &str| -> Result<u32> {
-        elf::symbol_address(elf_bytes, name)
-            .map(|a| a as u32)
-            .with_context(|| format!("the firmware has no symbol `{name}` to record"))
-    };
-    match what {
-        "exception" => Ok((wire::TAG_XPSR, 0)),
+/// `--tag` in this image, as `(TAG_*, address)`.
+pub fn resolve_tag(tag: &Tag, elf_bytes: &[u8]) -> Result<(u8, u32)> {
+    Ok(match tag {
+        Tag::Exception => (wire::TAG_XPSR, 0),
         // Address 0: the firmware's own tag word, which sampler-rt finds itself.
-        "api" => Ok((wire::TAG_WORD, 0)),
-        w => {
-            if let Some(name) = w.strip_prefix("symbol:") {
-                return Ok((wire::TAG_WORD, symbol(name)?));
-            }
-            let addr = w
-                .strip_prefix("0x")
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .with_context(|| {
-                    format!(
-                        "`--tag {w}`: use `exception`, `api`, `symbol:NAME` (e.g. `symbol:pxCurrentTCB`) \
-                         or an address such as `0x20000100`"
-                    )
-                })?;
-            if addr % 4 != 0 {
-                bail!("`--tag {w}`: the word must be 4-byte aligned");
-            }
-            Ok((wire::TAG_WORD, addr))
-        }
-    }
+        Tag::Api => (wire::TAG_WORD, 0),
+        Tag::Symbol(name) => (
+            wire::TAG_WORD,
+            elf::symbol_address(elf_bytes, name)
+                .map(|a| a as u32)
+                .with_context(|| format!("the firmware has no symbol `{name}` to record"))?,
+        ),
+        Tag::Address(addr) => (wire::TAG_WORD, *addr),
+    })
 }
 
 /// Where the bins start and how big they are: `(base, shift)`. The bins cover the code
@@ -315,15 +255,9 @@ mod tests {
     use super::*;
     use crate::exec::machine;
 
-    #[test]
-    fn periods_in_every_unit() {
-        assert_eq!(parse_period("250", 25_000_000).unwrap(), 250);
-        assert_eq!(parse_period("10us", 25_000_000).unwrap(), 250);
-        assert_eq!(parse_period("100kHz", 25_000_000).unwrap(), 250);
-        assert_eq!(parse_period("1ms", 12_500_000).unwrap(), 12_500);
-        assert!(parse_period("1", 25_000_000).is_err());
-        assert!(parse_period("10 parsecs", 25_000_000).is_err());
-        assert!(parse_period("1s", 168_000_000).is_err());
+    /// `--timer` as the command line reads it, resolved on the machine.
+    fn parse_timer(s: &str, m: &Machine, cpu: &str) -> Result<Timer> {
+        resolve_timer(&s.parse().map_err(anyhow::Error::msg)?, m, cpu)
     }
 
     #[test]

@@ -1,0 +1,34 @@
+//! Settings the command line gives are read once, at the edge: a malformed `--period`, `--tag`
+//! or `--timer` is refused by the argument parser, with what to write instead, before any build
+//! or run (nothing is compiled, no run directory is made).
+
+use crate::support::*;
+
+#[test]
+fn malformed_settings_are_refused_before_anything_is_built() {
+    let dir = scenarios();
+    let runs = dir.join("target/cargo-sample/runs");
+    let before = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    for (args, says) in [
+        (["--period", "10parsecs"], "unknown unit `parsecs`"),
+        (["--period", "0"], "more than zero"),
+        (["--tag", "task"], "use `exception`, `api`, `symbol:NAME`"),
+        (["--tag", "0x20000102"], "4-byte aligned"),
+        (["--timer", "tim3"], "unknown timer `tim3`"),
+        (["--timer", "cmsdk:0x4000:x"], "`x` is not a number"),
+    ] {
+        let out = cargo_sample(
+            &dir,
+            &[&["--release", "--bin", "hot-loops"], &args[..]].concat(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("Compiling"),
+            "{args:?} built something: {stderr}"
+        );
+    }
+    let after = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(before, after, "a run directory was made");
+}

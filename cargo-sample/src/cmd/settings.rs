@@ -121,6 +121,12 @@ pub fn resolve_timer(choice: &TimerChoice, m: &Machine, cpu: &str) -> Result<Tim
             .cmsdk_timer
             .map(|(base, irq)| Timer::Cmsdk { base, irq })
             .with_context(|| format!("{} has no CMSDK timer; give `cmsdk:BASE:IRQ`", m.name)),
+        // A machine without CMSDK timers would hang before the firmware's first line, and the
+        // run would end in a timeout that blames `start()`.
+        TimerChoice::Cmsdk(Some(_)) if m.cmsdk_timer.is_none() => bail!(
+            "{} has no CMSDK timer (they are on Arm's mps2/mps3 machines): use `--timer systick`",
+            m.name
+        ),
         TimerChoice::Cmsdk(Some((base, irq))) => Ok(Timer::Cmsdk {
             base: *base,
             irq: *irq,
@@ -358,6 +364,10 @@ mod tests {
             }
         );
         assert!(parse_timer("tim3", m, "cortex-a53").is_err());
+        // lm3s6965evb has general-purpose timers, not CMSDK ones: refused, not left to hang.
+        let lm3s = machine::find("lm3s6965evb").unwrap();
+        let e = parse_timer("cmsdk:0x40030000:19", lm3s, "cortex-a53").unwrap_err();
+        assert!(e.to_string().contains("has no CMSDK timer"), "{e}");
         assert!(parse_timer("cmsdk", machine::find("microbit").unwrap(), "cortex-a53").is_err());
     }
 }

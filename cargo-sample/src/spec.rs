@@ -6,6 +6,15 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// A 32-bit number, decimal or `0x` hex (an address, an interrupt number, a seed).
+pub fn parse_u32(s: &str) -> Result<u32, String> {
+    let v = match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    v.map_err(|_| format!("`{s}` is not a 32-bit number (decimal or 0x hex)"))
+}
+
 /// A sampling period as given: timer ticks (`250`), a duration (`10us`), or a rate (`100khz`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Period {
@@ -150,13 +159,7 @@ impl FromStr for TimerChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<TimerChoice, String> {
-        let num = |t: &str| -> Result<u32, String> {
-            match t.strip_prefix("0x") {
-                Some(h) => u32::from_str_radix(h, 16),
-                None => t.parse(),
-            }
-            .map_err(|_| format!("`{t}` is not a number"))
-        };
+        let num = parse_u32;
         let parts: Vec<&str> = s.split(':').collect();
         Ok(match parts.as_slice() {
             ["systick"] => TimerChoice::SysTick,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+pub(crate) use crate::spec::parse_u32;
 use crate::term::ColorWhen;
 use clap::ValueEnum;
 
@@ -60,14 +61,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}`: a duration is positive"));
     }
     Ok(Duration::from_secs_f64(v * scale))
-}
-
-pub(crate) fn parse_u32(s: &str) -> Result<u32, String> {
-    let v = match s.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    v.map_err(|_| format!("`{s}` is not a 32-bit number (decimal or 0x hex)"))
 }
 
 /// An instruction budget: a count, or a duration of emulated time.

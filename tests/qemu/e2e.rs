@@ -348,6 +348,34 @@ fn cortex_m0_entry_profiles_the_microbit_example() {
     );
 }
 
+/// A period near the sampler's own cost starves the firmware: the run says so before it starts,
+/// and a usual period says nothing.
+#[test]
+fn a_period_the_handler_would_fill_is_warned_about() {
+    let run = |period: &str| {
+        let out = cargo_sample(
+            &scenarios(),
+            &[
+                "--release",
+                "--bin",
+                "hot-loops",
+                "--period",
+                period,
+                "--samples",
+                "300",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let starved = run("20");
+    assert!(starved.contains("barely runs"), "{starved}");
+    assert!(starved.contains("takes about 20 of its own"), "{starved}");
+    let usual = run("16000");
+    assert!(!usual.contains("sampler-rt's handler takes"), "{usual}");
+}
+
 #[test]
 fn a_cmsdk_timer_can_pace_the_sampler_instead_of_systick() {
     let r = profile("hot-loops", &["--samples", "3000", "--timer", "cmsdk"]);

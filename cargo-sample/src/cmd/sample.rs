@@ -250,6 +250,29 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     runs::save_meta(&dir, &meta)?;
 
     let mean_period = period as f64 * units_per_tick;
+    // The handler's own instructions a sample (cargo-sample-bench, exact in QEMU: 12 to 29.5 on
+    // Cortex-M, 40 to 51 on ARMv8-A). A period near that starves the firmware: the samples then
+    // show the sampler's pace, not the program.
+    let handler = if fw.aarch64 { 40.0 } else { 20.0 };
+    if !args.laps
+        && matches!(timer, Timer::SysTick | Timer::Cmsdk { .. })
+        && mean_period < 10.0 * handler
+    {
+        term::warn(format!(
+            "a sample every {mean_period:.0} instructions, and sampler-rt's handler takes about \
+             {handler:.0} of its own each time ({:.0} % of the run): the firmware {} and the \
+             profile shows the sampler's pace. Leave at least {:.0} instructions between \
+             samples (`--period {:.0}` ticks) to keep it to a tenth",
+            (100.0 * handler / mean_period).min(100.0),
+            if mean_period <= 2.0 * handler {
+                "barely runs"
+            } else {
+                "runs slowly"
+            },
+            10.0 * handler,
+            (10.0 * handler / units_per_tick).ceil()
+        ));
+    }
     if args.laps {
         term::status(
             "Running",

@@ -7,8 +7,9 @@ use crate::support::*;
 #[test]
 fn malformed_settings_are_refused_before_anything_is_built() {
     let dir = scenarios();
-    let runs = dir.join("target/cargo-sample/runs");
-    let before = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    // A target directory of its own: other tests make runs in the shared one meanwhile.
+    let own = tempfile::tempdir().unwrap();
+    let target_dir = own.path().to_str().unwrap();
     for (args, says) in [
         (["--period", "10parsecs"], "unknown unit `parsecs`"),
         (["--period", "0"], "more than zero"),
@@ -19,7 +20,11 @@ fn malformed_settings_are_refused_before_anything_is_built() {
     ] {
         let out = cargo_sample(
             &dir,
-            &[&["--release", "--bin", "hot-loops"], &args[..]].concat(),
+            &[
+                &["--release", "--bin", "hot-loops", "--target-dir", target_dir],
+                &args[..],
+            ]
+            .concat(),
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
@@ -29,6 +34,9 @@ fn malformed_settings_are_refused_before_anything_is_built() {
             "{args:?} built something: {stderr}"
         );
     }
-    let after = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(before, after, "a run directory was made");
+    let made: Vec<_> = std::fs::read_dir(own.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(made.is_empty(), "something was made: {made:?}");
 }

@@ -8,19 +8,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use sampler_rt::wire::{self, Info};
 
-use super::settings::{
-    DEFAULT_SAMPLES, Timer, board_period, check_tag_before_build, names_at, pacer, timer_settings,
-    warn_if_unoptimised,
-};
-use super::stages::{
-    Image, board_config, missing_setup_help, project_meta, read_image, sampler_state, save_images,
-};
+use super::capture::{self, Image, Run, project_meta};
+use super::settings::{DEFAULT_SAMPLES, Timer, board_period, names_at, pacer, timer_settings};
+use super::stages::board_config;
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
 use crate::exec::qemu;
 use crate::exec::serial;
 use crate::image::elf;
-use crate::project::firmware;
 use crate::project::{self, Project};
 use crate::runs::{self, RunMeta};
 use crate::term;
@@ -67,12 +62,11 @@ pub(crate) fn board_defaults(p: &Project) -> project::runner::Probe {
         .or(p.probe_defaults.clone())
 }
 
-/// What a board or serial run starts from: its directory with the images saved, the image,
-/// the sampler's state address (when the firmware samples), the core clock and the timer's
-/// reload value.
+/// What a board or serial run starts from: the image, its configuration, the sampler's state
+/// address (when the firmware samples), the core clock and the timer's reload value.
 struct BoardImage {
-    dir: PathBuf,
     img: Image,
+    config: Option<wire::Config>,
     state_addr: Option<u32>,
     clock: u64,
     /// The sampling period in the core's cycles, and the timer's reload value for it.
@@ -82,8 +76,7 @@ struct BoardImage {
 
 /// The steps a board run and a serial run share: the period in the core's cycles, the build
 /// (with the sampling feature when `sampler` says where the dump goes and what the entry point
-/// must call), the image's checks and configuration, and the images saved in a new run
-/// directory.
+/// must call), the image's checks and its configuration.
 fn board_image(
     args: &RunArgs,
     p: &Project,
@@ -94,18 +87,18 @@ fn board_image(
     let period = board_period(args, clock)?;
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
-    let built = firmware::build(
+    let img = capture::build(
         p,
-        &crate::project::Selection::from(&args.cargo),
-        sampler.is_some(),
-        &[],
+        &args.cargo,
+        sampler.map_or(capture::Runtime::Off, |s| capture::Runtime::Sampler(s.1)),
     )?;
-    let img = read_image(&built.elf)?;
-    let mut state_addr = None;
+    let state_addr = img
+        .fw
+        .state
+        .filter(|_| sampler.is_some())
+        .map(|s| s.0 as u32);
     let mut config = None;
-    if let Some((sink, calls)) = sampler {
-        let state = sampler_state(&img, &args.cargo.feature_name, calls)?;
-        state_addr = Some(state.0 as u32);
+    if let Some((sink, _)) = sampler {
         crate::image::wiring::check(&img.bytes, pacer(&img.fw, Timer::SysTick))?;
         config = Some(board_config(
             args,
@@ -116,10 +109,9 @@ fn board_image(
             requested,
         )?);
     }
-    let dir = save_images(p, &img.bytes, config.as_ref())?;
     Ok(BoardImage {
-        dir,
         img,
+        config,
         state_addr,
         clock,
         period,
@@ -131,16 +123,10 @@ fn board_image(
 pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     use crate::cli::Method;
     let method = args.board.method;
-    if method == Method::Timer {
-        check_tag_before_build(args, p)?;
-    }
-    warn_if_unoptimised(p, &args.cargo);
     if args.truth || args.exact {
         bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
     }
-    if method == Method::Timer && (!p.has_feature || !p.has_dependency) {
-        bail!(missing_setup_help(p, &args.cargo.feature_name));
-    }
+    capture::preflight(args, p, method == Method::Timer)?;
     let requested = args.samples.unwrap_or(if args.duration.is_some() {
         0
     } else {
@@ -149,8 +135,8 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     // The timer method needs the sampler; DWT and PCSR need nothing in the firmware.
     let sampler = (method == Method::Timer).then_some((wire::SINK_HOST, "`sampler_rt::start()`"));
     let BoardImage {
-        dir,
         img,
+        config,
         state_addr,
         clock,
         period,
@@ -158,7 +144,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     } = board_image(args, p, sampler, requested)?;
     let (elf_bytes, fw) = (&img.bytes, &img.fw);
     let how = format!("{method:?}").to_lowercase();
-    let mut meta = RunMeta {
+    let meta = RunMeta {
         machine: chip.to_owned(),
         cpu: String::new(),
         timer_hz: clock,
@@ -169,7 +155,8 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         board: Some(how.clone()),
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
-    runs::save_meta(&dir, &meta)?;
+    let mut run = Run::start(p, elf_bytes, config.as_ref(), meta)?;
+    let dir = run.dir.clone();
     let cap = crate::exec::probe::capture(&crate::exec::probe::CaptureSpec {
         conn: crate::exec::probe::Connection::new(
             chip,
@@ -197,45 +184,30 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     );
     let cap = match cap {
         Ok(c) => c,
-        Err(e) => {
-            meta.state = runs::RunState::Failed;
-            runs::save_meta(&dir, &meta)?;
-            bail!(
-                "{e:#}\n(the image and the run are kept in {})",
-                dir.display()
-            );
-        }
+        Err(e) => return Err(run.failed(e)),
     };
-    meta.wall_seconds = cap.wall.as_secs_f64();
-    let d = board_dump(&cap, code, reload, requested);
-    if let Some(d) = &d {
-        runs::write_atomic(&dir.join(runs::DUMP), &dump::encode(d))?;
+    run.meta.wall_seconds = cap.wall.as_secs_f64();
+    if let Some(d) = board_dump(&cap, code, reload, requested) {
+        run.keep(runs::DUMP, &dump::encode(&d))?;
     }
-    meta.source = Some(how);
-    meta.state = if cap.interrupted {
+    run.meta.source = Some(how);
+    let state = if cap.interrupted {
         runs::RunState::Interrupted
     } else if cap.duration_reached {
         runs::RunState::DurationReached
     } else {
         runs::RunState::Finished
     };
-    runs::save_meta(&dir, &meta)?;
-    term::status("Saved", dir.display());
-    if d.is_none() {
-        bail!("no samples arrived; the run is kept in {}", dir.display());
-    }
-    Ok(dir)
+    run.finish(state, runs::DUMP, |dir| {
+        format!("no samples arrived; the run is kept in {}", dir.display())
+    })
 }
 
 /// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
 /// user), and read the dump from the port. Everything the port carried is kept.
 pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
-    check_tag_before_build(args, p)?;
-    warn_if_unoptimised(p, &args.cargo);
     let port = args.board.serial.as_deref().context("no serial port")?;
-    if !p.has_feature || !p.has_dependency {
-        bail!(missing_setup_help(p, &args.cargo.feature_name));
-    }
+    capture::preflight(args, p, true)?;
     if args.truth || args.exact {
         bail!("`--serial` reads a dump the firmware writes; `--truth` and `--exact` need QEMU");
     }
@@ -244,9 +216,10 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         wire::SINK_WRITER,
         "`sampler_rt::set_writer(..)` and `sampler_rt::start()`",
     );
-    let BoardImage { dir, clock, .. } = board_image(args, p, Some(sampler), requested)?;
-    let image = dir.join(runs::LOADED_ELF);
-    let mut meta = RunMeta {
+    let BoardImage {
+        img, config, clock, ..
+    } = board_image(args, p, Some(sampler), requested)?;
+    let meta = RunMeta {
         machine: port.display().to_string(),
         timer_hz: clock,
         unit: "cycles".into(),
@@ -257,7 +230,8 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         source: Some("serial".into()),
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
-    runs::save_meta(&dir, &meta)?;
+    let mut run = Run::start(p, &img.bytes, config.as_ref(), meta)?;
+    let image = run.dir.join(runs::LOADED_ELF);
 
     // Listen before the board starts talking.
     let (mut port_file, tty) = serial::open(port, args.board.baud)?;
@@ -297,7 +271,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     qemu::install_interrupt_handler();
     let started = std::time::Instant::now();
     let timeout = Duration::from_secs(args.timeout);
-    let raw_path = dir.join("serial.bin");
+    let raw_path = run.dir.join("serial.bin");
     let mut raw = Vec::new();
     let mut saved_len = 0;
     let mut runner_ended: Option<std::time::Instant> = None;
@@ -336,28 +310,23 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         let _ = r.kill();
         let _ = r.wait();
     }
-    meta.wall_seconds = started.elapsed().as_secs_f64();
-    meta.state = outcome;
-    let found = serial::find_dump(&raw);
-    if let Some((start, complete)) = found {
-        runs::write_atomic(&dir.join(runs::DUMP), &raw[start..])?;
+    run.meta.wall_seconds = started.elapsed().as_secs_f64();
+    if let Some((start, complete)) = serial::find_dump(&raw) {
+        run.keep(runs::DUMP, &raw[start..])?;
         if !complete {
             term::warn("the dump on the port was cut short; reporting what arrived");
         }
     }
-    runs::save_meta(&dir, &meta)?;
-    term::status("Saved", dir.display());
-    if found.is_none() {
-        bail!(
+    run.finish(outcome, runs::DUMP, |_| {
+        format!(
             "no dump arrived on {} ({} bytes read, kept in {}). Does the firmware call \
              `sampler_rt::set_writer` with its UART's write function, and is the baud rate \
              right?",
             port.display(),
             raw.len(),
             raw_path.display()
-        );
-    }
-    Ok(dir)
+        )
+    })
 }
 
 /// The dump of a board capture, whichever way it was taken.

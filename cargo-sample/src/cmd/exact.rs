@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
+use super::capture::{self, Run, project_meta};
 use super::saved::render_run;
-use super::settings::warn_if_unoptimised;
-use super::stages::{choose_machine, project_meta, read_image};
+use super::stages::choose_machine;
 use crate::cli::{RunArgs, TruthMethod};
 use crate::exec::exact;
 use crate::exec::exact::{Counting, PluginApi};
@@ -102,7 +102,7 @@ pub fn run_exact(args: &RunArgs) -> Result<()> {
 pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
     let target = choose_machine(args, &p)?;
-    warn_if_unoptimised(&p, &args.cargo);
+    capture::preflight(args, &p, false)?;
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let own = firmware::own_dir(&p);
@@ -111,18 +111,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         .icount_shift
         .unwrap_or_else(|| m.default_icount_shift());
     // The program as it is: the sampler would only add its own instructions.
-    let built = firmware::build(
-        &p,
-        &crate::project::Selection::from(&args.cargo),
-        false,
-        &[],
-    )?;
-    let elf_bytes = read_image(&built.elf)?.bytes;
-    let dir = runs::create(&runs::runs_dir(&own), &p.target_name)?;
-    std::fs::write(dir.join(runs::ELF), &elf_bytes)
-        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
+    let img = capture::build(&p, &args.cargo, capture::Runtime::Off)?;
     let budget = args.instructions.instructions(shift);
-    let mut meta = RunMeta {
+    let meta = RunMeta {
         machine: m.name.to_owned(),
         cpu: cpu.clone(),
         timer_hz: m.systick_hz,
@@ -134,7 +125,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         counted_by: Some(counting.describe()),
         ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
     };
-    runs::save_meta(&dir, &meta)?;
+    let mut run = Run::start(&p, &img.bytes, None, meta)?;
     term::status(
         "Counting",
         format!(
@@ -150,49 +141,30 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         machine: target.machine_arg.clone(),
         extra_args: target.extra.clone(),
         cpu,
-        kernel: dir.join(runs::ELF),
+        kernel: run.dir.join(runs::ELF),
         icount_shift: shift,
         timeout: Duration::from_secs(args.timeout),
         label: format!("counting {} in QEMU {}", p.target_name, m.name),
         snapshot: None,
-        output_log: Some(dir.join(runs::OUTPUT)),
+        output_log: Some(run.dir.join(runs::OUTPUT)),
         expected_samples: None,
         budget: Some(budget),
         counting: Some(counting.clone()),
         live: None,
         pmu_in_memory: None,
     })?;
-    meta.wall_seconds = outcome.wall.as_secs_f64();
-    meta.qemu_command = outcome.command.clone();
-    meta.exit_code = outcome.status.and_then(|s| s.code());
-    check_plugin_loaded(&outcome, Some(&counting), &dir)?;
+    run.meta.wall_seconds = outcome.wall.as_secs_f64();
+    run.meta.qemu_command = outcome.command.clone();
+    run.meta.exit_code = outcome.status.and_then(|s| s.code());
+    check_plugin_loaded(&outcome, Some(&counting), &run.dir)?;
     if let Some(counts) = &outcome.exact {
-        runs::write_atomic(&dir.join(exact::FILE), counts)?;
+        run.keep(exact::FILE, counts)?;
     }
-    meta.state = outcome.state();
-    runs::save_meta(&dir, &meta)?;
-    if outcome.interrupted {
-        term::warn("interrupted: reporting the instructions counted so far");
-    } else if outcome.timed_out {
-        term::warn(format!(
-            "the run did not finish within {} s (`--timeout`); reporting the instructions counted so far",
-            args.timeout
-        ));
-    } else if !outcome.budget_reached
-        && let Some(status) = outcome.status
-        && !status.success()
-    {
-        match status.code() {
-            Some(code) => term::warn(format!("the firmware exited with code {code}")),
-            None => term::warn(format!("QEMU ended abnormally ({status})")),
-        }
-    }
-    term::status("Saved", dir.display());
-    if outcome.exact.is_none() {
-        bail!(
+    capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
+    run.finish(outcome.state(), exact::FILE, |dir| {
+        format!(
             "QEMU left no instruction counts; its output and the run are kept in {}",
             dir.display()
-        );
-    }
-    Ok(dir)
+        )
+    })
 }

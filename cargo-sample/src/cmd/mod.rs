@@ -2,11 +2,13 @@
 //!
 //! `sample` (QEMU), `board` (probe-rs, serial) and `exact` capture a run; `report`, `diff` and
 //! `swo` print saved ones; `advise`, `init`, `events` and `stat` stand alone. `settings` reads
-//! the command line and the firmware into typed values once; `stages` holds the steps every
-//! capture shares; `saved` turns a saved run into a report.
+//! the command line and the firmware into typed values once; `capture` is the one flow every
+//! capture goes through (preflight, build, run directory, finish) and `stages` the settings it
+//! works out; `saved` turns a saved run into a report.
 
 pub mod advise;
 pub mod board;
+pub mod capture;
 pub mod diff;
 pub mod events;
 pub mod exact;

@@ -8,17 +8,14 @@ use anyhow::{Context, Result, bail};
 use sampler_rt::wire::{self};
 
 use super::board::{board_chip, capture_board, capture_serial};
+use super::capture::{self, Image, Run, project_meta};
 use super::exact::{check_plugin_loaded, choose_counting};
 use super::saved::render_run;
 use super::settings::{
-    DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer, check_tag_before_build,
-    event_name, hist_layout, names_at, pacer, resolve_timer, tag_for, timer_settings,
-    warn_if_unoptimised,
+    DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer, event_name, hist_layout,
+    names_at, pacer, resolve_timer, tag_for, timer_settings,
 };
-use super::stages::{
-    Image, choose_machine, missing_setup_help, note_live, project_meta, read_image, sampler_state,
-    save_images,
-};
+use super::stages::{choose_machine, note_live};
 use crate::capture::snapshot;
 use crate::cli::RunArgs;
 use crate::dump::{self};
@@ -46,9 +43,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if args.board.serial.is_some() {
         return capture_serial(args, &p);
     }
-    if !p.has_feature || !p.has_dependency {
-        bail!(missing_setup_help(&p, &args.cargo.feature_name));
-    }
+    capture::preflight(args, &p, true)?;
     let target = choose_machine(args, &p)?;
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
@@ -82,8 +77,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             event_name(&cpu, event)
         );
     }
-    check_tag_before_build(args, &p)?;
-    warn_if_unoptimised(&p, &args.cargo);
     let counting = if args.truth {
         Some(choose_counting(
             args.truth_method,
@@ -94,48 +87,18 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         None
     };
 
-    let (built, alignment) = match args.align {
-        None => (
-            firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?,
-            None,
-        ),
+    const CALLS: &str = "`sampler_rt::start()`";
+    let (img, alignment) = match args.align {
+        None => {
+            let img = capture::build(&p, &args.cargo, capture::Runtime::Sampler(CALLS))?;
+            (img, None)
+        }
         Some(n) => {
-            let plain =
-                firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?;
-            let plain_bytes = elf::code_bytes(&std::fs::read(&plain.elf)?);
-            let aligned = firmware::build_aligned(
-                &p,
-                &crate::project::Selection::from(&args.cargo),
-                true,
-                n,
-            )?;
-            let bytes = std::fs::read(&aligned.elf)?;
-            let odd = elf::unaligned_functions(&bytes, n as u64);
-            let grown = elf::code_bytes(&bytes);
-            term::status(
-                "Aligned",
-                format!(
-                    "every function to {n} bytes: code {plain_bytes} -> {grown} bytes ({:+}, {:+.1} %){}",
-                    grown as i64 - plain_bytes as i64,
-                    100.0 * (grown as f64 / plain_bytes.max(1) as f64 - 1.0),
-                    if odd.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "; {} precompiled function{} kept {}: {}",
-                            odd.len(),
-                            if odd.len() == 1 { "" } else { "s" },
-                            if odd.len() == 1 { "its own" } else { "theirs" },
-                            odd.join(", ")
-                        )
-                    }
-                ),
-            );
-            (aligned, Some((n, plain_bytes, grown, odd)))
+            let (img, a) = capture::build_aligned(&p, &args.cargo, n, CALLS)?;
+            (img, Some(a))
         }
     };
-    let img = read_image(&built.elf)?;
-    let state = sampler_state(&img, &args.cargo.feature_name, "`sampler_rt::start()`")?;
+    let state = img.fw.state.context("no sampler state")?;
     let Image {
         bytes: elf_bytes,
         fw,
@@ -224,8 +187,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         timer_irq,
     };
 
-    let dir = save_images(&p, &elf_bytes, Some(&config))?;
-
     // Samples every N events share out the events, not the instructions.
     let unit = match timer {
         Timer::Pmu { event } if event != crate::analysis::events::CPU_CYCLES => {
@@ -233,7 +194,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         }
         _ => "instructions".to_owned(),
     };
-    let mut meta = RunMeta {
+    let meta = RunMeta {
         machine: m.name.to_owned(),
         cpu: cpu.clone(),
         timer_hz,
@@ -242,12 +203,13 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         icount_shift: shift,
         requested_samples: requested,
         mode: "sampled".into(),
-        align: alignment.as_ref().map(|a| a.0),
-        code_growth: alignment.as_ref().map(|a| (a.1, a.2)),
-        unaligned_functions: alignment.map(|a| a.3).unwrap_or_default(),
+        align: alignment.as_ref().map(|a| a.to),
+        code_growth: alignment.as_ref().map(|a| (a.plain_bytes, a.grown_bytes)),
+        unaligned_functions: alignment.map(|a| a.unaligned).unwrap_or_default(),
         ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
     };
-    runs::save_meta(&dir, &meta)?;
+    let mut run = Run::start(&p, &elf_bytes, Some(&config), meta)?;
+    let dir = run.dir.clone();
 
     let mean_period = period as f64 * units_per_tick;
     // The handler's own instructions a sample (cargo-sample-bench, exact in QEMU: 12 to 29.5 on
@@ -322,15 +284,15 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         }),
         pmu_in_memory: None,
     })?;
-    meta.wall_seconds = outcome.wall.as_secs_f64();
-    meta.qemu_command = outcome.command.clone();
-    meta.exit_code = outcome.status.and_then(|s| s.code());
-    meta.counted_by = counting.as_ref().map(Counting::describe);
+    run.meta.wall_seconds = outcome.wall.as_secs_f64();
+    run.meta.qemu_command = outcome.command.clone();
+    run.meta.exit_code = outcome.status.and_then(|s| s.code());
+    run.meta.counted_by = counting.as_ref().map(Counting::describe);
     check_plugin_loaded(&outcome, counting.as_ref(), &dir)?;
 
     // Keep the raw capture before decoding anything.
     if let Some(counts) = &outcome.exact {
-        runs::write_atomic(&dir.join(exact::FILE), counts)?;
+        run.keep(exact::FILE, counts)?;
     } else if args.truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
@@ -346,7 +308,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                 wire::STOP_SNAPSHOT
             };
             let d = l.to_dump((a as u32, b as u32, crc), stop);
-            runs::write_atomic(&dir.join(runs::DUMP), &dump::encode(&d))?;
+            run.keep(runs::DUMP, &dump::encode(&d))?;
             note_live(l, lo);
         }
         if let Some(e) = &lo.error {
@@ -360,57 +322,32 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if outcome.live.is_some() {
         // Read live: the dump is written above.
     } else if let (Some(bytes), true) = (&outcome.dump, finished_dump) {
-        runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
+        run.keep(runs::DUMP, bytes)?;
     } else if let Some((state_bytes, ring)) = &outcome.snapshot {
         // Cut short: the chunks the firmware streamed so far, then the newer samples still in
         // its ring. All raw pieces are kept beside the joined dump.
         if let Some(bytes) = &outcome.dump {
-            std::fs::write(dir.join(runs::STREAM), bytes)?;
+            run.keep(runs::STREAM, bytes)?;
         }
-        std::fs::write(dir.join(runs::STATE), state_bytes)?;
-        std::fs::write(dir.join(runs::RING), ring)?;
+        run.keep(runs::STATE, state_bytes)?;
+        run.keep(runs::RING, ring)?;
         let (a, b) = fw.text.unwrap_or((0, 0));
         let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
         let sent = streamed.as_ref().map(|(d, _)| d);
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
             let bytes = dump::encode(&d);
-            runs::write_atomic(&dir.join(runs::DUMP), &bytes)?;
+            run.keep(runs::DUMP, &bytes)?;
             source = "snapshot";
         }
     } else if let Some(bytes) = &outcome.dump {
         // Incomplete and nothing to add: reported as far as it goes.
-        runs::write_atomic(&dir.join(runs::DUMP), bytes)?;
+        run.keep(runs::DUMP, bytes)?;
     }
-    meta.source = Some(source.into());
-    meta.core = outcome.core;
-    let faulted = outcome.core.filter(|c| c.faulted());
-    meta.state = outcome.state();
-    runs::save_meta(&dir, &meta)?;
-
-    let have_dump = dir.join(runs::DUMP).is_file();
-    if let Some(c) = faulted {
-        term::warn(format!(
-            "the firmware is stuck in {} (PC {:#010x}); reporting the samples taken before",
-            c.describe(),
-            c.pc
-        ));
-    } else if outcome.interrupted {
-        term::warn("interrupted: reporting the samples taken so far");
-    } else if outcome.timed_out {
-        term::warn(format!(
-            "the run did not finish within {} s (`--timeout`); reporting the samples taken so far",
-            args.timeout
-        ));
-    } else if let Some(status) = outcome.status
-        && !status.success()
-    {
-        match status.code() {
-            Some(code) => term::warn(format!("the firmware exited with code {code}")),
-            None => term::warn(format!("QEMU ended abnormally ({status})")),
-        }
-    }
-    term::status("Saved", dir.display());
-    if !have_dump {
+    run.meta.source = Some(source.into());
+    run.meta.core = outcome.core;
+    capture::warn_qemu_end(&outcome, args.timeout, "the samples taken");
+    let state = outcome.state();
+    run.finish(state, runs::DUMP, |dir| {
         // With exact counts, how long it ran against the period says why.
         let ran = outcome
             .exact
@@ -440,10 +377,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             ),
             None => "no samples could be recovered: the sampler had not started".to_owned(),
         };
-        bail!(
+        format!(
             "{why}; firmware output and the run are kept in {}",
             dir.display()
-        );
-    }
-    Ok(dir)
+        )
+    })
 }

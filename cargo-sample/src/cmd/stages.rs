@@ -1,8 +1,6 @@
-//! Steps every capture shares: choosing the QEMU machine, the run's metadata, the images
-//! saved beside it, the sampler's configuration, what a live run says when it ends.
-
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+//! Settings a capture works out from the project and the command line: the QEMU machine, the
+//! sampler's configuration on a board, the help for a crate not set up, what a live run says
+//! when it ends. The flow itself is in [`super::capture`].
 
 use anyhow::{Context, Result, bail};
 use sampler_rt::wire;
@@ -12,9 +10,7 @@ use crate::cli::RunArgs;
 use crate::exec::machine::{self, Machine};
 use crate::exec::qemu;
 use crate::image::elf;
-use crate::project::firmware;
 use crate::project::{self, Project};
-use crate::runs::{self, RunMeta};
 use crate::term;
 
 pub(crate) fn missing_setup_help(p: &Project, feature: &str) -> String {
@@ -35,33 +31,6 @@ pub(crate) fn missing_setup_help(p: &Project, feature: &str) -> String {
         p.package,
         p.manifest_path.display()
     )
-}
-
-/// A built image, read and inspected once.
-pub(crate) struct Image {
-    pub bytes: Vec<u8>,
-    pub fw: elf::Firmware,
-}
-
-/// Read and inspect the ELF cargo built.
-pub(crate) fn read_image(path: &Path) -> Result<Image> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("reading the built firmware {}", path.display()))?;
-    let fw = elf::inspect(&bytes)?;
-    Ok(Image { bytes, fw })
-}
-
-/// The sampler's state block `(address, size)`: the image must carry sampler-rt's runtime,
-/// which the link drops when nothing calls it. `calls` is what the entry point should call.
-pub(crate) fn sampler_state(img: &Image, feature: &str, calls: &str) -> Result<(u64, u64)> {
-    match (img.fw.config, img.fw.state) {
-        (Some(_), Some(state)) => Ok(state),
-        _ => bail!(
-            "the firmware does not contain sampler-rt's runtime (no `{}` symbol): it is linked \
-             out when nothing calls it. Does `main` call {calls} when the `{feature}` feature is on?",
-            wire::CONFIG_SYMBOL
-        ),
-    }
 }
 
 /// Where the firmware runs in QEMU: the machine (with its options), the CPU, the executable the
@@ -189,24 +158,6 @@ pub(crate) fn note_live(l: &crate::capture::live::Live, lo: &qemu::LiveOutcome) 
     }
 }
 
-/// What every run's `run.json` starts with: the project, the build and the start.
-pub(crate) fn project_meta(p: &Project, cargo: &crate::project::Selection) -> RunMeta {
-    RunMeta {
-        format_version: 1,
-        package: p.package.clone(),
-        target_name: p.target_name.clone(),
-        triple: p.triple.clone(),
-        profile: firmware::profile_name(cargo),
-        workspace_root: Some(p.workspace_root.clone()),
-        started_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        state: runs::RunState::Running,
-        ..RunMeta::default()
-    }
-}
-
 /// The sampler's configuration on a board (through a probe or a serial port): SysTick at the
 /// core clock, the period and random span in cycles, ring or bins, tags.
 pub(crate) fn board_config(
@@ -244,22 +195,4 @@ pub(crate) fn board_config(
         tag_addr,
         ..wire::Config::default()
     })
-}
-
-/// A new run directory holding the image as built and, with the sampler's configuration
-/// written into it, the image that runs (the same bytes when there is none).
-pub(crate) fn save_images(
-    p: &Project,
-    elf_bytes: &[u8],
-    config: Option<&wire::Config>,
-) -> Result<PathBuf> {
-    let dir = runs::create(&runs::runs_dir(&firmware::own_dir(p)), &p.target_name)?;
-    std::fs::write(dir.join(runs::ELF), elf_bytes)
-        .with_context(|| format!("saving the ELF in {}", dir.display()))?;
-    let mut loaded = elf_bytes.to_vec();
-    if let Some(c) = config {
-        elf::patch_config(&mut loaded, c)?;
-    }
-    std::fs::write(dir.join(runs::LOADED_ELF), &loaded)?;
-    Ok(dir)
 }

@@ -11,7 +11,7 @@ use crate::analysis::events::table_for;
 use crate::analysis::pmu::{Stat, groups, merge};
 use crate::cli::{StatArgs, TableFormat};
 use crate::report::stat::render;
-use crate::{dump, exec::qemu, image::elf, project, project::firmware, runs, term};
+use crate::{dump, exec::qemu, image::elf, project, runs, term};
 
 /// `cargo sample stat`.
 pub fn stat(args: &StatArgs) -> Result<()> {
@@ -81,9 +81,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         .collect::<Result<_>>()?;
     let size = args.group_size.unwrap_or(t.counters as usize);
     let gs = groups(&asked, size);
-    let built = firmware::build(&p, &crate::project::Selection::from(&args.cargo), true, &[])?;
-    let elf_bytes = std::fs::read(&built.elf)
-        .with_context(|| format!("reading the built firmware {}", built.elf.display()))?;
+    let elf_bytes = super::capture::build(&p, &args.cargo, super::capture::Runtime::On)?.bytes;
     if elf::symbol_address(&elf_bytes, wire::PMU_CONFIG_SYMBOL).is_none() {
         bail!(
             "the firmware has no `{}`: does it call `sampler_rt::pmu::init` (sampler-rt built \
@@ -105,9 +103,8 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
         Some(c) => format!("on {c}"),
         None => format!("of QEMU {machine}"),
     };
-    let own = firmware::own_dir(&p);
-    let dir = runs::create(&runs::runs_dir(&own), &format!("{}-stat", p.target_name))?;
-    std::fs::write(dir.join(runs::ELF), &elf_bytes)?;
+    let name = format!("{}-stat", p.target_name);
+    let dir = super::capture::new_dir(&p, &name, &elf_bytes, None)?;
     term::status(
         "Counting",
         format!(

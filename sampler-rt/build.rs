@@ -9,6 +9,8 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_RING_SLOTS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_HIST_BINS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_OUT_BYTES");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
     let target = env::var("TARGET").unwrap_or_default();
     if target.starts_with("thumbv6m") || target.starts_with("thumbv8m.base") {
         println!("cargo::rustc-cfg=armv6m");
@@ -27,6 +29,36 @@ fn main() {
             "cargo::error=SAMPLER_RT_PMU_OUT_BYTES must be a number of bytes up to 16777216, got `{out}`"
         ),
     }
+    // A device timer's interrupt handler, built in when cargo-sample paces the sampler with a
+    // timer other than SysTick: `SAMPLER_RT_TIMER_VECTOR` names the vector as the device crate
+    // spells it, `SAMPLER_RT_TIMER_ACK` is the value that acknowledges the interrupt.
+    let vector = env::var("SAMPLER_RT_TIMER_VECTOR").unwrap_or_default();
+    let ack = env::var("SAMPLER_RT_TIMER_ACK").unwrap_or_else(|_| "1".to_string());
+    let mut handler = String::new();
+    println!("cargo::rustc-check-cfg=cfg(sampler_rt_device_timer)");
+    if !vector.trim().is_empty() {
+        // SysTick is left to the application; `none` builds no handler at all.
+        println!("cargo::rustc-cfg=sampler_rt_device_timer");
+    }
+    if !vector.trim().is_empty() && vector.trim() != "none" {
+        let name = vector.trim();
+        let ident = !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        match ack.trim().parse::<u8>() {
+            Ok(a) if ident => {
+                handler = format!(
+                    "#[cfg(not(target_arch = \"aarch64\"))]\ncrate::timer_interrupt!({name}, ack = {a});\n"
+                )
+            }
+            _ => println!(
+                "cargo::error=SAMPLER_RT_TIMER_VECTOR must name an interrupt (got `{name}`) and SAMPLER_RT_TIMER_ACK be a byte (got `{ack}`)"
+            ),
+        }
+    }
+    let out = env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    std::fs::write(std::path::Path::new(&out).join("timer_vector.rs"), handler)
+        .expect("writing timer_vector.rs");
+
     let bins = env::var("SAMPLER_RT_HIST_BINS").unwrap_or_else(|_| "4096".to_string());
     match bins.trim().parse::<u32>() {
         Ok(n) if n == 0 || (n.is_power_of_two() && (4..=1 << 20).contains(&n)) => {

@@ -132,6 +132,10 @@ pub struct RunMeta {
     /// The core's state when the run was cut short (a firmware stuck in a fault handler).
     #[serde(default)]
     pub core: Option<crate::dump::fault::CoreState>,
+    /// The device timer that paced the sampler, as reports name it (`GPTM0 (IRQ 19)`); `None`
+    /// for SysTick and the ARMv8-A timers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<String>,
 }
 
 /// The directory runs are kept in.

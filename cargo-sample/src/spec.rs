@@ -151,6 +151,11 @@ pub enum TimerChoice {
     Generic,
     /// An Arm CMSDK APB timer: `(base, irq)`, or the machine's timer 0.
     Cmsdk(Option<(u32, u32)>),
+    /// A device timer of a kind sampler-rt drives, at `(base, irq)`: `gptm:BASE:IRQ`
+    /// (Stellaris/Tiva), `nrf:BASE:IRQ` (Nordic TIMER).
+    Device(u8, u32, u32),
+    /// One of the machine's timers by name (`gptm0`, `timer1`).
+    Named(String),
     /// An ARMv8-A PMU event's overflow, by name or number.
     Pmu(String),
 }
@@ -167,9 +172,24 @@ impl FromStr for TimerChoice {
             ["cmsdk"] => TimerChoice::Cmsdk(None),
             ["cmsdk", base, irq] => TimerChoice::Cmsdk(Some((num(base)?, num(irq)?))),
             ["pmu", event] if !event.is_empty() => TimerChoice::Pmu((*event).to_owned()),
+            ["gptm", base, irq] => {
+                TimerChoice::Device(sampler_rt::wire::TIMER_GPTM, num(base)?, num(irq)?)
+            }
+            ["nrf", base, irq] => {
+                TimerChoice::Device(sampler_rt::wire::TIMER_NRF, num(base)?, num(irq)?)
+            }
+            [name]
+                if name.len() >= 5
+                    && (name.starts_with("gptm") || name.starts_with("timer"))
+                    && name[name.len() - 1..].bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                TimerChoice::Named((*name).to_owned())
+            }
             _ => {
                 return Err(format!(
-                    "unknown timer `{s}`: use `systick`, `cmsdk:BASE:IRQ` (e.g. \
+                    "unknown timer `{s}`: use `systick`, a timer of the machine by name \
+                     (`gptm0` on lm3s6965evb, `timer0` on microbit and mps2), \
+                     `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ` or `nrf:BASE:IRQ` (e.g. \
                      `cmsdk:0x40000000:8`), or on ARMv8-A `generic` or `pmu:EVENT` (e.g. \
                      `pmu:cpu_cycles`)"
                 ));
@@ -186,6 +206,15 @@ impl fmt::Display for TimerChoice {
             TimerChoice::Cmsdk(None) => f.write_str("cmsdk"),
             TimerChoice::Cmsdk(Some((b, i))) => write!(f, "cmsdk:{b:#x}:{i}"),
             TimerChoice::Pmu(e) => write!(f, "pmu:{e}"),
+            TimerChoice::Device(k, b, i) => {
+                let kind = if *k == sampler_rt::wire::TIMER_NRF {
+                    "nrf"
+                } else {
+                    "gptm"
+                };
+                write!(f, "{kind}:{b:#x}:{i}")
+            }
+            TimerChoice::Named(n) => f.write_str(n),
         }
     }
 }

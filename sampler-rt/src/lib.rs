@@ -30,7 +30,7 @@
 //! | [`set_tag`], [`tag`], [`name_tag`] | yes | tags not stored | yes |
 //! | [`laps`] | DWT CYCCNT, else SysTick | SysTick | PMCCNTR_EL0 / CNTVCT_EL0 |
 //! | `pmu` (event counting around regions) | – | – | yes |
-//! | [`cmsdk_timer_interrupt!`] (a CMSDK timer instead of SysTick) | yes | yes | – |
+//! | [`timer_interrupt!`], [`cmsdk_timer_interrupt!`] (a device timer instead of SysTick: CMSDK, Stellaris GPTM, Nordic TIMER) | yes | yes | – |
 //!
 //! The docs show one target at a time; docs.rs builds them for `thumbv7em-none-eabihf`,
 //! `thumbv6m-none-eabi` and `aarch64-unknown-none`.
@@ -49,9 +49,9 @@
 //! (through semihosting in QEMU); `cargo sample` then decodes it.
 //!
 //! # Features
-//! - `systick` (default): the sampler owns the SysTick exception. Turn it off when the
-//!   application uses SysTick itself, and pace the sampler with a CMSDK timer through
-//!   [`cmsdk_timer_interrupt!`] instead.
+//! - `systick` (default): the sampler owns the SysTick exception. When the application owns
+//!   SysTick, `cargo sample` builds sampler-rt with a free device timer's handler instead
+//!   (`SAMPLER_RT_TIMER_VECTOR`); by hand, turn the feature off and use [`timer_interrupt!`].
 //! - `embassy`: implements embassy-executor's trace hooks (enable its `trace` feature), so that
 //!   with `cargo sample --tag api` each sample carries the Embassy task being polled.
 //!
@@ -184,20 +184,26 @@ const fn decimal(s: &str) -> usize {
     v
 }
 
-/// Define the interrupt handler of an Arm CMSDK APB timer (mps2/mps3 machines) as the sampling
-/// interrupt, for applications that keep SysTick for themselves.
+/// Define a device timer's interrupt handler as the sampling interrupt, for applications that
+/// keep SysTick for themselves.
 ///
-/// Give the name of the interrupt's vector, as your device crate (PAC) or `device.x` spells it.
-/// Then run `cargo sample --timer cmsdk:BASE:IRQ`, e.g. `--timer cmsdk:0x40000000:8` for
-/// TIMER0 of mps2-an385. The handler acknowledges the timer (5 more instructions per sample)
-/// and continues in the same sampling code as the SysTick handler.
+/// Give the interrupt's name as your device crate (PAC) or `device.x` spells it, and the value
+/// that acknowledges the timer's interrupt when written to its flag register: `1` for Arm's
+/// CMSDK timers and TI's Stellaris/Tiva GPTM, `0` for Nordic's TIMER events. Then run
+/// `cargo sample --timer KIND:BASE:IRQ`. The handler adds four instructions per sample to the
+/// SysTick handler's: it loads the flag register's address from the sampler's state, writes
+/// the value there, and continues in the same sampling code.
+///
+/// cargo-sample does this by itself for the timers it knows (see `cargo sample --timer list`):
+/// when SysTick belongs to the application it picks a free one and has this handler built in
+/// (through `SAMPLER_RT_TIMER_VECTOR` and `SAMPLER_RT_TIMER_ACK` at build time).
 ///
 /// ```ignore
-/// sampler_rt::cmsdk_timer_interrupt!(TIMER0);
+/// sampler_rt::timer_interrupt!(TIMER_0A, ack = 1); // lm3s6965: GPTM 0, timer A
 /// ```
 #[macro_export]
-macro_rules! cmsdk_timer_interrupt {
-    ($name:ident) => {
+macro_rules! timer_interrupt {
+    ($name:ident, ack = $ack:literal) => {
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         #[doc(hidden)]
@@ -206,13 +212,30 @@ macro_rules! cmsdk_timer_interrupt {
             ::core::arch::naked_asm!(
                 "ldr r1, ={state}",
                 "ldr r0, [r1, #28]",
-                "movs r2, #1",
+                "movs r2, #{ack}",
                 "str r2, [r0]",
                 "b {entry}",
                 ".ltorg",
                 state = sym $crate::__private::SAMPLER_RT_STATE,
                 entry = sym $crate::__private::sampler_rt_entry,
+                ack = const $ack,
             )
         }
+    };
+}
+
+/// Define the interrupt handler of an Arm CMSDK APB timer (mps2/mps3 machines) as the sampling
+/// interrupt: [`timer_interrupt!`] with the CMSDK timer's acknowledgement.
+///
+/// Then run `cargo sample --timer cmsdk:BASE:IRQ`, e.g. `--timer cmsdk:0x40000000:8` for
+/// TIMER0 of mps2-an385.
+///
+/// ```ignore
+/// sampler_rt::cmsdk_timer_interrupt!(TIMER0);
+/// ```
+#[macro_export]
+macro_rules! cmsdk_timer_interrupt {
+    ($name:ident) => {
+        $crate::timer_interrupt!($name, ack = 1);
     };
 }

@@ -21,7 +21,13 @@ fn malformed_settings_are_refused_before_anything_is_built() {
         let out = cargo_sample(
             &dir,
             &[
-                &["--release", "--bin", "hot-loops", "--target-dir", target_dir],
+                &[
+                    "--release",
+                    "--bin",
+                    "hot-loops",
+                    "--target-dir",
+                    target_dir,
+                ],
                 &args[..],
             ]
             .concat(),

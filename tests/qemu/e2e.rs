@@ -463,38 +463,97 @@ fn truth_puts_exact_shares_beside_sampled_ones_in_the_same_run() {
     assert!(r["exact_instructions"].as_u64().unwrap() > 90_000_000);
 }
 
-/// An RTIC application whose SysTick monotonic owns SysTick: with LTO the link silently keeps
-/// the application's handler over the sampler's; without LTO it fails on a duplicate symbol.
-/// Both are refused before anything runs, with the owner named and what to do.
+/// An RTIC application whose SysTick monotonic owns SysTick, sampled with no timer option: the
+/// tool sees that the firmware owns SysTick, paces the sampler with a general-purpose timer
+/// the firmware leaves free (built into sampler-rt), says so in the header, every function
+/// lands within 3 sigma of the exact counts, and the application's own timing (its monotonic
+/// delays, printed by the firmware) is what it is without the sampler.
 #[test]
-fn a_sampler_the_link_dropped_is_refused_before_running() {
+fn an_rtic_app_that_owns_systick_is_sampled_by_a_free_general_purpose_timer() {
+    let (r, run) = profile_example("rtic-app", &["--release", "--bin", "mono", "--truth"]);
+    assert_eq!(r["timer"], "GPTM0 (IRQ 19)");
+    assert!(r["samples"].as_u64().unwrap() > 500, "{}", r["samples"]);
+    assert_within_3_sigma(
+        &r,
+        &["rtic_app::crunch", "rtic_app::filter", "mono::app::idle"],
+        "mono on GPTM0",
+    );
+    // The application's time base, unchanged: the same line as a run without the sampler.
+    let sampled = std::fs::read_to_string(run.join("firmware-output.txt")).unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rtic-app");
-    let out = cargo_sample(&dir, &["--release", "--bin", "mono"]);
+    let out = cargo_sample(&dir, &["--release", "--bin", "mono", "--exact"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain =
+        std::fs::read_to_string(run_dir_of(&out.stderr).join("firmware-output.txt")).unwrap();
+    let line = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("mono: "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no timing line in {s}"))
+    };
+    assert_eq!(line(&sampled), line(&plain));
+}
+
+/// The same application built without LTO: the link refuses two SysTick handlers; the tool
+/// reads that, finds the free timer and builds again.
+#[test]
+fn without_lto_the_duplicate_systick_is_resolved_by_a_free_timer() {
+    let (r, _) = profile_example("rtic-app", &["--profile", "nolto", "--bin", "mono"]);
+    assert_eq!(r["timer"], "GPTM0 (IRQ 19)");
+    assert!(r["samples"].as_u64().unwrap() > 300);
+}
+
+/// SysTick owned and no free timer known on the machine: a clear message, nothing run. And
+/// `--timer systick` asked for explicitly on such a firmware: refused with the owner named.
+#[test]
+fn a_firmware_that_owns_systick_with_no_free_timer_is_refused_before_running() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rtic-app");
+    let out = cargo_sample(
+        &dir,
+        &["--release", "--bin", "mono", "--machine", "netduinoplus2"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the firmware owns SysTick"), "{err}");
+    assert!(
+        err.contains("netduinoplus2 has no other timer that cargo-sample knows"),
+        "{err}"
+    );
+    assert!(err.contains("sampler_rt::timer_interrupt!"), "{err}");
+    assert!(!err.contains("Running") && !err.contains("Saved"), "{err}");
+
+    let out = cargo_sample(&dir, &["--release", "--bin", "mono", "--timer", "systick"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
         err.contains("not in the image: the link dropped it"),
         "{err}"
     );
-    assert!(
-        err.contains("SysTick's vector points at the application's handler"),
-        "{err}"
-    );
-    assert!(
-        err.contains("`--timer`") && err.contains("systick_monotonic!"),
-        "{err}"
-    );
-    // Nothing ran, and no run directory was made.
+    assert!(err.contains("Leave `--timer` out"), "{err}");
     assert!(!err.contains("Running") && !err.contains("Saved"), "{err}");
+}
 
-    let out = cargo_sample(&dir, &["--profile", "nolto", "--bin", "mono"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(err.contains("duplicate symbol: SysTick"), "{err}");
-    assert!(
-        err.contains("hint: the application defines a SysTick handler of its own"),
-        "{err}"
+/// The nRF51's TIMER paces the sampler on microbit (Cortex-M0), its handler standing in for
+/// cortex-m-rt's default handler (the example has no device crate): within 3 sigma.
+#[test]
+fn the_nrf51_timer_paces_the_sampler_on_a_cortex_m0() {
+    let (r, _) = profile_example(
+        "microbit-m0",
+        &[
+            "--release",
+            "--timer",
+            "timer0",
+            "--truth",
+            "--samples",
+            "4000",
+        ],
     );
+    assert_eq!(r["timer"], "TIMER0 (IRQ 8)");
+    assert_within_3_sigma(&r, &["m0_heavy", "m0_light"], "microbit on TIMER0");
 }
 
 /// A ring that leaves the stack almost no room on a 16 KiB part: said before the run, with the

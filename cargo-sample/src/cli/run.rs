@@ -99,6 +99,7 @@ impl From<&CargoArgs> for crate::project::Selection {
             target: a.target.clone(),
             manifest_path: a.manifest_path.clone(),
             feature_name: a.feature_name.clone(),
+            env: Vec::new(),
             flags: crate::project::CargoFlags {
                 locked: a.locked,
                 frozen: a.frozen,
@@ -235,11 +236,14 @@ pub struct RunArgs {
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]
     pub priority: Option<u8>,
-    /// Timer that paces the sampler: `systick`, or `cmsdk:BASE:IRQ` (e.g. `cmsdk:0x40000000:8`);
-    /// on ARMv8-A the generic timer (`generic`, the default) or a PMU overflow every period
-    /// events (`pmu:cpu_cycles` on the cycle counter, `pmu:EVENT` on event counter 0).
-    #[arg(long, value_name = "TIMER", default_value = "systick")]
-    pub timer: TimerChoice,
+    /// Timer that paces the sampler. Default: SysTick, or, when the firmware owns SysTick, a
+    /// free timer of the machine (found in the image). `systick`, a machine's timer by name
+    /// (`gptm0`..`gptm3` on lm3s6965evb, `timer0`..`timer2` on microbit, `timer0`/`timer1` on
+    /// mps2), `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ`, `nrf:BASE:IRQ`; on ARMv8-A the generic timer
+    /// (`generic`, the default) or a PMU overflow every period events (`pmu:cpu_cycles` on the
+    /// cycle counter, `pmu:EVENT` on event counter 0).
+    #[arg(long, value_name = "TIMER")]
+    pub timer: Option<TimerChoice>,
     /// QEMU machine (default: from the crate's runner in `.cargo/config.toml`).
     #[arg(long, value_name = "NAME")]
     pub machine: Option<String>,

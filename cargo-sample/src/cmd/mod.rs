@@ -13,6 +13,7 @@ pub mod diff;
 pub mod events;
 pub mod exact;
 pub mod init;
+pub mod pacing;
 pub mod report;
 pub mod sample;
 pub mod saved;

@@ -47,7 +47,14 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let target = choose_machine(args, &p)?;
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
-    let timer = resolve_timer(&args.timer, m, &cpu)?;
+    let explicit = args.timer.is_some();
+    let timer = resolve_timer(
+        args.timer
+            .as_ref()
+            .unwrap_or(&crate::spec::TimerChoice::SysTick),
+        m,
+        &cpu,
+    )?;
     if let Timer::Pmu { event } = timer
         && event != crate::analysis::events::CPU_CYCLES
         && event != crate::analysis::events::SW_INCR
@@ -88,14 +95,14 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     };
 
     const CALLS: &str = "`sampler_rt::start()`";
-    let (img, alignment) = match args.align {
+    let (img, timer, alignment) = match args.align {
         None => {
-            let img = capture::build(&p, &args.cargo, capture::Runtime::Sampler(CALLS))?;
-            (img, None)
+            let (img, timer) = super::pacing::build(&p, args, m, timer, explicit, CALLS)?;
+            (img, timer, None)
         }
         Some(n) => {
             let (img, a) = capture::build_aligned(&p, &args.cargo, n, CALLS)?;
-            (img, Some(a))
+            (img, timer, Some(a))
         }
     };
     let state = img.fw.state.context("no sampler state")?;
@@ -148,7 +155,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let (reload, jitter_mask) = timer_settings(period, span)?;
     let (timer_kind, timer_base, timer_irq) = match timer {
         Timer::SysTick => (wire::TIMER_SYSTICK, 0, 0),
-        Timer::Cmsdk { base, irq } => (wire::TIMER_CMSDK, base, irq),
+        Timer::Device {
+            kind, base, irq, ..
+        } => (kind, base, irq),
         Timer::Pmu { event } => (wire::TIMER_PMU, event as u32, 0),
     };
     let (mode, hist_base, hist_shift) = match args.mode {
@@ -206,6 +215,10 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         align: alignment.as_ref().map(|a| a.to),
         code_growth: alignment.as_ref().map(|a| (a.plain_bytes, a.grown_bytes)),
         unaligned_functions: alignment.map(|a| a.unaligned).unwrap_or_default(),
+        pacer: match timer {
+            Timer::Device { known: Some(t), .. } => Some(t.describe()),
+            _ => None,
+        },
         ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
     };
     let mut run = Run::start(&p, &elf_bytes, Some(&config), meta)?;
@@ -217,7 +230,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // show the sampler's pace, not the program.
     let handler = if fw.aarch64 { 40.0 } else { 20.0 };
     if !args.laps
-        && matches!(timer, Timer::SysTick | Timer::Cmsdk { .. })
+        && matches!(timer, Timer::SysTick | Timer::Device { .. })
         && mean_period < 10.0 * handler
     {
         term::warn(format!(

@@ -105,7 +105,10 @@ pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
         on_events: i.timer == wire::TIMER_PMU && meta.timer_hz == 0,
         foreign_interrupts: i.foreign,
         timer: match i.timer {
+            _ if meta.pacer.is_some() => meta.pacer.clone().unwrap_or_default(),
             wire::TIMER_CMSDK => "CMSDK timer".into(),
+            wire::TIMER_GPTM => "general-purpose timer".into(),
+            wire::TIMER_NRF => "TIMER".into(),
             wire::TIMER_DWT => "DWT".into(),
             wire::TIMER_GENERIC => "generic timer".into(),
             // Only the cycle counter has a rate.

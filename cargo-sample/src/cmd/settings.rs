@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use sampler_rt::wire::{self};
 
 use crate::cli::RunArgs;
-use crate::exec::machine::Machine;
+use crate::exec::machine::{DeviceTimer, Machine};
 use crate::image::elf;
 use crate::project::Project;
 use crate::project::firmware;
@@ -25,9 +25,13 @@ pub const DEFAULT_SEED: u32 = 0x2545_F491;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {
     SysTick,
-    Cmsdk {
+    /// A device timer: its kind (`wire::TIMER_*`), base address and interrupt; `known` when it
+    /// is one of the machine's timers, whose interrupt handler cargo-sample has built in.
+    Device {
+        kind: u8,
         base: u32,
         irq: u32,
+        known: Option<&'static DeviceTimer>,
     },
     /// ARMv8-A: PMU event counter 0 overflowing every period events.
     Pmu {
@@ -77,9 +81,13 @@ pub(crate) fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::image::wiring::P
     match timer {
         _ if fw.aarch64 => Pacer::A64,
         Timer::SysTick => Pacer::SysTick,
-        Timer::Cmsdk { irq, .. } => Pacer::Device {
+        Timer::Device { irq, kind, .. } => Pacer::Device {
             irq,
-            timer: "the CMSDK timer",
+            timer: match kind {
+                wire::TIMER_GPTM => "the general-purpose timer",
+                wire::TIMER_NRF => "the TIMER",
+                _ => "the CMSDK timer",
+            },
         },
         Timer::Pmu { .. } => Pacer::A64,
     }
@@ -119,17 +127,72 @@ pub fn resolve_timer(choice: &TimerChoice, m: &Machine, cpu: &str) -> Result<Tim
         }),
         TimerChoice::Cmsdk(None) => m
             .cmsdk_timer
-            .map(|(base, irq)| Timer::Cmsdk { base, irq })
+            .map(|(base, irq)| Timer::Device {
+                kind: wire::TIMER_CMSDK,
+                base,
+                irq,
+                known: None,
+            })
             .with_context(|| format!("{} has no CMSDK timer; give `cmsdk:BASE:IRQ`", m.name)),
+        TimerChoice::Named(name) => match m.timers.iter().find(|t| t.name == name) {
+            Some(t) => Ok(Timer::Device {
+                kind: t.kind,
+                base: t.base,
+                irq: t.irq,
+                known: Some(t),
+            }),
+            None if m.timers.is_empty() => bail!(
+                "{} has no timer cargo-sample knows besides SysTick (`--timer {name}`)",
+                m.name
+            ),
+            None => bail!(
+                "{} has no timer `{name}`: its timers are {}",
+                m.name,
+                m.timers
+                    .iter()
+                    .map(|t| format!("`{}`", t.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+        TimerChoice::Device(kind, base, irq) => {
+            if !m.timers.iter().any(|t| t.kind == *kind) {
+                bail!(
+                    "{} has no {} timer (`--timer {choice}`); {}",
+                    m.name,
+                    crate::exec::machine::kind_name(*kind),
+                    if m.timers.is_empty() {
+                        "use `--timer systick`".to_owned()
+                    } else {
+                        format!(
+                            "its timers are {}",
+                            m.timers
+                                .iter()
+                                .map(|t| format!("`{}`", t.name))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                );
+            }
+            Ok(Timer::Device {
+                kind: *kind,
+                base: *base,
+                irq: *irq,
+                known: None,
+            })
+        }
         // A machine without CMSDK timers would hang before the firmware's first line, and the
         // run would end in a timeout that blames `start()`.
         TimerChoice::Cmsdk(Some(_)) if m.cmsdk_timer.is_none() => bail!(
             "{} has no CMSDK timer (they are on Arm's mps2/mps3 machines): use `--timer systick`",
             m.name
         ),
-        TimerChoice::Cmsdk(Some((base, irq))) => Ok(Timer::Cmsdk {
+        TimerChoice::Cmsdk(Some((base, irq))) => Ok(Timer::Device {
+            kind: wire::TIMER_CMSDK,
             base: *base,
             irq: *irq,
+            known: None,
         }),
     }
 }
@@ -351,16 +414,20 @@ mod tests {
         );
         assert_eq!(
             parse_timer("cmsdk", m, "cortex-a53").unwrap(),
-            Timer::Cmsdk {
+            Timer::Device {
+                kind: wire::TIMER_CMSDK,
                 base: 0x4000_0000,
-                irq: 8
+                irq: 8,
+                known: None,
             }
         );
         assert_eq!(
             parse_timer("cmsdk:0x40001000:9", m, "cortex-a53").unwrap(),
-            Timer::Cmsdk {
+            Timer::Device {
+                kind: wire::TIMER_CMSDK,
                 base: 0x4000_1000,
-                irq: 9
+                irq: 9,
+                known: None,
             }
         );
         assert!(parse_timer("tim3", m, "cortex-a53").is_err());
@@ -369,5 +436,19 @@ mod tests {
         let e = parse_timer("cmsdk:0x40030000:19", lm3s, "cortex-a53").unwrap_err();
         assert!(e.to_string().contains("has no CMSDK timer"), "{e}");
         assert!(parse_timer("cmsdk", machine::find("microbit").unwrap(), "cortex-a53").is_err());
+        // Timers by name: the machine's own, or a list of them.
+        match parse_timer("gptm1", lm3s, "cortex-a53").unwrap() {
+            Timer::Device {
+                kind, base, irq, ..
+            } => assert_eq!((kind, base, irq), (wire::TIMER_GPTM, 0x4003_1000, 21)),
+            t => panic!("{t:?}"),
+        }
+        let e = parse_timer("timer0", lm3s, "cortex-a53").unwrap_err();
+        assert!(e.to_string().contains("`gptm0`, `gptm1`"), "{e}");
+        let e = parse_timer("gptm:0x40030000:19", m, "cortex-a53").unwrap_err();
+        assert!(e.to_string().contains("has no gptm timer"), "{e}");
+        let nd = machine::find("netduinoplus2").unwrap();
+        let e = parse_timer("timer0", nd, "cortex-a53").unwrap_err();
+        assert!(e.to_string().contains("no timer cargo-sample knows"), "{e}");
     }
 }

@@ -11,6 +11,111 @@ pub struct Machine {
     pub targets: &'static [&'static str],
     /// CMSDK APB timer 0 (base, interrupt), where the machine has one.
     pub cmsdk_timer: Option<(u32, u32)>,
+    /// Device timers that can pace the sampler when the firmware owns SysTick, in the order
+    /// they are tried.
+    pub timers: &'static [DeviceTimer],
+}
+
+/// A device timer that sampler-rt drives (a `wire::TIMER_*` kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTimer {
+    /// What `--timer` calls it (`gptm0`).
+    pub name: &'static str,
+    /// `wire::TIMER_*`.
+    pub kind: u8,
+    pub base: u32,
+    pub irq: u32,
+    /// Its interrupt's name as device crates spell it, in the order tried.
+    pub vectors: &'static [&'static str],
+    /// The value that acknowledges its interrupt.
+    pub ack: u8,
+}
+
+impl DeviceTimer {
+    /// How reports name it: `GPTM0 (IRQ 19)`.
+    pub fn describe(&self) -> String {
+        format!("{} (IRQ {})", self.name.to_ascii_uppercase(), self.irq)
+    }
+}
+
+/// The kinds' names (`wire::TIMER_*`), as `--timer KIND:BASE:IRQ` spells them.
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        sampler_rt::wire::TIMER_CMSDK => "cmsdk",
+        sampler_rt::wire::TIMER_GPTM => "gptm",
+        sampler_rt::wire::TIMER_NRF => "nrf",
+        _ => "timer",
+    }
+}
+
+const fn cmsdk(
+    name: &'static str,
+    base: u32,
+    irq: u32,
+    vectors: &'static [&'static str],
+) -> DeviceTimer {
+    DeviceTimer {
+        name,
+        kind: sampler_rt::wire::TIMER_CMSDK,
+        base,
+        irq,
+        vectors,
+        ack: 1,
+    }
+}
+
+/// CMSDK APB timers 0 and 1 of Arm's mps2 images (AN385/386/500).
+const MPS2_TIMERS: &[DeviceTimer] = &[
+    cmsdk("timer0", 0x4000_0000, 8, &["TIMER0"]),
+    cmsdk("timer1", 0x4000_1000, 9, &["TIMER1"]),
+];
+
+/// The four general-purpose timers of the LM3S6965 (timer A of each, 32-bit periodic); the
+/// `lm3s6965` device crate calls their interrupts `TIMER_0A`..`TIMER_3A`.
+const LM3S_TIMERS: &[DeviceTimer] = &[
+    gptm("gptm0", 0x4003_0000, 19, &["TIMER_0A", "TIMER0A"]),
+    gptm("gptm1", 0x4003_1000, 21, &["TIMER_1A", "TIMER1A"]),
+    gptm("gptm2", 0x4003_2000, 23, &["TIMER_2A", "TIMER2A"]),
+    gptm("gptm3", 0x4003_3000, 35, &["TIMER_3A", "TIMER3A"]),
+];
+
+const fn gptm(
+    name: &'static str,
+    base: u32,
+    irq: u32,
+    vectors: &'static [&'static str],
+) -> DeviceTimer {
+    DeviceTimer {
+        name,
+        kind: sampler_rt::wire::TIMER_GPTM,
+        base,
+        irq,
+        vectors,
+        ack: 1,
+    }
+}
+
+/// The nRF51's three TIMERs (the `nrf51-pac` names).
+const NRF51_TIMERS: &[DeviceTimer] = &[
+    nrf("timer0", 0x4000_8000, 8, &["TIMER0"]),
+    nrf("timer1", 0x4000_9000, 9, &["TIMER1"]),
+    nrf("timer2", 0x4000_A000, 10, &["TIMER2"]),
+];
+
+const fn nrf(
+    name: &'static str,
+    base: u32,
+    irq: u32,
+    vectors: &'static [&'static str],
+) -> DeviceTimer {
+    DeviceTimer {
+        name,
+        kind: sampler_rt::wire::TIMER_NRF,
+        base,
+        irq,
+        vectors,
+        ack: 0,
+    }
 }
 
 /// Targets a Cortex-M4/M7 runs.
@@ -38,6 +143,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 62_500_000,
         targets: &["aarch64-unknown-none", "aarch64-unknown-none-softfloat"],
         cmsdk_timer: None,
+        timers: &[],
     },
     Machine {
         name: "mps2-an385",
@@ -45,6 +151,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 25_000_000,
         targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
         cmsdk_timer: Some((0x4000_0000, 8)),
+        timers: MPS2_TIMERS,
     },
     Machine {
         name: "lm3s6965evb",
@@ -52,6 +159,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 12_500_000,
         targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
         cmsdk_timer: None,
+        timers: LM3S_TIMERS,
     },
     Machine {
         name: "mps2-an386",
@@ -59,6 +167,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 25_000_000,
         targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
+        timers: MPS2_TIMERS,
     },
     Machine {
         name: "mps2-an500",
@@ -66,6 +175,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 25_000_000,
         targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
+        timers: MPS2_TIMERS,
     },
     Machine {
         name: "netduinoplus2",
@@ -73,6 +183,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 168_000_000,
         targets: V7EM,
         cmsdk_timer: None,
+        timers: &[],
     },
     Machine {
         name: "microbit",
@@ -80,6 +191,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 16_000_000,
         targets: &["thumbv6m-none-eabi"],
         cmsdk_timer: None,
+        timers: NRF51_TIMERS,
     },
     Machine {
         name: "mps2-an505",
@@ -87,6 +199,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 20_000_000,
         targets: V8M,
         cmsdk_timer: Some((0x4000_0000, 3)),
+        timers: &[cmsdk("timer0", 0x4000_0000, 3, &["TIMER0"])],
     },
     Machine {
         name: "mps3-an547",
@@ -94,6 +207,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 32_000_000,
         targets: V8M,
         cmsdk_timer: Some((0x4800_0000, 3)),
+        timers: &[cmsdk("timer0", 0x4800_0000, 3, &["TIMER0"])],
     },
 ];
 

@@ -156,6 +156,25 @@ pub fn check(elf: &[u8], pacer: Pacer) -> Result<()> {
             advice(pacer, rtic)
         ),
         Pacer::Device { .. } => {
+            let reaches_entry = |handler: u64| {
+                // Aliases at one address may have no size (`SysTick` = `DefaultHandler`).
+                let end = funcs
+                    .iter()
+                    .filter(|f| f.0 == handler)
+                    .map(|f| f.1)
+                    .max()
+                    .filter(|&e| e > handler + 2)
+                    .unwrap_or(handler + 64);
+                disasm::Code::new(elf).is_ok_and(|mut code| {
+                    code.function(handler as u32, end as u32)
+                        .iter()
+                        .any(|i| i.target == Some(entry as u32))
+                })
+            };
+            // sampler-rt's handler standing in for `DefaultHandler` (no device crate).
+            if names.contains(&"DefaultHandler") && reaches_entry(handler) {
+                return Ok(());
+            }
             if is_default_handler(&names) {
                 bail!(
                     "{what} goes to the default handler: the sampler's handler for it is not in \
@@ -186,6 +205,52 @@ pub fn check(elf: &[u8], pacer: Pacer) -> Result<()> {
         }
         Pacer::A64 => Ok(()),
     }
+}
+
+/// Whom SysTick's vector points at when it is not sampler-rt's entry nor the default handler:
+/// the application owns SysTick (`Some(its handler, described)`).
+pub fn systick_owner(elf: &[u8]) -> Option<String> {
+    let file = object::File::parse(elf).ok()?;
+    let funcs = functions(&file);
+    let entry = file
+        .symbols()
+        .find(|s| s.name() == Ok(ENTRY))
+        .map(|s| s.address() & !1);
+    let vectors = crate::image::elf::vectors(elf);
+    let handler = vectors.iter().find(|v| v.0 == 15).map(|v| v.1 as u64)?;
+    let names = names_at(&funcs, handler);
+    if Some(handler) == entry || is_default_handler(&names) {
+        return None;
+    }
+    Some(describe(&names, handler))
+}
+
+/// Whether device interrupt `irq`'s vector goes to the default handler (nothing handles it),
+/// and which of `names` the image knows as an alias of the default handler (the spelling of
+/// that vector in the device crate's `device.x`).
+pub fn free_vector<'a>(elf: &[u8], irq: u32, names: &[&'a str]) -> Option<Option<&'a str>> {
+    let file = object::File::parse(elf).ok()?;
+    let funcs = functions(&file);
+    let vectors = crate::image::elf::vectors(elf);
+    let handler = vectors
+        .iter()
+        .find(|v| v.0 == 16 + irq)
+        .map(|v| v.1 as u64)?;
+    let here = names_at(&funcs, handler);
+    if !is_default_handler(&here) {
+        return None;
+    }
+    let known = names
+        .iter()
+        .find(|n| file.symbols().any(|s| s.name() == Ok(**n)))
+        .copied();
+    // A firmware without a device crate has no names for its interrupts: cortex-m-rt points
+    // all of them at `DefaultHandler` (its `DefaultHandler_` unless the application defines
+    // one). The sampler's handler can stand in for that one then.
+    if known.is_none() && here.contains(&"DefaultHandler_") {
+        return Some(Some("DefaultHandler"));
+    }
+    Some(known)
 }
 
 /// RAM left for the stack above the statics (cortex-m-rt's `_stack_start` down to its
@@ -230,8 +295,9 @@ pub fn stack_room(elf: &[u8]) -> Option<String> {
 fn advice(pacer: Pacer, rtic: bool) -> String {
     match pacer {
         Pacer::SysTick => format!(
-            " Pace the sampler with a timer the application leaves free (`--timer`), and turn \
-             sampler-rt's `systick` feature off for this crate (`default-features = false`){}",
+            " Leave `--timer` out: cargo-sample then paces the sampler with a timer of the \
+             machine the application leaves free (or name one, e.g. `--timer gptm0` on \
+             lm3s6965evb){}",
             if rtic {
                 "; RTIC's SysTick monotonic (`systick_monotonic!`) keeps SysTick for the \
                  application"

@@ -5,6 +5,9 @@ use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::Stdio;
 
+/// What the link error's hint says when the application and sampler-rt both define `SysTick`.
+pub const DUPLICATE_SYSTICK: &str = "the application defines a SysTick handler of its own";
+
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, TargetKind};
 
@@ -17,13 +20,11 @@ fn link_hint(errors: &str) -> Option<String> {
             || errors.contains(&format!("multiple definition of `{name}'"))
     };
     if duplicate("SysTick") {
-        return Some(
-            "hint: the application defines a SysTick handler of its own (RTIC's \
-             `systick_monotonic!`, a HAL's tick), and so does sampler-rt. Keep SysTick for the \
-             application: turn sampler-rt's `systick` feature off for this crate \
-             (`default-features = false`) and pace the sampler with another timer (`--timer`)"
-                .to_owned(),
-        );
+        return Some(format!(
+            "hint: {DUPLICATE_SYSTICK} (RTIC's `systick_monotonic!`, a HAL's tick), and so \
+                 does sampler-rt. Leave `--timer` out and cargo-sample paces the sampler with a \
+                 free timer of the machine, or name one with `--timer`"
+        ));
     }
     if errors.contains("will not fit in region") && errors.contains(".uninit") {
         return Some(
@@ -428,6 +429,7 @@ fn cargo_build(
     if let Some(sizes) = sizes {
         cmd.envs(sizes.env());
     }
+    cmd.envs(args.env.iter().map(|(k, v)| (k, v)));
     for c in extra_config {
         cmd.arg("--config").arg(c);
     }

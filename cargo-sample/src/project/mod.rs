@@ -84,6 +84,9 @@ pub struct Selection {
     /// The crate's feature that turns sampler-rt on.
     pub feature_name: String,
     pub flags: CargoFlags,
+    /// Environment for the build: sampler-rt's build-time settings a run chose (the device
+    /// timer whose interrupt handler it builds in).
+    pub env: Vec<(String, String)>,
 }
 
 impl Selection {

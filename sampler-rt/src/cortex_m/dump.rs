@@ -307,18 +307,27 @@ pub(crate) unsafe fn stream_chunk(s: *mut State) {
 pub(crate) unsafe fn restart_period(s: *mut State) {
     // SAFETY: registers of the timer this state programmed.
     unsafe {
-        match (*s).timer {
-            wire::TIMER_CMSDK => {
-                let base = (*s).reload_reg - CMSDK_RELOAD;
-                write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
-                write_volatile(
-                    (base + CMSDK_VALUE) as *mut u32,
-                    read_volatile((base + CMSDK_RELOAD) as *const u32),
-                );
+        match driver((*s).timer) {
+            Some(d) => {
+                let base = (*s).reload_reg - d.reload;
+                write_volatile((base + d.ack) as *mut u32, d.ack_value);
+                match (*s).timer {
+                    wire::TIMER_CMSDK => write_volatile(
+                        (base + CMSDK_VALUE) as *mut u32,
+                        read_volatile((base + CMSDK_RELOAD) as *const u32),
+                    ),
+                    // Disabling and enabling timer A reloads it from TAILR.
+                    wire::TIMER_GPTM => {
+                        write_volatile((base + GPTM_CTL) as *mut u32, 0);
+                        write_volatile((base + GPTM_CTL) as *mut u32, 1);
+                    }
+                    wire::TIMER_NRF => write_volatile((base + NRF_TASKS_CLEAR) as *mut u32, 1),
+                    _ => {}
+                }
                 let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
                 write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
             }
-            _ => {
+            None => {
                 write_volatile(SYST_CVR, 0);
                 write_volatile(SCB_ICSR, ICSR_PENDSTCLR);
             }

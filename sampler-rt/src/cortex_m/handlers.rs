@@ -58,10 +58,15 @@ pub unsafe extern "C" fn sampler_rt_entry() {
     )
 }
 
-// With the `systick` feature the SysTick vector is the entry itself: no extra branch. A second
-// definition of `SysTick` (the application's own) is a link error, as it should be.
-#[cfg(feature = "systick")]
+// With the `systick` feature the SysTick vector is the entry itself: no extra branch. When the
+// application owns SysTick (an RTIC monotonic, a HAL's tick), cargo-sample sees it in the image
+// (or in the link's duplicate-symbol error) and builds again with `SAMPLER_RT_TIMER_VECTOR`
+// naming a free device timer: SysTick is then left alone and that timer's handler built in.
+#[cfg(all(feature = "systick", not(sampler_rt_device_timer)))]
 core::arch::global_asm!(".globl SysTick", ".thumb_set SysTick, sampler_rt_entry");
+
+// The device timer cargo-sample chose for this build, if any (`SAMPLER_RT_TIMER_VECTOR`).
+include!(concat!(env!("OUT_DIR"), "/timer_vector.rs"));
 
 /// Ring, constant period (ARMv7-M): 5 instructions after the entry's 7.
 #[cfg(not(armv6m))]

@@ -93,7 +93,7 @@ pub fn start() {
         next_chunk(s);
         (*s).phase = PHASE_RUNNING;
         match cfg.timer {
-            wire::TIMER_CMSDK => start_cmsdk(s, &cfg),
+            wire::TIMER_CMSDK | wire::TIMER_GPTM | wire::TIMER_NRF => start_device(s, &cfg),
             _ => start_systick(s, &cfg),
         }
     }
@@ -159,26 +159,54 @@ unsafe fn start_systick(s: *mut State, cfg: &Config) {
 }
 
 /// # Safety
-/// Programs the CMSDK timer at `cfg.timer_base`; [`crate::cmsdk_timer_interrupt!`] must
-/// provide its handler.
-unsafe fn start_cmsdk(s: *mut State, cfg: &Config) {
-    let base = cfg.timer_base;
-    let irq = cfg.timer_irq;
-    // SAFETY: the host named a CMSDK APB timer at this base address and its interrupt number.
+/// Programs the device timer at `cfg.timer_base` (a CMSDK, GPTM or nRF TIMER, as
+/// `cfg.timer` says) to interrupt every `cfg.reload` ticks at `cfg.priority`; its interrupt
+/// handler must be sampler-rt's ([`crate::timer_interrupt!`], or the one the host had built in).
+unsafe fn start_device(s: *mut State, cfg: &Config) {
+    let (base, irq) = (cfg.timer_base, cfg.timer_irq);
+    let Some(d) = driver(cfg.timer) else { return };
+    let reg = |offset: u32| (base + offset) as *mut u32;
+    // SAFETY: the host named a timer of this kind at this base address and its interrupt.
     unsafe {
-        (*s).reload_reg = base + CMSDK_RELOAD;
-        (*s).ack_reg = base + CMSDK_INTCLEAR;
-        write_volatile((base + CMSDK_CTRL) as *mut u32, 0);
-        write_volatile((base + CMSDK_RELOAD) as *mut u32, cfg.reload);
-        write_volatile((base + CMSDK_VALUE) as *mut u32, cfg.reload);
-        write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
+        (*s).reload_reg = base + d.reload;
+        (*s).ack_reg = base + d.ack;
+        stop_device(cfg.timer, base, irq);
+        match cfg.timer {
+            wire::TIMER_CMSDK => {
+                write_volatile(reg(CMSDK_RELOAD), cfg.reload);
+                write_volatile(reg(CMSDK_VALUE), cfg.reload);
+            }
+            wire::TIMER_GPTM => {
+                // One 32-bit timer, periodic, interrupt on time-out.
+                write_volatile(reg(GPTM_CFG), 0);
+                write_volatile(reg(GPTM_TAMR), 0x2);
+                write_volatile(reg(GPTM_TAILR), cfg.reload);
+                write_volatile(reg(GPTM_IMR), 1);
+            }
+            wire::TIMER_NRF => {
+                // Timer mode, 32 bits, 16 MHz; compare 0 clears the counter and interrupts.
+                write_volatile(reg(NRF_MODE), 0);
+                write_volatile(reg(NRF_BITMODE), 3);
+                write_volatile(reg(NRF_PRESCALER), 0);
+                write_volatile(reg(NRF_CC0), cfg.reload);
+                write_volatile(reg(NRF_SHORTS), 1);
+                write_volatile(reg(NRF_TASKS_CLEAR), 1);
+                write_volatile(reg(NRF_INTENSET), 1 << 16);
+            }
+            _ => {}
+        }
         let ipr = NVIC_IPR.add((irq / 4) as usize);
         let shift = (irq % 4) * 8;
         let v = read_volatile(ipr) & !(0xFF << shift);
         write_volatile(ipr, v | (cfg.priority as u32) << shift);
         write_volatile(NVIC_ISER.add((irq / 32) as usize), 1 << (irq % 32));
-        // ENABLE | INTERRUPT ENABLE.
-        write_volatile((base + CMSDK_CTRL) as *mut u32, 0b1001);
+        match cfg.timer {
+            // ENABLE | INTERRUPT ENABLE.
+            wire::TIMER_CMSDK => write_volatile(reg(CMSDK_CTRL), 0b1001),
+            wire::TIMER_GPTM => write_volatile(reg(GPTM_CTL), 1),
+            wire::TIMER_NRF => write_volatile(reg(NRF_TASKS_START), 1),
+            _ => {}
+        }
     }
 }
 

@@ -30,7 +30,7 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// 16 jitter      random span in ticks (mask + 1; ARMv6-M: the mask itself)
 /// 20 reload      base reload value
 /// 24 reload_reg  address of the timer's reload register
-/// 28 ack_reg     address written with 1 to acknowledge a CMSDK timer
+/// 28 ack_reg     address written to acknowledge a device timer's interrupt
 /// 32 chunk       length of the current chunk
 /// 36 before      samples taken before the current chunk
 /// 40 limit       samples requested, 0 = until stopped
@@ -191,6 +191,82 @@ pub(crate) const CMSDK_VALUE: u32 = 0x04;
 pub(crate) const CMSDK_RELOAD: u32 = 0x08;
 pub(crate) const CMSDK_INTCLEAR: u32 = 0x0C;
 
+// Stellaris/Tiva GPTM (LM3S6965 datasheet, "General-Purpose Timers").
+pub(crate) const GPTM_CFG: u32 = 0x000;
+pub(crate) const GPTM_TAMR: u32 = 0x004;
+pub(crate) const GPTM_CTL: u32 = 0x00C;
+pub(crate) const GPTM_IMR: u32 = 0x018;
+pub(crate) const GPTM_ICR: u32 = 0x024;
+pub(crate) const GPTM_TAILR: u32 = 0x028;
+
+// Nordic TIMER (nRF51 reference manual, "TIMER/COUNTER").
+pub(crate) const NRF_TASKS_START: u32 = 0x000;
+pub(crate) const NRF_TASKS_STOP: u32 = 0x004;
+pub(crate) const NRF_TASKS_CLEAR: u32 = 0x00C;
+pub(crate) const NRF_EVENTS_COMPARE0: u32 = 0x140;
+pub(crate) const NRF_SHORTS: u32 = 0x200;
+pub(crate) const NRF_INTENSET: u32 = 0x304;
+pub(crate) const NRF_INTENCLR: u32 = 0x308;
+pub(crate) const NRF_MODE: u32 = 0x504;
+pub(crate) const NRF_BITMODE: u32 = 0x508;
+pub(crate) const NRF_PRESCALER: u32 = 0x510;
+pub(crate) const NRF_CC0: u32 = 0x540;
+
+/// A device timer's registers as the sampler uses them: where the next period is written,
+/// where the interrupt is acknowledged and with what, relative to the timer's base.
+#[derive(Clone, Copy)]
+pub(crate) struct Driver {
+    pub reload: u32,
+    pub ack: u32,
+    pub ack_value: u32,
+}
+
+/// The driver of a device timer kind (`None`: SysTick, or not a Cortex-M timer).
+pub(crate) fn driver(kind: u8) -> Option<Driver> {
+    match kind {
+        wire::TIMER_CMSDK => Some(Driver {
+            reload: CMSDK_RELOAD,
+            ack: CMSDK_INTCLEAR,
+            ack_value: 1,
+        }),
+        wire::TIMER_GPTM => Some(Driver {
+            reload: GPTM_TAILR,
+            ack: GPTM_ICR,
+            ack_value: 1,
+        }),
+        wire::TIMER_NRF => Some(Driver {
+            reload: NRF_CC0,
+            ack: NRF_EVENTS_COMPARE0,
+            ack_value: 0,
+        }),
+        _ => None,
+    }
+}
+
+/// Stop a device timer and forget its pending interrupt.
+///
+/// # Safety
+/// `base` is a timer of this kind that the sampler started.
+pub(crate) unsafe fn stop_device(kind: u8, base: u32, irq: u32) {
+    // SAFETY: the caller's.
+    unsafe {
+        match kind {
+            wire::TIMER_CMSDK => write_volatile((base + CMSDK_CTRL) as *mut u32, 0),
+            wire::TIMER_GPTM => write_volatile((base + GPTM_CTL) as *mut u32, 0),
+            wire::TIMER_NRF => {
+                write_volatile((base + NRF_TASKS_STOP) as *mut u32, 1);
+                write_volatile((base + NRF_INTENCLR) as *mut u32, 1 << 16);
+            }
+            _ => {}
+        }
+        if let Some(d) = driver(kind) {
+            write_volatile((base + d.ack) as *mut u32, d.ack_value);
+        }
+        write_volatile(NVIC_ICER.add((irq / 32) as usize), 1 << (irq % 32));
+        write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+    }
+}
+
 /// The jitter word the handler uses: ARMv7-M scales the random number into the span with
 /// `umlal`, ARMv6-M (no long multiply) masks it.
 pub(crate) fn jitter_operand(mask: u32) -> u32 {
@@ -228,16 +304,13 @@ pub(crate) fn read_config() -> Option<Config> {
 pub(crate) fn stop_timer(s: *mut State) {
     // SAFETY: stopping the timer this state started; clearing a pending request is harmless.
     unsafe {
-        match (*s).timer {
-            wire::TIMER_CMSDK => {
-                let base = (*s).reload_reg - CMSDK_RELOAD;
+        match driver((*s).timer) {
+            Some(d) => {
+                let base = (*s).reload_reg - d.reload;
                 let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
-                write_volatile((base + CMSDK_CTRL) as *mut u32, 0);
-                write_volatile((base + CMSDK_INTCLEAR) as *mut u32, 1);
-                write_volatile(NVIC_ICER.add((irq / 32) as usize), 1 << (irq % 32));
-                write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+                stop_device((*s).timer, base, irq);
             }
-            _ => {
+            None => {
                 write_volatile(SYST_CSR, 0);
                 write_volatile(SCB_ICSR, ICSR_PENDSTCLR);
             }

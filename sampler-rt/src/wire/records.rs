@@ -81,6 +81,13 @@ pub const TIMER_GENERIC: u8 = 4;
 /// ARMv8-A PMU overflowing every N events (aarch64 sampling); the event number is in
 /// [`Config::timer_base`](super::Config::timer_base): [`PMU_CPU_CYCLES`] uses the cycle counter, any other event counter 0.
 pub const TIMER_PMU: u8 = 5;
+/// A Stellaris/Tiva general-purpose timer (GPTM, e.g. lm3s6965's TIMER0-3): timer A as one
+/// 32-bit periodic down-counter; base address and interrupt in
+/// [`Config::timer_base`](super::Config::timer_base) and [`Config::timer_irq`](super::Config::timer_irq).
+pub const TIMER_GPTM: u8 = 6;
+/// A Nordic nRF51/nRF52 TIMER: 32-bit, 16 MHz, compare 0 clearing the counter; base address
+/// and interrupt as for [`TIMER_GPTM`].
+pub const TIMER_NRF: u8 = 7;
 /// The PMU's CPU_CYCLES event, which `TIMER_PMU` counts on the dedicated cycle counter.
 pub const PMU_CPU_CYCLES: u16 = 0x11;
 

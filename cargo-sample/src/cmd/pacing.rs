@@ -1,0 +1,233 @@
+//! Which timer paces the sampler. SysTick, unless the firmware owns it (an RTIC monotonic, a
+//! HAL's tick): then a timer of the machine whose interrupt the firmware leaves to the default
+//! handler, found in the built image. sampler-rt is built again with that timer's interrupt
+//! handler in it (`SAMPLER_RT_TIMER_VECTOR`, `SAMPLER_RT_TIMER_ACK`) and SysTick left alone,
+//! and the choice is remembered for the crate so that the next run builds once.
+
+use anyhow::{Result, bail};
+
+use super::capture::{self, Image, Runtime};
+use super::settings::Timer;
+use crate::cli::RunArgs;
+use crate::exec::machine::{DeviceTimer, Machine};
+use crate::image::wiring;
+use crate::project::{Project, Selection, firmware};
+use crate::term;
+
+/// sampler-rt's build-time settings for a device timer's handler.
+const VECTOR_ENV: &str = "SAMPLER_RT_TIMER_VECTOR";
+const ACK_ENV: &str = "SAMPLER_RT_TIMER_ACK";
+
+/// The build environment that builds `t`'s handler in, under the vector name `vector`.
+fn env_for(t: &DeviceTimer, vector: &str) -> Vec<(String, String)> {
+    vec![
+        (VECTOR_ENV.to_owned(), vector.to_owned()),
+        (ACK_ENV.to_owned(), t.ack.to_string()),
+    ]
+}
+
+/// Build the firmware with the sampler, paced by `timer` (`explicit`: the user chose it), or,
+/// when the user did not choose and the firmware owns SysTick, by a free timer of `m`. Returns
+/// the image and the timer that paces it.
+pub(crate) fn build(
+    p: &Project,
+    args: &RunArgs,
+    m: &Machine,
+    timer: Timer,
+    explicit: bool,
+    calls: &str,
+) -> Result<(Image, Timer)> {
+    let cortex_m = !m.targets.iter().any(|t| t.starts_with("aarch64"));
+    if !cortex_m || args.laps {
+        return Ok((
+            capture::build(p, &args.cargo, Runtime::Sampler(calls))?,
+            timer,
+        ));
+    }
+    let key = crate_key(p, &Selection::from(&args.cargo));
+    let remembered = remembered(p, &key);
+    // A timer of the machine: asked for by name, or chosen for this crate before.
+    let wanted: Option<&'static DeviceTimer> = match timer {
+        Timer::Device { known: Some(t), .. } => Some(t),
+        Timer::SysTick if !explicit => remembered
+            .as_ref()
+            .filter(|r| r.auto)
+            .and_then(|r| m.timers.iter().find(|t| t.name == r.timer)),
+        _ => None,
+    };
+    if let (Some(t), Some(r)) = (wanted, &remembered)
+        && t.name == r.timer
+    {
+        let img = build_with(p, args, env_for(t, &r.vector), calls)?;
+        return Ok((img, device(t)));
+    }
+    // The build as asked; it shows whether the firmware owns SysTick.
+    let first = if wanted.is_some() {
+        build_with(
+            p,
+            args,
+            vec![(VECTOR_ENV.to_owned(), "none".to_owned())],
+            calls,
+        )
+    } else {
+        capture::build(p, &args.cargo, Runtime::Sampler(calls))
+    };
+    let (inspect, owner) = match first {
+        Err(e)
+            if timer == Timer::SysTick
+                && !explicit
+                && format!("{e:#}").contains(firmware::DUPLICATE_SYSTICK) =>
+        {
+            // Without LTO the link refuses two SysTick handlers: build without sampler-rt's
+            // to read the image.
+            term::note(
+                "the link found two SysTick handlers, the application's and sampler-rt's: \
+                 building again to find a free timer for the sampler",
+            );
+            let img = build_with(
+                p,
+                args,
+                vec![(VECTOR_ENV.to_owned(), "none".to_owned())],
+                calls,
+            )?;
+            let owner = wiring::systick_owner(&img.bytes)
+                .unwrap_or_else(|| "the application's `SysTick`".to_owned());
+            (img, Some(owner))
+        }
+        Err(e) => return Err(e),
+        Ok(img) if wanted.is_some() => (img, None),
+        Ok(img) => match wiring::systick_owner(&img.bytes) {
+            Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
+            _ => return Ok((img, timer)),
+        },
+    };
+    let candidates: Vec<&'static DeviceTimer> = match wanted {
+        Some(t) => vec![t],
+        None => m.timers.iter().collect(),
+    };
+    let pick = candidates.iter().find_map(|t| {
+        wiring::free_vector(&inspect.bytes, t.irq, t.vectors)
+            .map(|name| (*t, name.unwrap_or(t.vectors[0])))
+    });
+    let Some((t, vector)) = pick else {
+        match (wanted, &owner) {
+            (Some(t), _) => bail!(
+                "{}'s interrupt (IRQ {}) is the application's own: its vector does not go to \
+                 the default handler. Choose another timer with `--timer` ({})",
+                t.name,
+                t.irq,
+                timer_names(m)
+            ),
+            (None, Some(owner)) => bail!(
+                "the firmware owns SysTick (its vector points at {owner}), and {} has no \
+                 other timer that cargo-sample knows and the firmware leaves free{}. Sampling on \
+                 SysTick would break the application's time base. What can be done: pace the \
+                 sampler with a timer of your chip the application leaves free — define its \
+                 handler with `sampler_rt::timer_interrupt!(NAME, ack = V)` and run with \
+                 `--timer cmsdk:BASE:IRQ`, `gptm:BASE:IRQ` or `nrf:BASE:IRQ` — or profile with \
+                 `--exact` (instruction counts, no timer)",
+                m.name,
+                if m.timers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (its timers {} are all in use)", timer_names(m))
+                }
+            ),
+            (None, None) => unreachable!("a pick is made only for an owner or a wanted timer"),
+        }
+    };
+    if let Some(owner) = &owner {
+        term::note(format!(
+            "the firmware owns SysTick (its vector points at {owner}): the sampler is paced by \
+             {} instead, whose interrupt (`{vector}`) the firmware leaves free. `--timer` \
+             chooses another",
+            t.describe()
+        ));
+    }
+    let img = build_with(p, args, env_for(t, vector), calls)?;
+    remember(
+        p,
+        &key,
+        &Remembered {
+            timer: t.name.to_owned(),
+            vector: vector.to_owned(),
+            auto: owner.is_some(),
+        },
+    );
+    Ok((img, device(t)))
+}
+
+fn device(t: &'static DeviceTimer) -> Timer {
+    Timer::Device {
+        kind: t.kind,
+        base: t.base,
+        irq: t.irq,
+        known: Some(t),
+    }
+}
+
+fn timer_names(m: &Machine) -> String {
+    m.timers
+        .iter()
+        .map(|t| format!("`{}`", t.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn build_with(
+    p: &Project,
+    args: &RunArgs,
+    env: Vec<(String, String)>,
+    calls: &str,
+) -> Result<Image> {
+    let mut sel = Selection::from(&args.cargo);
+    sel.env = env;
+    let built = firmware::build(p, &sel, true, &[])?;
+    let img = capture::read_image(&built.elf)?;
+    capture::sampler_state(&img, &args.cargo.feature_name, calls)?;
+    Ok(img)
+}
+
+fn crate_key(p: &Project, sel: &Selection) -> String {
+    format!(
+        "{} {}/{}/{}",
+        p.manifest_path.display(),
+        p.target_name,
+        p.triple,
+        sel.profile_name()
+    )
+}
+
+/// A device timer used for this crate before: its name, the spelling of its vector, and
+/// whether cargo-sample chose it (the firmware owns SysTick: the default from then on) or the
+/// user did (`--timer NAME`: only the spelling is reused).
+struct Remembered {
+    timer: String,
+    vector: String,
+    auto: bool,
+}
+
+fn remembered(p: &Project, key: &str) -> Option<Remembered> {
+    let text = std::fs::read_to_string(firmware::own_dir(p).join("timers.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let e = v.get(key)?;
+    Some(Remembered {
+        timer: e.get("timer")?.as_str()?.to_owned(),
+        vector: e.get("vector")?.as_str()?.to_owned(),
+        auto: e.get("auto")?.as_bool()?,
+    })
+}
+
+fn remember(p: &Project, key: &str, r: &Remembered) {
+    let path = firmware::own_dir(p).join("timers.json");
+    let mut v: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    v.insert(
+        key.to_owned(),
+        serde_json::json!({ "timer": r.timer, "vector": r.vector, "auto": r.auto }),
+    );
+    let _ = std::fs::create_dir_all(firmware::own_dir(p));
+    let _ = std::fs::write(&path, serde_json::Value::Object(v).to_string());
+}

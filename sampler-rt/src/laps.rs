@@ -281,6 +281,7 @@ mod arch {
     static mut COUNTER_ADDR: u32 = 0;
     static ZERO: u32 = 0;
 
+    #[inline(never)]
     pub(super) fn choose_counter() -> u8 {
         // SAFETY: architected debug and SysTick registers of every ARMv7-M/ARMv8-M core (ARMv6-M
         // has no DWT cycle counter: the writes are ignored and CYCCNT reads zero there).

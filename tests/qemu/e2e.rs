@@ -498,6 +498,36 @@ fn an_rtic_app_that_owns_systick_is_sampled_by_a_free_general_purpose_timer() {
     assert_eq!(line(&sampled), line(&plain));
 }
 
+/// A firmware that programs SysTick itself for a polled delay (no SysTick handler, like
+/// `cortex_m::delay::Delay`): taking SysTick would have given 2 samples (its delay reloads
+/// SysTick under the sampler). The tool sees the SysTick registers' address built in the
+/// firmware's code, paces the sampler with a CMSDK timer the firmware leaves alone (TIMER0 is
+/// the scenarios' own sampler handler, TIMER1 is free), and the shares hold.
+#[test]
+fn a_firmware_that_programs_systick_without_a_handler_gets_another_timer() {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "systick-delay",
+            "--truth",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["timer"], "TIMER1 (IRQ 9)");
+    assert!(r["samples"].as_u64().unwrap() > 2000, "{}", r["samples"]);
+    assert_within_3_sigma(
+        &r,
+        &["work_a", "work_b", "delay"],
+        "systick-delay on TIMER1",
+    );
+}
+
 /// The same application built without LTO: the link refuses two SysTick handlers; the tool
 /// reads that, finds the free timer and builds again.
 #[test]

@@ -18,6 +18,10 @@ use crate::term;
 const VECTOR_ENV: &str = "SAMPLER_RT_TIMER_VECTOR";
 const ACK_ENV: &str = "SAMPLER_RT_TIMER_ACK";
 
+/// SysTick's control and reload registers: code that holds their address programs SysTick.
+const SYST_CSR: u32 = 0xE000_E010;
+const SYST_CVR: u32 = 0xE000_E018;
+
 /// The build environment that builds `t`'s handler in, under the vector name `vector`.
 fn env_for(t: &DeviceTimer, vector: &str) -> Vec<(String, String)> {
     vec![
@@ -92,22 +96,36 @@ pub(crate) fn build(
             )?;
             let owner = wiring::systick_owner(&img.bytes)
                 .unwrap_or_else(|| "the application's `SysTick`".to_owned());
-            (img, Some(owner))
+            (img, Some(format!("its vector points at {owner}")))
         }
         Err(e) => return Err(e),
         Ok(img) if wanted.is_some() => (img, None),
-        Ok(img) => match wiring::systick_owner(&img.bytes) {
-            Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
-            _ => return Ok((img, timer)),
-        },
+        Ok(img) => {
+            let owner = wiring::systick_owner(&img.bytes)
+                .map(|h| format!("its vector points at {h}"))
+                .or_else(|| {
+                    wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
+                        .map(|f| format!("{f} programs it"))
+                });
+            match owner {
+                Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
+                _ => return Ok((img, timer)),
+            }
+        }
     };
     let candidates: Vec<&'static DeviceTimer> = match wanted {
         Some(t) => vec![t],
         None => m.timers.iter().collect(),
     };
+    // Free: its interrupt goes to the default handler and no code of the firmware drives it.
     let pick = candidates.iter().find_map(|t| {
-        wiring::free_vector(&inspect.bytes, t.irq, t.vectors)
-            .map(|name| (*t, name.unwrap_or(t.vectors[0])))
+        let name = wiring::free_vector(&inspect.bytes, t.irq, t.vectors)?;
+        if wanted.is_none()
+            && wiring::code_refers_to(&inspect.bytes, t.base, t.base + 0x1000).is_some()
+        {
+            return None;
+        }
+        Some((*t, name.unwrap_or(t.vectors[0])))
     });
     let Some((t, vector)) = pick else {
         match (wanted, &owner) {
@@ -119,7 +137,7 @@ pub(crate) fn build(
                 timer_names(m)
             ),
             (None, Some(owner)) => bail!(
-                "the firmware owns SysTick (its vector points at {owner}), and {} has no \
+                "the firmware owns SysTick ({owner}), and {} has no \
                  other timer that cargo-sample knows and the firmware leaves free{}. Sampling on \
                  SysTick would break the application's time base. What can be done: pace the \
                  sampler with a timer of your chip the application leaves free — define its \
@@ -138,7 +156,7 @@ pub(crate) fn build(
     };
     if let Some(owner) = &owner {
         term::note(format!(
-            "the firmware owns SysTick (its vector points at {owner}): the sampler is paced by \
+            "the firmware owns SysTick ({owner}): the sampler is paced by \
              {} instead, whose interrupt (`{vector}`) the firmware leaves free. `--timer` \
              chooses another",
             t.describe()

@@ -225,6 +225,78 @@ pub fn systick_owner(elf: &[u8]) -> Option<String> {
     Some(describe(&names, handler))
 }
 
+/// The first function outside sampler-rt whose code holds the address of a register in
+/// `[lo, hi)` as a literal word: the firmware drives that peripheral itself (a SysTick delay
+/// that polls COUNTFLAG, a timer used as a clock), even with no interrupt handler for it.
+/// sampler-rt keeps its own register accesses in functions of its own (not inlined), so they
+/// do not count. Both ways compilers put an address in a register are read: a literal word,
+/// and (Thumb-2) a `movw`/`movt` pair.
+pub fn code_refers_to(elf: &[u8], lo: u32, hi: u32) -> Option<String> {
+    use object::ObjectSection;
+    let file = object::File::parse(elf).ok()?;
+    let funcs = functions(&file);
+    let owner = |at: u64| -> Option<String> {
+        let f = funcs
+            .iter()
+            .rev()
+            .find(|f| f.0 <= at && at < f.1.max(f.0 + 1))
+            .or_else(|| funcs.iter().rev().find(|f| f.0 <= at));
+        match f {
+            Some(f) if f.2.starts_with("sampler_rt") => None,
+            Some(f) => Some(format!("`{}`", f.2)),
+            None => Some(format!("the code at {at:#x}")),
+        }
+    };
+    for section in file.sections() {
+        if section.kind() != object::SectionKind::Text {
+            continue;
+        }
+        let Ok(data) = section.data() else { continue };
+        let base = section.address();
+        for (i, w) in data.chunks_exact(4).enumerate() {
+            let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            if (lo..hi).contains(&word)
+                && let Some(o) = owner(base + 4 * i as u64)
+            {
+                return Some(o);
+            }
+        }
+        let half = |off: usize| -> Option<u16> {
+            Some(u16::from_le_bytes([*data.get(off)?, *data.get(off + 1)?]))
+        };
+        for off in (0..data.len().saturating_sub(3)).step_by(2) {
+            let Some((rd, high)) = mov_imm16(half(off), half(off + 2), 0xF2C0) else {
+                continue;
+            };
+            // The `movw` that sets the low half, a few instructions before.
+            let low = (2..=24).step_by(2).filter_map(|back| {
+                let at = off.checked_sub(back)?;
+                mov_imm16(half(at), half(at + 2), 0xF240).filter(|m| m.0 == rd)
+            });
+            if let Some((_, low)) = low.into_iter().next() {
+                let value = (u32::from(high) << 16) | u32::from(low);
+                if (lo..hi).contains(&value)
+                    && let Some(o) = owner(base + off as u64)
+                {
+                    return Some(o);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A Thumb-2 `movw` (`op` 0xF240) or `movt` (0xF2C0) with its register and 16-bit immediate.
+fn mov_imm16(hw1: Option<u16>, hw2: Option<u16>, op: u16) -> Option<(u16, u16)> {
+    let (hw1, hw2) = (hw1?, hw2?);
+    if hw1 & 0xFBF0 != op || hw2 & 0x8000 != 0 {
+        return None;
+    }
+    let imm =
+        ((hw1 & 0xF) << 12) | (((hw1 >> 10) & 1) << 11) | (((hw2 >> 12) & 7) << 8) | (hw2 & 0xFF);
+    Some(((hw2 >> 8) & 0xF, imm))
+}
+
 /// Whether device interrupt `irq`'s vector goes to the default handler (nothing handles it),
 /// and which of `names` the image knows as an alias of the default handler (the spelling of
 /// that vector in the device crate's `device.x`).

@@ -304,6 +304,7 @@ pub(crate) unsafe fn stream_chunk(s: *mut State) {
 ///
 /// # Safety
 /// The timer this state started is running.
+#[inline(never)]
 pub(crate) unsafe fn restart_period(s: *mut State) {
     // SAFETY: registers of the timer this state programmed.
     unsafe {

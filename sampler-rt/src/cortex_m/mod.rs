@@ -141,6 +141,7 @@ unsafe fn setup_hist(s: *mut State, cfg: &Config, fast: bool) {
 
 /// # Safety
 /// Programs SysTick; the `systick` feature must provide its handler.
+#[inline(never)]
 unsafe fn start_systick(s: *mut State, cfg: &Config) {
     // SAFETY: memory-mapped system registers of every ARMv6-M/ARMv7-M/ARMv8-M core.
     unsafe {
@@ -162,6 +163,7 @@ unsafe fn start_systick(s: *mut State, cfg: &Config) {
 /// Programs the device timer at `cfg.timer_base` (a CMSDK, GPTM or nRF TIMER, as
 /// `cfg.timer` says) to interrupt every `cfg.reload` ticks at `cfg.priority`; its interrupt
 /// handler must be sampler-rt's ([`crate::timer_interrupt!`], or the one the host had built in).
+#[inline(never)]
 unsafe fn start_device(s: *mut State, cfg: &Config) {
     let (base, irq) = (cfg.timer_base, cfg.timer_irq);
     let Some(d) = driver(cfg.timer) else { return };

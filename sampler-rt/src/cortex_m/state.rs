@@ -247,6 +247,7 @@ pub(crate) fn driver(kind: u8) -> Option<Driver> {
 ///
 /// # Safety
 /// `base` is a timer of this kind that the sampler started.
+#[inline(never)]
 pub(crate) unsafe fn stop_device(kind: u8, base: u32, irq: u32) {
     // SAFETY: the caller's.
     unsafe {
@@ -301,6 +302,7 @@ pub(crate) fn read_config() -> Option<Config> {
     Config::decode(&crate::host_block(addr_of!(SAMPLER_RT_CONFIG)))
 }
 
+#[inline(never)]
 pub(crate) fn stop_timer(s: *mut State) {
     // SAFETY: stopping the timer this state started; clearing a pending request is harmless.
     unsafe {

@@ -171,3 +171,29 @@ fn tags_that_cannot_be_recorded_are_refused_with_the_reason() {
     );
     assert!(e.contains("aligned"), "{e}");
 }
+
+/// An RTIC application tagged by exception: each hardware task by its task name with its
+/// interrupt (`control (GPIOA, IRQ 0)`, not `GPIOA`), and a dispatcher by the software tasks
+/// that share it; with LTO (tasks inlined into their handlers) and without (called).
+#[test]
+fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
+    for profile in [["--release", ""], ["--profile", "nolto"]] {
+        let mut args = vec!["--bin", "tasks", "--tag", "exception", "--samples", "2000"];
+        args.extend(profile.iter().filter(|a| !a.is_empty()));
+        let (r, _) = profile_example("rtic-app", &args);
+        let tags = rows(&r, "tags");
+        for name in [
+            "control (GPIOA, IRQ 0)",
+            "telemetry (GPIOB, IRQ 1)",
+            "watchdog (GPIOC, IRQ 2)",
+            "software tasks logger, sensor (dispatcher QEI0, IRQ 13, shared)",
+            "thread mode",
+        ] {
+            assert!(
+                tags.contains_key(name),
+                "{profile:?}: no {name} in {tags:?}"
+            );
+        }
+        assert_eq!(tags.values().sum::<u64>(), 2000, "{profile:?}");
+    }
+}

@@ -22,8 +22,10 @@ pub fn tag_names(
     tags: &[u32],
     names: &[(u32, String)],
     vectors: &[(u32, u32)],
-    sym: &Symbolizer,
+    sym: &mut Symbolizer,
+    mut code: Option<&mut disasm::Code>,
 ) -> std::collections::HashMap<u32, String> {
+    let rtic = kind == wire::TAG_XPSR && crate::image::rtic::is_rtic(sym);
     const SYSTEM: [&str; 16] = [
         "thread mode",
         "Reset",
@@ -52,15 +54,28 @@ pub fn tag_names(
             match n {
                 0..16 => SYSTEM[n as usize].to_owned(),
                 _ => {
-                    let handler = vectors
-                        .iter()
-                        .find(|v| v.0 == n)
-                        .and_then(|v| sym.function_of(v.1 as u64))
-                        .filter(|f| !f.contains("DefaultHandler"));
-                    match handler {
-                        Some(f) if f == format!("IRQ{}", n - 16) => f.to_owned(),
-                        Some(f) => format!("{f} (IRQ {})", n - 16),
+                    let address = vectors.iter().find(|v| v.0 == n).map(|v| v.1 as u64);
+                    let handler = address
+                        .and_then(|a| sym.function_of(a))
+                        .filter(|f| !f.contains("DefaultHandler"))
+                        .map(str::to_owned);
+                    let interrupt = match &handler {
+                        Some(f) if *f == format!("IRQ{}", n - 16) => f.to_owned(),
+                        Some(f) => format!("{f}, IRQ {}", n - 16),
                         None => format!("IRQ {}", n - 16),
+                    };
+                    // RTIC: the task the interrupt runs, by its name.
+                    let task = match (rtic, address, code.as_deref_mut()) {
+                        (true, Some(a), Some(c)) if handler.is_some() => {
+                            crate::image::rtic::tasks_of(sym, c, a).describe(&interrupt)
+                        }
+                        _ => None,
+                    };
+                    match (task, &handler) {
+                        (Some(t), _) => t,
+                        (None, Some(f)) if *f == format!("IRQ{}", n - 16) => f.to_owned(),
+                        (None, Some(f)) => format!("{f} (IRQ {})", n - 16),
+                        (None, None) => format!("IRQ {}", n - 16),
                     }
                 }
             }
@@ -220,7 +235,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                     &s.tags,
                     &dump.names,
                     &elf::vectors(&elf_bytes),
-                    &sym,
+                    &mut sym,
+                    code.as_mut(),
                 );
             }
             s

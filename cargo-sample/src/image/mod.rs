@@ -4,5 +4,6 @@
 
 pub mod disasm;
 pub mod elf;
+pub mod rtic;
 pub mod symbolize;
 pub mod wiring;

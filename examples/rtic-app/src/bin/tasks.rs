@@ -1,5 +1,6 @@
-//! Hardware tasks at three priorities that share resources through `lock`, a software task
-//! started with `spawn`, and `idle` doing work of its own and pending the hardware tasks.
+//! Hardware tasks at three priorities that share resources through `lock`, two software tasks
+//! of one priority (sharing a dispatcher) started with `spawn`, and `idle` doing work of its
+//! own and pending the hardware tasks.
 //! SysTick is left free. The application ends after `ROUNDS` rounds, or earlier when the
 //! sampler has its samples.
 #![no_std]
@@ -48,6 +49,9 @@ mod app {
                 rtic::pend(Interrupt::GPIOC);
                 sensor::spawn(round).ok();
             }
+            if round % 16 == 0 {
+                logger::spawn(round).ok();
+            }
             round += 1;
             if round == super::ROUNDS {
                 let total = cx.shared.total.lock(|t| *t);
@@ -86,5 +90,12 @@ mod app {
     async fn sensor(mut cx: sensor::Context, round: u32) {
         let v = filter(round, 60);
         cx.shared.total.lock(|t| *t ^= v);
+    }
+
+    /// Another software task of the same priority: it shares `sensor`'s dispatcher.
+    #[task(priority = 2, shared = [level])]
+    async fn logger(mut cx: logger::Context, round: u32) {
+        let v = crunch(round, 20);
+        cx.shared.level.lock(|l| *l ^= v);
     }
 }

@@ -32,6 +32,9 @@ struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     format: TableFormat,
+    /// Only the timer drivers' cost per sample (a quick look; the full bench measures it too).
+    #[arg(long)]
+    timers_only: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -188,6 +191,8 @@ pub struct Bench {
     pub live: Vec<LiveRate>,
     pub laps: LapCost,
     pub m0: Vec<HandlerCost>,
+    /// Device timers' drivers beside SysTick on the same firmware.
+    pub timers: Vec<HandlerCost>,
     /// The ARMv8-A handler per sample.
     pub armv8a: Vec<HandlerCost>,
     pub e2e: EndToEnd,
@@ -608,6 +613,40 @@ fn m0_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
     )
 }
 
+/// The device timers' drivers against SysTick on the same firmware: the RTIC example on
+/// lm3s6965evb (SysTick, then the general-purpose timer 0) and the microbit example (SysTick,
+/// then the nRF51 TIMER 0), with jitter; the timer's interrupt handler (its acknowledgement)
+/// counted with the sampler's code.
+fn timer_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
+    let sampler = |short: &str| {
+        short == "sampler_rt_entry"
+            || short.starts_with("sample_ring")
+            || short.starts_with("sample_hist")
+            || short == "TIMER_0A"
+            || short == "DefaultHandler"
+    };
+    let mut out = handler_costs(
+        &examples.join("rtic-app/Cargo.toml"),
+        &[
+            ("M3 ring + jitter, SysTick", &["--bin", "tasks"]),
+            (
+                "M3 ring + jitter, LM3S GPTM0",
+                &["--bin", "tasks", "--timer", "gptm0"],
+            ),
+        ],
+        sampler,
+    )?;
+    out.extend(handler_costs(
+        &examples.join("microbit-m0/Cargo.toml"),
+        &[
+            ("M0 ring + jitter, SysTick", &[]),
+            ("M0 ring + jitter, nRF51 TIMER0", &["--timer", "timer0"]),
+        ],
+        sampler,
+    )?);
+    Ok(out)
+}
+
 /// The ARMv8-A handler (vectors, fast path, slow-path entry), in the aarch64 example: the
 /// generic timer and the cycle counter's overflow.
 fn a64_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
@@ -837,6 +876,19 @@ fn bench(args: &BenchArgs) -> Result<()> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/Cargo.toml")
         }
     };
+    if args.timers_only {
+        let examples = manifest
+            .parent()
+            .and_then(Path::parent)
+            .context("the example's manifest has no parent directory")?;
+        for v in timer_costs(examples)? {
+            println!(
+                "{:<34} {:>8.2} instructions/sample {:>6} bytes {:>8} samples",
+                v.name, v.instructions_per_sample, v.hot_code_bytes, v.samples
+            );
+        }
+        return Ok(());
+    }
     let mut variants = Vec::new();
     for (name, extra, seed, variant_sym, ack) in [
         (
@@ -914,6 +966,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         .context("the example's manifest has no parent directory")?
         .to_path_buf();
     let m0 = m0_costs(&examples)?;
+    let timers = timer_costs(&examples)?;
     let armv8a = a64_costs(&examples)?;
     let e2e = end_to_end(&manifest)?;
     let transfer = dump_transfer(&manifest)?;
@@ -932,6 +985,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         live,
         laps,
         m0,
+        timers,
         armv8a,
         e2e,
         transfer,
@@ -964,6 +1018,12 @@ fn bench(args: &BenchArgs) -> Result<()> {
                     if v.name.contains("jitter") { 32 } else { 21 },
                     v.hot_code_bytes,
                     v.samples
+                );
+            }
+            for v in &all.timers {
+                println!(
+                    "{:<30} {:>12.2} {:>8} {:>10} {:>10}   (timer drivers: exact counts, handler and acknowledgement)",
+                    v.name, v.instructions_per_sample, "-", v.hot_code_bytes, v.samples
                 );
             }
             for v in &all.armv8a {

@@ -178,9 +178,14 @@ impl FromStr for TimerChoice {
             ["nrf", base, irq] => {
                 TimerChoice::Device(sampler_rt::wire::TIMER_NRF, num(base)?, num(irq)?)
             }
+            ["stm32", base, irq] => {
+                TimerChoice::Device(sampler_rt::wire::TIMER_STM32, num(base)?, num(irq)?)
+            }
             [name]
-                if name.len() >= 5
-                    && (name.starts_with("gptm") || name.starts_with("timer"))
+                if name.len() >= 4
+                    && (name.starts_with("gptm")
+                        || name.starts_with("timer")
+                        || name.starts_with("tim"))
                     && name[name.len() - 1..].bytes().all(|b| b.is_ascii_digit()) =>
             {
                 TimerChoice::Named((*name).to_owned())
@@ -188,8 +193,9 @@ impl FromStr for TimerChoice {
             _ => {
                 return Err(format!(
                     "unknown timer `{s}`: use `systick`, a timer of the machine by name \
-                     (`gptm0` on lm3s6965evb, `timer0` on microbit and mps2), \
-                     `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ` or `nrf:BASE:IRQ` (e.g. \
+                     (`gptm0` on lm3s6965evb, `timer0` on microbit and mps2, `tim2` on \
+                     netduinoplus2), `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ`, `nrf:BASE:IRQ` or \
+                     `stm32:BASE:IRQ` (e.g. \
                      `cmsdk:0x40000000:8`), or on ARMv8-A `generic` or `pmu:EVENT` (e.g. \
                      `pmu:cpu_cycles`)"
                 ));
@@ -207,10 +213,10 @@ impl fmt::Display for TimerChoice {
             TimerChoice::Cmsdk(Some((b, i))) => write!(f, "cmsdk:{b:#x}:{i}"),
             TimerChoice::Pmu(e) => write!(f, "pmu:{e}"),
             TimerChoice::Device(k, b, i) => {
-                let kind = if *k == sampler_rt::wire::TIMER_NRF {
-                    "nrf"
-                } else {
-                    "gptm"
+                let kind = match *k {
+                    sampler_rt::wire::TIMER_NRF => "nrf",
+                    sampler_rt::wire::TIMER_STM32 => "stm32",
+                    _ => "gptm",
                 };
                 write!(f, "{kind}:{b:#x}:{i}")
             }
@@ -260,7 +266,11 @@ mod tests {
             "pmu:cpu_cycles".parse(),
             Ok(TimerChoice::Pmu("cpu_cycles".into()))
         );
-        assert!("tim3".parse::<TimerChoice>().is_err());
+        assert!("tmr3".parse::<TimerChoice>().is_err());
+        assert_eq!(
+            "tim2".parse::<TimerChoice>(),
+            Ok(TimerChoice::Named("tim2".into()))
+        );
         assert!("cmsdk:x:1".parse::<TimerChoice>().is_err());
         for s in [
             "systick",

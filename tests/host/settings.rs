@@ -15,7 +15,7 @@ fn malformed_settings_are_refused_before_anything_is_built() {
         (["--period", "0"], "more than zero"),
         (["--tag", "task"], "use `exception`, `api`, `symbol:NAME`"),
         (["--tag", "0x20000102"], "4-byte aligned"),
-        (["--timer", "tim3"], "unknown timer `tim3`"),
+        (["--timer", "tmr3"], "unknown timer `tmr3`"),
         (["--timer", "cmsdk:0x4000:x"], "`x` is not a 32-bit number"),
     ] {
         let out = cargo_sample(

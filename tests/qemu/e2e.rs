@@ -528,6 +528,22 @@ fn a_firmware_that_programs_systick_without_a_handler_gets_another_timer() {
     );
 }
 
+/// An STM32F405 (netduinoplus2) whose SysTick delay owns SysTick: TIM2 paces the sampler (its
+/// 1 GHz clock in QEMU, the counter never written), within 3 sigma of the exact counts, and
+/// the run takes as many samples as its length over the period says.
+#[test]
+fn an_stm32_general_purpose_timer_paces_the_sampler_on_netduinoplus2() {
+    let (r, _) = profile_example("stm32f4-delay", &["--release", "--truth"]);
+    assert_eq!(r["timer"], "TIM2 (IRQ 28)");
+    let samples = r["samples"].as_f64().unwrap();
+    let expected = r["exact_instructions"].as_f64().unwrap() / 10_000.0;
+    assert!(
+        (samples - expected).abs() < 0.05 * expected,
+        "{samples} samples, {expected} periods"
+    );
+    assert_within_3_sigma(&r, &["work_a", "work_b", "delay"], "stm32f4-delay on TIM2");
+}
+
 /// The same application built without LTO: the link refuses two SysTick handlers; the tool
 /// reads that, finds the free timer and builds again.
 #[test]

@@ -48,7 +48,11 @@ pub(crate) fn build(
             timer,
         ));
     }
-    let key = crate_key(p, &Selection::from(&args.cargo));
+    let key = format!(
+        "{} on {}",
+        crate_key(p, &Selection::from(&args.cargo)),
+        m.name
+    );
     let remembered = remembered(p, &key);
     // A timer of the machine: asked for by name, or chosen for this crate before.
     let wanted: Option<&'static DeviceTimer> = match timer {
@@ -117,23 +121,29 @@ pub(crate) fn build(
         Some(t) => vec![t],
         None => m.timers.iter().collect(),
     };
-    // Free: its interrupt goes to the default handler and no code of the firmware drives it.
+    // Free: its interrupt goes to the default handler under a name the image knows (the
+    // device crate's; a firmware built for another chip has none of the timer's names), and
+    // no code of the firmware drives the timer.
     let pick = candidates.iter().find_map(|t| {
-        let name = wiring::free_vector(&inspect.bytes, t.irq, t.vectors)?;
+        let name = wiring::free_vector(&inspect.bytes, t.irq, t.vectors)??;
         if wanted.is_none()
-            && wiring::code_refers_to(&inspect.bytes, t.base, t.base + 0x1000).is_some()
+            && wiring::code_refers_to(&inspect.bytes, t.base, t.base + t.span()).is_some()
         {
             return None;
         }
-        Some((*t, name.unwrap_or(t.vectors[0])))
+        Some((*t, name))
     });
     let Some((t, vector)) = pick else {
         match (wanted, &owner) {
             (Some(t), _) => bail!(
-                "{}'s interrupt (IRQ {}) is the application's own: its vector does not go to \
-                 the default handler. Choose another timer with `--timer` ({})",
+                "{}'s interrupt (IRQ {}) cannot pace the sampler: either the application \
+                 handles it (its vector does not go to the default handler) or the image has no \
+                 interrupt of that name ({}; is the firmware built for {}?). Choose another \
+                 timer with `--timer` ({})",
                 t.name,
                 t.irq,
+                t.vectors.join(", "),
+                m.name,
                 timer_names(m)
             ),
             (None, Some(owner)) => bail!(
@@ -148,7 +158,11 @@ pub(crate) fn build(
                 if m.timers.is_empty() {
                     String::new()
                 } else {
-                    format!(" (its timers {} are all in use)", timer_names(m))
+                    format!(
+                        " (of its timers {}, none has its interrupt free under its device \
+                         crate's name in this image, or the firmware drives them)",
+                        timer_names(m)
+                    )
                 }
             ),
             (None, None) => unreachable!("a pick is made only for an owner or a wanted timer"),

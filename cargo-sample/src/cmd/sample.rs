@@ -129,6 +129,8 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     let timer_hz = match timer {
         Timer::Pmu { event } if event == crate::analysis::events::CPU_CYCLES => 1_000_000_000,
         Timer::Pmu { .. } => 0,
+        // A device timer with a clock of its own in QEMU (STM32's 1 GHz).
+        Timer::Device { known: Some(t), .. } if t.hz > 0 => t.hz,
         _ => m.systick_hz,
     };
     // PMU overflows: QEMU's cycle counter then ticks once per instruction, as in `stat`.
@@ -143,7 +145,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             1.0 / f64::from(1u32 << shift)
         }
         Timer::Pmu { .. } => 1.0,
-        _ => m.instructions_per_tick(shift),
+        _ => 1e9 / timer_hz as f64 / f64::from(1u32 << shift),
     };
     let period = match args.period {
         Some(p) => p.ticks(timer_hz).map_err(anyhow::Error::msg)?,

@@ -29,9 +29,20 @@ pub struct DeviceTimer {
     pub vectors: &'static [&'static str],
     /// The value that acknowledges its interrupt.
     pub ack: u8,
+    /// Its clock in QEMU, Hz, when it is not the SysTick core clock (0).
+    pub hz: u64,
 }
 
 impl DeviceTimer {
+    /// Bytes of its register block, for finding code that drives it.
+    pub fn span(&self) -> u32 {
+        if self.kind == sampler_rt::wire::TIMER_STM32 {
+            0x400
+        } else {
+            0x1000
+        }
+    }
+
     /// How reports name it: `GPTM0 (IRQ 19)`.
     pub fn describe(&self) -> String {
         format!("{} (IRQ {})", self.name.to_ascii_uppercase(), self.irq)
@@ -44,6 +55,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         sampler_rt::wire::TIMER_CMSDK => "cmsdk",
         sampler_rt::wire::TIMER_GPTM => "gptm",
         sampler_rt::wire::TIMER_NRF => "nrf",
+        sampler_rt::wire::TIMER_STM32 => "stm32",
         _ => "timer",
     }
 }
@@ -61,6 +73,7 @@ const fn cmsdk(
         irq,
         vectors,
         ack: 1,
+        hz: 0,
     }
 }
 
@@ -92,6 +105,31 @@ const fn gptm(
         irq,
         vectors,
         ack: 1,
+        hz: 0,
+    }
+}
+
+/// The STM32F405's 32-bit general-purpose timers TIM2 and TIM5. QEMU (7.2) clocks them at
+/// 1 GHz (a real F405 at 84 MHz) and interrupts every ARR ticks, only without prescaler.
+const STM32F4_TIMERS: &[DeviceTimer] = &[
+    stm32("tim2", 0x4000_0000, 28, &["TIM2"]),
+    stm32("tim5", 0x4000_0C00, 50, &["TIM5"]),
+];
+
+const fn stm32(
+    name: &'static str,
+    base: u32,
+    irq: u32,
+    vectors: &'static [&'static str],
+) -> DeviceTimer {
+    DeviceTimer {
+        name,
+        kind: sampler_rt::wire::TIMER_STM32,
+        base,
+        irq,
+        vectors,
+        ack: 0,
+        hz: 1_000_000_000,
     }
 }
 
@@ -115,6 +153,7 @@ const fn nrf(
         irq,
         vectors,
         ack: 0,
+        hz: 0,
     }
 }
 
@@ -183,7 +222,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 168_000_000,
         targets: V7EM,
         cmsdk_timer: None,
-        timers: &[],
+        timers: STM32F4_TIMERS,
     },
     Machine {
         name: "microbit",

@@ -318,8 +318,24 @@ pub fn free_vector<'a>(elf: &[u8], irq: u32, names: &[&'a str]) -> Option<Option
         .copied();
     // A firmware without a device crate has no names for its interrupts: cortex-m-rt points
     // all of them at `DefaultHandler` (its `DefaultHandler_` unless the application defines
-    // one). The sampler's handler can stand in for that one then.
-    if known.is_none() && here.contains(&"DefaultHandler_") {
+    // one). The sampler's handler can stand in for that one then. With a device crate, the
+    // default handler carries the names of every unused interrupt: none of them is the
+    // timer's when the firmware is built for another chip.
+    const CORE: &[&str] = &[
+        "DefaultHandler",
+        "DefaultHandler_",
+        "NonMaskableInt",
+        "MemoryManagement",
+        "BusFault",
+        "UsageFault",
+        "SecureFault",
+        "SVCall",
+        "DebugMonitor",
+        "PendSV",
+        "SysTick",
+    ];
+    let device_names = here.iter().any(|n| !CORE.contains(n));
+    if known.is_none() && !device_names && here.contains(&"DefaultHandler_") {
         return Some(Some("DefaultHandler"));
     }
     Some(known)

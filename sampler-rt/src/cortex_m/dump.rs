@@ -323,6 +323,7 @@ pub(crate) unsafe fn restart_period(s: *mut State) {
                         write_volatile((base + GPTM_CTL) as *mut u32, 1);
                     }
                     wire::TIMER_NRF => write_volatile((base + NRF_TASKS_CLEAR) as *mut u32, 1),
+                    // The counter runs on (see `start_device`): only the flag is cleared.
                     _ => {}
                 }
                 let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);

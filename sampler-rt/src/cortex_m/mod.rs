@@ -93,7 +93,9 @@ pub fn start() {
         next_chunk(s);
         (*s).phase = PHASE_RUNNING;
         match cfg.timer {
-            wire::TIMER_CMSDK | wire::TIMER_GPTM | wire::TIMER_NRF => start_device(s, &cfg),
+            wire::TIMER_CMSDK | wire::TIMER_GPTM | wire::TIMER_NRF | wire::TIMER_STM32 => {
+                start_device(s, &cfg)
+            }
             _ => start_systick(s, &cfg),
         }
     }
@@ -160,7 +162,7 @@ unsafe fn start_systick(s: *mut State, cfg: &Config) {
 }
 
 /// # Safety
-/// Programs the device timer at `cfg.timer_base` (a CMSDK, GPTM or nRF TIMER, as
+/// Programs the device timer at `cfg.timer_base` (a CMSDK, GPTM, nRF or STM32 timer, as
 /// `cfg.timer` says) to interrupt every `cfg.reload` ticks at `cfg.priority`; its interrupt
 /// handler must be sampler-rt's ([`crate::timer_interrupt!`], or the one the host had built in).
 #[inline(never)]
@@ -195,6 +197,14 @@ unsafe fn start_device(s: *mut State, cfg: &Config) {
                 write_volatile(reg(NRF_TASKS_CLEAR), 1);
                 write_volatile(reg(NRF_INTENSET), 1 << 16);
             }
+            wire::TIMER_STM32 => {
+                // Up-counting to ARR, no prescaler, update interrupt only. The counter is not
+                // written: QEMU 7.2 then loses the period (measured: 1.2 ms instead of 80 us).
+                write_volatile(reg(STM32_PSC), 0);
+                write_volatile(reg(STM32_ARR), cfg.reload);
+                write_volatile(reg(STM32_SR), 0);
+                write_volatile(reg(STM32_DIER), 1);
+            }
             _ => {}
         }
         let ipr = NVIC_IPR.add((irq / 4) as usize);
@@ -207,6 +217,8 @@ unsafe fn start_device(s: *mut State, cfg: &Config) {
             wire::TIMER_CMSDK => write_volatile(reg(CMSDK_CTRL), 0b1001),
             wire::TIMER_GPTM => write_volatile(reg(GPTM_CTL), 1),
             wire::TIMER_NRF => write_volatile(reg(NRF_TASKS_START), 1),
+            // CEN | URS (only an overflow interrupts).
+            wire::TIMER_STM32 => write_volatile(reg(STM32_CR1), 0b101),
             _ => {}
         }
     }

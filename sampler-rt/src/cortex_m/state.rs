@@ -212,6 +212,13 @@ pub(crate) const NRF_BITMODE: u32 = 0x508;
 pub(crate) const NRF_PRESCALER: u32 = 0x510;
 pub(crate) const NRF_CC0: u32 = 0x540;
 
+// STM32 general-purpose timers (RM0090, "General-purpose timers (TIM2 to TIM5)").
+pub(crate) const STM32_CR1: u32 = 0x00;
+pub(crate) const STM32_DIER: u32 = 0x0C;
+pub(crate) const STM32_SR: u32 = 0x10;
+pub(crate) const STM32_PSC: u32 = 0x28;
+pub(crate) const STM32_ARR: u32 = 0x2C;
+
 /// A device timer's registers as the sampler uses them: where the next period is written,
 /// where the interrupt is acknowledged and with what, relative to the timer's base.
 #[derive(Clone, Copy)]
@@ -239,6 +246,11 @@ pub(crate) fn driver(kind: u8) -> Option<Driver> {
             ack: NRF_EVENTS_COMPARE0,
             ack_value: 0,
         }),
+        wire::TIMER_STM32 => Some(Driver {
+            reload: STM32_ARR,
+            ack: STM32_SR,
+            ack_value: 0,
+        }),
         _ => None,
     }
 }
@@ -257,6 +269,10 @@ pub(crate) unsafe fn stop_device(kind: u8, base: u32, irq: u32) {
             wire::TIMER_NRF => {
                 write_volatile((base + NRF_TASKS_STOP) as *mut u32, 1);
                 write_volatile((base + NRF_INTENCLR) as *mut u32, 1 << 16);
+            }
+            wire::TIMER_STM32 => {
+                write_volatile((base + STM32_CR1) as *mut u32, 0);
+                write_volatile((base + STM32_DIER) as *mut u32, 0);
             }
             _ => {}
         }

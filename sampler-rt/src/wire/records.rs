@@ -88,6 +88,9 @@ pub const TIMER_GPTM: u8 = 6;
 /// A Nordic nRF51/nRF52 TIMER: 32-bit, 16 MHz, compare 0 clearing the counter; base address
 /// and interrupt as for [`TIMER_GPTM`].
 pub const TIMER_NRF: u8 = 7;
+/// An STM32 general-purpose timer (TIM2..TIM5): up-counting to ARR, update interrupt; base
+/// address and interrupt as for [`TIMER_GPTM`].
+pub const TIMER_STM32: u8 = 8;
 /// The PMU's CPU_CYCLES event, which `TIMER_PMU` counts on the dedicated cycle counter.
 pub const PMU_CPU_CYCLES: u16 = 0x11;
 

@@ -30,7 +30,8 @@
 //! | [`set_tag`], [`tag`], [`name_tag`] | yes | tags not stored | yes |
 //! | [`laps`] | DWT CYCCNT, else SysTick | SysTick | PMCCNTR_EL0 / CNTVCT_EL0 |
 //! | `pmu` (event counting around regions) | – | – | yes |
-//! | [`timer_interrupt!`], [`cmsdk_timer_interrupt!`] (a device timer instead of SysTick: CMSDK, Stellaris GPTM, Nordic TIMER) | yes | yes | – |
+//! | [`timer_interrupt!`], [`cmsdk_timer_interrupt!`] (a device timer instead of SysTick: CMSDK, Stellaris GPTM, Nordic TIMER, STM32 TIM) | yes | yes | – |
+//! | `Timer`, `start_with_timer` (any timer, driven by the firmware) | yes | yes | – |
 //!
 //! The docs show one target at a time; docs.rs builds them for `thumbv7em-none-eabihf`,
 //! `thumbv6m-none-eabi` and `aarch64-unknown-none`.
@@ -111,7 +112,7 @@ mod semihosting;
 pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-pub use cortex_m::{exit, flush, samples_taken, set_writer, start, stop};
+pub use cortex_m::{Timer, exit, flush, samples_taken, set_writer, start, start_with_timer, stop};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 #[doc(hidden)]

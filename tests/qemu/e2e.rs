@@ -544,6 +544,24 @@ fn an_stm32_general_purpose_timer_paces_the_sampler_on_netduinoplus2() {
     assert_within_3_sigma(&r, &["work_a", "work_b", "delay"], "stm32f4-delay on TIM2");
 }
 
+/// Any timer, driven by the firmware: `sampler_rt::start_with_timer` with start, stop, the
+/// reload and flag registers of CMSDK timer 1 and `timer_interrupt!`. The header names the
+/// firmware's timer with its clock, the run's length follows from the period, the shares hold.
+#[test]
+fn a_timer_the_firmware_drives_paces_the_sampler() {
+    let (r, _) = profile_in("firmware-timer", &["--samples", "5000", "--truth"]);
+    assert_eq!(r["timer"], "the firmware's timer");
+    assert_eq!(r["timer_hz"], 25_000_000);
+    assert_eq!(r["samples"], 5000);
+    let exact = r["exact_instructions"].as_f64().unwrap();
+    let estimated = r["duration_units"].as_f64().unwrap();
+    assert!(
+        (estimated - exact).abs() < 0.02 * exact,
+        "{estimated} estimated, {exact} counted"
+    );
+    assert_within_3_sigma(&r, &["hot_a", "hot_b", "hot_c"], "firmware timer");
+}
+
 /// The same application built without LTO: the link refuses two SysTick handlers; the tool
 /// reads that, finds the free timer and builds again.
 #[test]

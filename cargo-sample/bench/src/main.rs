@@ -637,6 +637,20 @@ fn timer_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
         sampler,
     )?;
     out.extend(handler_costs(
+        &examples.join("scenarios/Cargo.toml"),
+        &[
+            (
+                "M3 ring + jitter, SysTick (3 loops)",
+                &["--bin", "hot-loops"],
+            ),
+            (
+                "M3 ring + jitter, firmware's timer",
+                &["--bin", "firmware-timer"],
+            ),
+        ],
+        |short| sampler(short) || short == "TIMER1",
+    )?);
+    out.extend(handler_costs(
         &examples.join("microbit-m0/Cargo.toml"),
         &[
             ("M0 ring + jitter, SysTick", &[]),

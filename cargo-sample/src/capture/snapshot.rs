@@ -48,6 +48,7 @@ pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: (u32, u32, 
         rt_version: 0,
         tag_kind: s.tag_kind as u8,
         foreign: s.foreign,
+        timer_hz: 0,
     }
 }
 

@@ -100,6 +100,21 @@ pub fn tag_names(
 pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
     let i = &dump.info;
     let period_ticks = i.reload as f64 + 1.0 + i.jitter_mask as f64 / 2.0;
+    // A timer the firmware drives ticks at its own clock (0: not given): instructions (QEMU) or
+    // core cycles (a board with `--clock`) per tick follow from it.
+    let (timer_hz, units_per_tick) = if i.timer == wire::TIMER_CUSTOM {
+        let hz = u64::from(i.timer_hz);
+        // Not given: taken as the core clock's, and the header says so.
+        let per_tick = match (hz, &meta.board) {
+            (0, _) => meta.units_per_tick,
+            (hz, None) => 1e9 / hz as f64 / f64::from(1u32 << meta.icount_shift.min(20)),
+            (hz, Some(_)) if meta.timer_hz > 0 => meta.timer_hz as f64 / hz as f64,
+            (_, Some(_)) => 1.0,
+        };
+        (hz, per_tick)
+    } else {
+        (meta.timer_hz, meta.units_per_tick)
+    };
     let kept = match &dump.hist {
         Some(h) => h.total() as u32,
         None => dump.pcs.len() as u32,
@@ -120,7 +135,9 @@ pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
         on_events: i.timer == wire::TIMER_PMU && meta.timer_hz == 0,
         foreign_interrupts: i.foreign,
         timer: match i.timer {
+            wire::TIMER_CUSTOM => "the firmware's timer".into(),
             _ if meta.pacer.is_some() => meta.pacer.clone().unwrap_or_default(),
+            wire::TIMER_STM32 => "STM32 timer".into(),
             wire::TIMER_CMSDK => "CMSDK timer".into(),
             wire::TIMER_GPTM => "general-purpose timer".into(),
             wire::TIMER_NRF => "TIMER".into(),
@@ -132,9 +149,9 @@ pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
             wire::TIMER_PCSR => "DWT_PCSR polled by the host".into(),
             _ => "SysTick".into(),
         },
-        timer_hz: meta.timer_hz,
+        timer_hz,
         period_ticks,
-        period_units: period_ticks * meta.units_per_tick,
+        period_units: period_ticks * units_per_tick,
         jitter_ticks: if i.jitter_mask == 0 {
             0
         } else {
@@ -147,7 +164,7 @@ pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
         requested: meta.requested_samples,
         stop: report::stop_reason(i.stop).into(),
         source: meta.source.clone().unwrap_or_else(|| "dump".into()),
-        duration_units: i.taken as f64 * period_ticks * meta.units_per_tick,
+        duration_units: i.taken as f64 * period_ticks * units_per_tick,
     }
 }
 

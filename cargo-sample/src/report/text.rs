@@ -122,7 +122,9 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             f.period_units,
             f.unit,
             f.priority,
-            if board && !f.on_events {
+            if board && f.timer == "the firmware's timer" {
+                " · its clock not given (`sampler_rt::Timer::hz`): ticks taken as core cycles"
+            } else if board && !f.on_events {
                 " · clock not given (`--clock HZ`)"
             } else {
                 ""

@@ -194,6 +194,7 @@ pub(crate) unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info
                 wire::TAG_WORD
             },
             foreign: (*s).foreign,
+            timer_hz: 0,
         }
     }
 }

@@ -188,6 +188,10 @@ pub(crate) unsafe fn info_now(s: *mut State, taken: u32) -> Info {
             rt_version: crate::RT_VERSION,
             tag_kind: (*s).tag_kind as u8,
             foreign: 0,
+            timer_hz: match super::firmware_timer() {
+                Some(t) if (*s).timer == wire::TIMER_CUSTOM => t.hz,
+                _ => 0,
+            },
         }
     }
 }
@@ -328,6 +332,10 @@ pub(crate) unsafe fn restart_period(s: *mut State) {
                 }
                 let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
                 write_volatile(NVIC_ICPR.add((irq / 32) as usize), 1 << (irq % 32));
+            }
+            None if (*s).timer == wire::TIMER_CUSTOM => {
+                let priority = read_config().map(|c| c.priority).unwrap_or(0);
+                super::restart_firmware_timer((*s).reload, priority);
             }
             None => {
                 write_volatile(SYST_CVR, 0);

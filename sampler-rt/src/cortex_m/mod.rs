@@ -16,6 +16,70 @@ use handlers::*;
 pub use state::SAMPLER_RT_STATE;
 use state::*;
 
+/// A timer of the chip that paces the sampler in place of SysTick, driven by the firmware: the
+/// way to sample on any timer, beside the ones cargo-sample drives itself.
+///
+/// The firmware gives three operations, and the sampler keeps its fast path to two stores:
+/// - `start(ticks, priority)`: interrupt every `ticks` ticks from now on, at NVIC priority byte
+///   `priority` (0, the most urgent, unless `--priority` says otherwise); enable the interrupt.
+/// - acknowledging the interrupt: the handler that [`timer_interrupt!`](crate::timer_interrupt)
+///   defines writes its `ack` value to `flag`, the timer's interrupt-flag register;
+/// - loading the next period: the sampling interrupt writes the next period's length in ticks
+///   (random around the mean) to `reload`, a register that sets the length of the period after
+///   the current one (an auto-reload or reload register, or a compare register the counter
+///   clears at). `reload: 0` samples at a constant period.
+///
+/// `stop()` stops the timer and clears its pending interrupt. Periods (`--period N`) are in
+/// the timer's ticks.
+///
+/// ```ignore
+/// static TIMER: sampler_rt::Timer = sampler_rt::Timer {
+///     start: |ticks, prio| { /* program TIM7: ARR = ticks, enable its IRQ at prio */ },
+///     stop: || { /* CR1 = 0, clear pending */ },
+///     reload: 0x4000_142C, // TIM7_ARR
+///     flag: 0x4000_1410,   // TIM7_SR
+///     hz: 84_000_000,
+/// };
+/// sampler_rt::timer_interrupt!(TIM7, ack = 0);
+/// // in main:
+/// sampler_rt::start_with_timer(&TIMER);
+/// ```
+pub struct Timer {
+    /// Interrupt every `ticks` ticks from now, at this NVIC priority byte.
+    pub start: fn(ticks: u32, priority: u8),
+    /// No more interrupts, none pending.
+    pub stop: fn(),
+    /// Address of the register the next period's length is written to; 0 for a constant
+    /// period.
+    pub reload: u32,
+    /// Address of the register [`timer_interrupt!`](crate::timer_interrupt)'s handler writes to
+    /// acknowledge the interrupt.
+    pub flag: u32,
+    /// The timer's clock, Hz (0 if unknown): the report turns its ticks into time and
+    /// instructions with it.
+    pub hz: u32,
+}
+
+/// The firmware's timer, when it gave one.
+static mut FIRMWARE_TIMER: Option<&'static Timer> = None;
+
+/// A word the constant-period handlers never write, for a timer without a reload register.
+static mut NO_RELOAD: u32 = 0;
+
+/// [`start`], paced by a timer the firmware drives (see [`Timer`]) instead of SysTick.
+pub fn start_with_timer(timer: &'static Timer) {
+    crate::without_interrupts(|| {
+        // SAFETY: the sampling interrupt is not running yet (or masked).
+        unsafe { *addr_of_mut!(FIRMWARE_TIMER) = Some(timer) };
+    });
+    start();
+}
+
+pub(crate) fn firmware_timer() -> Option<&'static Timer> {
+    // SAFETY: written once, before sampling starts.
+    unsafe { *addr_of!(FIRMWARE_TIMER) }
+}
+
 /// Start sampling with the configuration `cargo sample` placed in RAM for this run (or the
 /// built-in defaults when the firmware was started by other means: 1023-tick random period
 /// span, ring mode, no dump transport). Call it once, early in `main`; later calls do nothing.
@@ -28,7 +92,13 @@ pub fn start() {
         }
         crate::laps::SYSTICK_SAMPLING = sampling_on_systick;
         let found = read_config();
-        let cfg = found.unwrap_or_else(defaults);
+        let mut cfg = found.unwrap_or_else(defaults);
+        if let Some(t) = firmware_timer() {
+            cfg.timer = wire::TIMER_CUSTOM;
+            if t.reload == 0 {
+                cfg.jitter_mask = 0;
+            }
+        }
         (*s).config_found = found.is_some() as u8;
         (*s).mode = cfg.mode;
         (*s).sink = cfg.sink;
@@ -96,6 +166,7 @@ pub fn start() {
             wire::TIMER_CMSDK | wire::TIMER_GPTM | wire::TIMER_NRF | wire::TIMER_STM32 => {
                 start_device(s, &cfg)
             }
+            wire::TIMER_CUSTOM => start_firmware_timer(s, &cfg),
             _ => start_systick(s, &cfg),
         }
     }
@@ -138,6 +209,38 @@ unsafe fn setup_hist(s: *mut State, cfg: &Config, fast: bool) {
         if cfg.jitter_mask == 0 {
             (*s).rng = word;
         }
+    }
+}
+
+/// # Safety
+/// The firmware gave its timer; its handler must be sampler-rt's.
+#[inline(never)]
+unsafe fn start_firmware_timer(s: *mut State, cfg: &Config) {
+    let Some(t) = firmware_timer() else { return };
+    // SAFETY: the state is not in use by the sampling interrupt yet.
+    unsafe {
+        (*s).reload_reg = if t.reload == 0 {
+            addr_of_mut!(NO_RELOAD) as u32
+        } else {
+            t.reload
+        };
+        (*s).ack_reg = t.flag;
+    }
+    (t.start)(cfg.reload, cfg.priority);
+}
+
+/// Stop the firmware's timer (see [`Timer`]).
+pub(crate) fn stop_firmware_timer() {
+    if let Some(t) = firmware_timer() {
+        (t.stop)();
+    }
+}
+
+/// Start a fresh period of the firmware's timer.
+pub(crate) fn restart_firmware_timer(ticks: u32, priority: u8) {
+    if let Some(t) = firmware_timer() {
+        (t.stop)();
+        (t.start)(ticks, priority);
     }
 }
 

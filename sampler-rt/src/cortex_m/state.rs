@@ -328,6 +328,7 @@ pub(crate) fn stop_timer(s: *mut State) {
                 let irq = read_config().map(|c| c.timer_irq).unwrap_or(0);
                 stop_device((*s).timer, base, irq);
             }
+            None if (*s).timer == wire::TIMER_CUSTOM => super::stop_firmware_timer(),
             None => {
                 write_volatile(SYST_CSR, 0);
                 write_volatile(SCB_ICSR, ICSR_PENDSTCLR);

@@ -101,6 +101,7 @@ mod tests {
             rt_version: 0x0102,
             tag_kind: TAG_XPSR,
             foreign: 0x0A0B_0C0D,
+            timer_hz: 84_000_000,
         };
         assert_eq!(Info::decode(&i.encode()), Some(i));
         assert_eq!(Info::decode(&[0u8; 10]), None);

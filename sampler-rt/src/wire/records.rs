@@ -91,6 +91,9 @@ pub const TIMER_NRF: u8 = 7;
 /// An STM32 general-purpose timer (TIM2..TIM5): up-counting to ARR, update interrupt; base
 /// address and interrupt as for [`TIMER_GPTM`].
 pub const TIMER_STM32: u8 = 8;
+/// A timer the firmware drives itself (`sampler_rt::start_with_timer`): its clock is the
+/// firmware's business, so periods are in its ticks.
+pub const TIMER_CUSTOM: u8 = 9;
 /// The PMU's CPU_CYCLES event, which `TIMER_PMU` counts on the dedicated cycle counter.
 pub const PMU_CPU_CYCLES: u16 = 0x11;
 
@@ -137,7 +140,10 @@ pub const INFO_LEN: usize = 64;
 ///  45     1  priority        exception priority given to the sampling timer
 ///  46     2  rt_version      sampler-rt version: major << 8 | minor
 ///  48     1  tag_kind        TAG_*: what each sample's tag is
-///  49    15  reserved        zero
+///  49     3  reserved        zero
+///  52     4  foreign         foreign interrupts the sampler disabled (ARMv8-A)
+///  56     4  timer_hz        TIMER_CUSTOM: the firmware timer's clock, Hz (0: not given)
+///  60     4  reserved        zero
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Info {
@@ -182,6 +188,8 @@ pub struct Info {
     /// ended unserved (the firmware has interrupts of its own: it should keep its vectors and
     /// call `sampler_rt::on_irq`).
     pub foreign: u32,
+    /// [`TIMER_CUSTOM`]: the clock of the firmware's timer, Hz (0: not given).
+    pub timer_hz: u32,
 }
 
 impl Info {
@@ -207,6 +215,7 @@ impl Info {
         b[46..48].copy_from_slice(&self.rt_version.to_le_bytes());
         b[48] = self.tag_kind;
         put32(&mut b, 52, self.foreign);
+        put32(&mut b, 56, self.timer_hz);
         b
     }
 
@@ -235,6 +244,7 @@ impl Info {
             rt_version: u16::from_le_bytes([b[46], b[47]]),
             tag_kind: b[48],
             foreign: get32(b, 52),
+            timer_hz: get32(b, 56),
         })
     }
 }

@@ -197,3 +197,53 @@ fn a_profile_that_disagrees_with_its_exact_count_says_so() {
     let r = profile("hot-loops", &["--samples", "10000", "--truth"]);
     assert_eq!(diagnostics(&r), Vec::<Value>::new());
 }
+
+/// An RTIC application sampled at a priority that its `lock`s mask (0xc0, the ceiling of a
+/// resource `control` shares with `telemetry`): the pile after BASEPRI is restored is named
+/// as the end of a `lock` in the task, with what fixes it (priority 0), and the held-off
+/// warning names the tasks behind the handlers. At the default priority no lock holds the
+/// sampler back.
+#[test]
+fn an_rtic_lock_that_masks_the_sampler_is_named_with_its_task() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rtic-app");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "--release",
+            "--bin",
+            "tasks",
+            "--samples",
+            "2000",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cargo_sample(&dir, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let r = run(&["--priority", "0xc0"]);
+    let messages: Vec<String> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["message"].as_str().unwrap().to_owned())
+        .collect();
+    let lock = messages
+        .iter()
+        .find(|m| m.contains("the end of a `lock` in RTIC's task `control` (GPIOA)"))
+        .unwrap_or_else(|| panic!("{messages:#?}"));
+    assert!(lock.contains("no BASEPRI section holds it back"), "{lock}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("handlers in this image: control (GPIOA), telemetry (GPIOB)")),
+        "{messages:#?}"
+    );
+    let r = run(&[]);
+    let messages = r["diagnostics"].to_string();
+    assert!(!messages.contains("restores BASEPRI"), "{messages}");
+}

@@ -71,6 +71,27 @@ pub(crate) fn pile_ups(
         let mut explained = Vec::new();
         let at = format!("{name} at {pc:#x}");
         let msg = match kind {
+            Kind::MaskWrite if prev.text.to_ascii_lowercase().contains("basepri") => {
+                let (region, names) = masked_region(sym, code, pc, &prev);
+                explained = names;
+                let task = rtic_task_at(sym, code, pc);
+                let what = match &task {
+                    Some(t) => format!(
+                        "the end of a `lock` in RTIC's {t}: the lock raised BASEPRI to the \
+                         resource's ceiling"
+                    ),
+                    None => "the end of a critical section that raised BASEPRI".to_owned(),
+                };
+                format!(
+                    "{share:.2} % of the samples ({s}) are on {at}, right after `{}` restores \
+                     BASEPRI, {what}. A sampling interrupt that BASEPRI masks waits, and lands \
+                     here: these samples are the time of the critical section{region}, not of \
+                     the instruction they land on. BASEPRI masks only interrupts of its \
+                     priority and less urgent ones, and the sampler runs at {:#04x}: at priority \
+                     0 (`--priority 0`, the default) no BASEPRI section holds it back",
+                    prev.text, input.facts.priority
+                )
+            }
             Kind::Unmask | Kind::MaskWrite => {
                 let (region, names) = masked_region(sym, code, pc, &prev);
                 explained = names;
@@ -171,6 +192,37 @@ pub(crate) fn masked_region(
     (text, names)
 }
 
+/// In an RTIC application, the task whose code holds `pc`: `task \`control\`` (a hardware
+/// task's handler, or its own function), `idle`, or the software tasks of a dispatcher.
+pub(crate) fn rtic_task_at(sym: &mut Symbolizer, code: &mut Code, pc: u32) -> Option<String> {
+    if !crate::image::rtic::is_rtic(sym) {
+        return None;
+    }
+    let (start, _) = sym.range_of(pc as u64)?;
+    let name = sym.function_of(start)?.to_owned();
+    if let Some((_, rest)) = name.split_once("::app::") {
+        let task = rest.split("::").next().unwrap_or(rest);
+        return Some(if task == "idle" {
+            "`idle`".to_owned()
+        } else {
+            format!("task `{task}`")
+        });
+    }
+    let tasks = crate::image::rtic::tasks_of(sym, code, start);
+    match (tasks.hardware.as_slice(), tasks.software.as_slice()) {
+        ([one], _) => Some(format!("task `{one}` ({name})")),
+        ([], [one]) => Some(format!("software task `{one}` ({name})")),
+        ([], many) if !many.is_empty() => Some(format!(
+            "software tasks {} ({name})",
+            many.iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ => None,
+    }
+}
+
 /// Functions with a direct call to `target`.
 pub(crate) fn callers_of(sym: &mut Symbolizer, code: &mut Code, target: u32) -> Vec<String> {
     let mut names = Vec::new();
@@ -217,7 +269,13 @@ pub(crate) fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut 
         if default || sampler || names.contains(&name) {
             continue;
         }
-        names.push(name);
+        // RTIC: the task the handler runs, by its name.
+        let named = if crate::image::rtic::is_rtic(sym) {
+            crate::image::rtic::tasks_of(sym, code, addr as u64).describe(&name)
+        } else {
+            None
+        };
+        names.push(named.unwrap_or(name));
     }
     if names.is_empty() {
         String::new()

@@ -197,3 +197,75 @@ fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
         assert_eq!(tags.values().sum::<u64>(), 2000, "{profile:?}");
     }
 }
+
+/// Every RTIC task's share by `--tag exception` against an exact count of the instructions
+/// each exception ran (QEMU's exec log with its interrupt log: an oracle independent of the
+/// per-address plugin), within 3 sigma; an application whose SysTick monotonic owns SysTick,
+/// sampled on a free timer, keeps its tasks within 3 sigma too, and the one handler as urgent
+/// as the sampler (the monotonic's SysTick, left at priority 0) is named as such: its time is
+/// counted in the code it interrupted.
+#[test]
+fn rtic_tasks_match_the_exact_count_of_each_exception() {
+    let (r, _) = profile_example(
+        "rtic-app",
+        &[
+            "--release",
+            "--bin",
+            "tasks",
+            "--tag",
+            "exception",
+            "--truth",
+            "--truth-method",
+            "exec-log",
+            "--period",
+            "2000",
+            "--samples",
+            "2000",
+        ],
+    );
+    let rows = r["tags"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{rows:#?}");
+    for row in rows {
+        let sigma = row["error_sigma"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{row}"));
+        assert!(sigma.abs() < 3.0, "{row}");
+    }
+
+    let (r, _) = profile_example(
+        "rtic-app",
+        &[
+            "--release",
+            "--bin",
+            "mono",
+            "--tag",
+            "exception",
+            "--truth",
+            "--truth-method",
+            "exec-log",
+        ],
+    );
+    assert_eq!(r["timer"], "GPTM0 (IRQ 19)");
+    for row in r["tags"].as_array().unwrap() {
+        let name = row["name"].as_str().unwrap();
+        if name == "SysTick" {
+            continue;
+        }
+        let sigma = row["error_sigma"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{row}"));
+        assert!(sigma.abs() < 3.0, "{row}");
+    }
+    let unpreemptable: Vec<_> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "unpreemptable")
+        .collect();
+    assert_eq!(unpreemptable.len(), 1, "{:#?}", r["diagnostics"]);
+    let message = unpreemptable[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot preempt SysTick at 0x00"),
+        "{message}"
+    );
+}

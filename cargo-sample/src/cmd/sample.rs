@@ -308,6 +308,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     // Keep the raw capture before decoding anything.
     if let Some(counts) = &outcome.exact {
         run.keep(exact::FILE, counts)?;
+        if let Some(c) = &outcome.exact_contexts {
+            run.keep(exact::CONTEXTS_FILE, c)?;
+        }
     } else if args.truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }

@@ -96,6 +96,82 @@ pub fn tag_names(
     out
 }
 
+/// Handlers the firmware left as urgent as the sampler (their priority byte at or below the
+/// sampler's): a sample due while one runs waits until it returns and lands in the code it
+/// interrupted, so its time is counted there. Only handlers the image has (not cortex-m-rt's
+/// defaults, not the sampler's own), from the priorities the firmware sent at its end.
+pub(crate) fn unpreemptable(
+    dump: &Dump,
+    vectors: &[(u32, u32)],
+    sym: &mut Symbolizer,
+    code: Option<&mut disasm::Code>,
+) -> Option<report::Diagnostic> {
+    let own = dump.info.priority;
+    let mut code = code;
+    let mut names = Vec::new();
+    for &(exc, prio, enabled) in &dump.priorities {
+        if !enabled || prio > own {
+            continue;
+        }
+        let Some(addr) = vectors
+            .iter()
+            .find(|v| v.0 == u32::from(exc))
+            .map(|v| v.1 as u64)
+        else {
+            continue;
+        };
+        let Some(name) = sym.function_of(addr).map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with("DefaultHandler") || sym.is_sampler(addr) {
+            continue;
+        }
+        let label = match (exc >= 16, code.as_deref_mut()) {
+            (true, Some(c)) if crate::image::rtic::is_rtic(sym) => {
+                crate::image::rtic::tasks_of(sym, c, addr)
+                    .describe(&name)
+                    .unwrap_or(name)
+            }
+            _ => name,
+        };
+        names.push(format!("{label} at {prio:#04x}"));
+    }
+    if names.is_empty() {
+        return None;
+    }
+    let one = names.len() == 1;
+    let fix = if own == 0 {
+        format!(
+            "Nothing is more urgent than 0: give {} a less urgent priority (a larger number) \
+             where the application allows it",
+            if one { "it" } else { "them" }
+        )
+    } else {
+        format!(
+            "Sample at a more urgent priority (`--priority`, 0 is the most urgent), or give {} \
+             a less urgent one",
+            if one { "it" } else { "them" }
+        )
+    };
+    Some(report::Diagnostic::warning(
+        report::Finding::Unpreemptable,
+        format!(
+            "the sampler (priority {own:#04x}) cannot preempt {} ({}): a sample due while {} \
+             runs waits until it returns and is taken in the code it interrupted, so that time \
+             is counted there and {} never {} in the profile. {fix}",
+            names.join(", "),
+            if one {
+                "as urgent as the sampler or more"
+            } else {
+                "each as urgent as the sampler or more"
+            },
+            if one { "it" } else { "one" },
+            if one { "it" } else { "they" },
+            if one { "shows" } else { "show" },
+        ),
+    ))
+}
+
 /// Everything the report needs besides the dump and the ELF.
 pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
     let i = &dump.info;
@@ -247,15 +323,40 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 } else {
                     dump.tags.clone()
                 };
+                // Exact instructions per exception, when the run followed them.
+                if dump.info.tag_kind == wire::TAG_XPSR
+                    && let Ok(bytes) = std::fs::read(dir.join(exact::CONTEXTS_FILE))
+                {
+                    // The sampler's own interrupt is all its own time (its slow path may call
+                    // compiler-builtins).
+                    let own: Vec<u32> = elf::vectors(&elf_bytes)
+                        .iter()
+                        .filter(|v| v.0 >= 2 && sym.is_sampler(v.1 as u64))
+                        .map(|v| v.0)
+                        .collect();
+                    for (context, pc, n) in exact::parse_contexts(&bytes)? {
+                        if !own.contains(&context) && !sym.is_sampler(pc as u64) {
+                            *s.exact_by_tag.entry(context).or_default() += n;
+                        }
+                    }
+                }
+                let mut named = s.tags.clone();
+                named.extend(s.exact_by_tag.keys());
                 s.tag_names = tag_names(
                     dump.info.tag_kind,
-                    &s.tags,
+                    &named,
                     &dump.names,
                     &elf::vectors(&elf_bytes),
                     &mut sym,
                     code.as_mut(),
                 );
             }
+            s.findings.extend(unpreemptable(
+                &dump,
+                &elf::vectors(&elf_bytes),
+                &mut sym,
+                code.as_mut(),
+            ));
             s
         }
     };

@@ -449,6 +449,12 @@ mod tests {
         assert!(e.to_string().contains("has no gptm timer"), "{e}");
         let nd = machine::find("netduinoplus2").unwrap();
         let e = parse_timer("timer0", nd, "cortex-a53").unwrap_err();
+        assert!(
+            e.to_string().contains("its timers are `tim2`, `tim5`"),
+            "{e}"
+        );
+        let virt = machine::find("virt").unwrap();
+        let e = parse_timer("timer0", virt, "cortex-a53").unwrap_err();
         assert!(e.to_string().contains("no timer cargo-sample knows"), "{e}");
     }
 }

@@ -34,6 +34,8 @@ pub struct Dump {
     pub laps: Option<crate::dump::laps::Laps>,
     /// ARMv8-A PMU counts, if the firmware counted events.
     pub pmu: Option<crate::dump::pmu::Record>,
+    /// Exceptions' priorities at the end of the run: `(exception, priority byte, enabled)`.
+    pub priorities: Vec<(u16, u8, bool)>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -291,6 +293,18 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     at = next;
                 }
             }
+            wire::REC_PRIORITIES => {
+                let count = if payload.len() >= 4 {
+                    le32(payload, 0) as usize
+                } else {
+                    0
+                };
+                for i in 0..count.min(payload.len().saturating_sub(4) / 4) {
+                    let e = le32(payload, 4 + 4 * i);
+                    dump.priorities
+                        .push((e as u16, (e >> 16) as u8, (e >> 24) & 1 == 1));
+                }
+            }
             wire::REC_HIST => {
                 if payload.len() < wire::HIST_HEADER_LEN {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
@@ -386,6 +400,13 @@ pub fn encode(d: &Dump) -> Vec<u8> {
             }
         }
     }
+    if !d.priorities.is_empty() {
+        w.record(wire::REC_PRIORITIES, 4 + 4 * d.priorities.len() as u32);
+        w.put32(d.priorities.len() as u32);
+        for &(e, p, on) in &d.priorities {
+            w.put32(wire::priority_entry(e, p, on));
+        }
+    }
     w.end();
     w.out
 }
@@ -455,6 +476,31 @@ mod tests {
         let again = decode(&encode(&d)).unwrap();
         assert_eq!(again.names, d.names);
         assert_eq!((again.pcs, again.tags), (d.pcs, d.tags));
+    }
+
+    #[test]
+    fn priorities_round_trip_and_a_short_record_keeps_what_it_has() {
+        let mut d = Dump::of_samples(Info::default(), 0, vec![0x100], Vec::new());
+        d.priorities = vec![(15, 0x00, true), (14, 0xE0, true), (35, 0x40, true)];
+        let again = decode(&encode(&d)).unwrap();
+        assert_eq!(again.priorities, d.priorities);
+        // A count larger than the payload: the entries that are there.
+        let mut bytes = encode(&Dump::of_samples(
+            Info::default(),
+            0,
+            vec![0x100],
+            Vec::new(),
+        ));
+        let end = bytes.len() - 12;
+        bytes.truncate(end);
+        let mut payload = 9u32.to_le_bytes().to_vec();
+        payload.extend_from_slice(&wire::priority_entry(16, 0x20, true).to_le_bytes());
+        bytes.extend_from_slice(&wire::record_header(wire::REC_PRIORITIES, 8));
+        bytes.extend_from_slice(&payload);
+        let crc = wire::crc32(&bytes);
+        bytes.extend_from_slice(&wire::record_header(wire::REC_END, 4));
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&bytes).unwrap().priorities, [(16, 0x20, true)]);
     }
 
     #[test]

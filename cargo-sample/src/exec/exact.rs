@@ -173,10 +173,20 @@ pub fn encode(counts: &[(u32, u64)]) -> Vec<u8> {
 /// was entered but an exit request, such as an interrupt under `-icount`, stopped it before
 /// its instruction ran) and `cpu_io_recompile: rewound execution of TB to PC` (QEMU 7.2: an
 /// I/O access is replayed). With both, the counts equal the plugin's exactly.
+///
+/// With `-d int` as well, exception entries (`...loading from element N of ... vector table`)
+/// and returns (`Exception return: magic PC ... previous exception N`) are followed, and every
+/// instruction is also counted under the exception that was running (0: thread mode).
 #[derive(Debug, Default)]
 pub struct ExecLog {
     counts: HashMap<u32, i64>,
     total: i64,
+    /// Exceptions entered and not yet returned from, innermost last.
+    active: Vec<u32>,
+    /// Instructions per (exception, address).
+    by_context: HashMap<(u32, u32), i64>,
+    /// Whether any exception entry was seen (the log has `-d int`).
+    contexts_seen: bool,
 }
 
 impl ExecLog {
@@ -209,14 +219,48 @@ impl ExecLog {
             line.strip_prefix(b"cpu_io_recompile: rewound execution of TB to ")
         {
             (hex(rest.trim_ascii()), -1)
+        } else if let Some(rest) = line.strip_prefix(b"...loading from element ") {
+            // `-d int`: exception N's vector is fetched; it runs from the next instruction.
+            let n = rest.split(|&b| b == b' ').next().and_then(decimal);
+            if let Some(n) = n {
+                self.active.push(n);
+                self.contexts_seen = true;
+            }
+            return true;
+        } else if line.starts_with(b"Exception return: ") {
+            // `... previous exception N`: back to what it interrupted.
+            self.active.pop();
+            return true;
         } else {
-            // Other lines of `-d exec` carry no count; anything else is not the log's.
-            return line.starts_with(b"Linking TBs") || line.starts_with(b"cpu_io_recompile:");
+            // Other lines of `-d exec` and `-d int` carry no count; anything else is not the
+            // log's.
+            return line.starts_with(b"Linking TBs")
+                || line.starts_with(b"cpu_io_recompile:")
+                || line.starts_with(b"Taking exception ")
+                || line.starts_with(b"...");
         };
         let Some(pc) = pc else { return false };
         *self.counts.entry(pc as u32).or_default() += delta;
+        let context = self.active.last().copied().unwrap_or(0);
+        *self.by_context.entry((context, pc as u32)).or_default() += delta;
         self.total += delta;
         true
+    }
+
+    /// Instructions per (exception, address), when the log followed exceptions: `(exception,
+    /// address, count)`, exception 0 being thread mode.
+    pub fn context_counts(&self) -> Option<Vec<(u32, u32, u64)>> {
+        if !self.contexts_seen {
+            return None;
+        }
+        let mut v: Vec<(u32, u32, u64)> = self
+            .by_context
+            .iter()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(&(c, pc), &n)| (c, pc, n as u64))
+            .collect();
+        v.sort_unstable();
+        Some(v)
     }
 
     /// Instructions counted so far.
@@ -235,6 +279,47 @@ impl ExecLog {
         v.sort_unstable();
         v
     }
+}
+
+fn decimal(s: &[u8]) -> Option<u32> {
+    std::str::from_utf8(s).ok()?.trim().parse().ok()
+}
+
+/// The file a run keeps per-exception counts in (from the exec log with `-d int`).
+pub const CONTEXTS_FILE: &str = "exact-contexts.bin";
+
+/// Per-exception counts as a file: `SMPLEXX1`, then `(exception u32, address u32, count u64)`
+/// little-endian records.
+pub fn encode_contexts(counts: &[(u32, u32, u64)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 16 * counts.len());
+    b.extend_from_slice(b"SMPLEXX1");
+    for &(c, pc, n) in counts {
+        b.extend_from_slice(&c.to_le_bytes());
+        b.extend_from_slice(&pc.to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
+    }
+    b
+}
+
+/// Read a per-exception counts file.
+pub fn parse_contexts(bytes: &[u8]) -> Result<Vec<(u32, u32, u64)>> {
+    let body = bytes
+        .strip_prefix(b"SMPLEXX1")
+        .context("not a per-exception counts file (no SMPLEXX1 header)")?;
+    if body.len() % 16 != 0 {
+        bail!(
+            "a per-exception counts file of {} bytes is cut short",
+            bytes.len()
+        );
+    }
+    Ok(body
+        .chunks_exact(16)
+        .map(|r| {
+            let w = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+            let n = u64::from_le_bytes([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]);
+            (w(0), w(4), n)
+        })
+        .collect())
 }
 
 fn hex(s: &[u8]) -> Option<u64> {

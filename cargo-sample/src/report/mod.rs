@@ -259,6 +259,9 @@ pub struct Samples {
     pub tags: Vec<u32>,
     /// Names of the tags (others are named by the symbol they point to, or in hex).
     pub tag_names: HashMap<u32, String>,
+    /// Exact instructions per tag, sampler-rt's own excluded, when the run counted them (the
+    /// exception that ran each instruction, from QEMU's exec and interrupt logs).
+    pub exact_by_tag: HashMap<u32, u64>,
     /// Whether the addresses stand for address ranges (histogram bins): no analysis of single
     /// instructions then.
     pub binned: bool,
@@ -316,8 +319,26 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
             .or_default() += 1;
     }
     let n = samples.ordered.len() as u64;
+    let exact = (!samples.exact_by_tag.is_empty()).then(|| {
+        let mut m: HashMap<Key, u64> = HashMap::new();
+        for (&tag, &count) in &samples.exact_by_tag {
+            let label = names
+                .entry(tag)
+                .or_insert_with(|| {
+                    samples
+                        .tag_names
+                        .get(&tag)
+                        .cloned()
+                        .unwrap_or_else(|| sym.name_address(tag))
+                })
+                .clone();
+            *m.entry((label, None)).or_default() += count;
+        }
+        let total = m.values().sum::<u64>();
+        (m, total)
+    });
     (
-        rows(by_tag, n, None, Kind::Sampled),
+        rows(by_tag, n, exact.as_ref(), Kind::Sampled),
         rows(by_pair, n, None, Kind::Sampled),
     )
 }

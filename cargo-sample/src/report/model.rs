@@ -271,6 +271,8 @@ pub enum Finding {
     Asleep,
     /// Samples pile up after something that held the sampling interrupt off.
     HeldOff,
+    /// Handlers as urgent as the sampler: their time is counted in the code they interrupted.
+    Unpreemptable,
     /// The sampled shares differ from the exact counts by more than noise.
     DisagreesWithExact,
     /// Too few samples for the shares shown.

@@ -369,6 +369,7 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
             send_samples(s, st, from, taken);
         }
         crate::tags::write_names(&mut |b| st.put(b));
+        write_priorities(st);
         if let Some(len) = crate::laps::record_len() {
             st.record(wire::REC_LAPS, len);
             crate::laps::write_record(|b| st.put(b));
@@ -380,6 +381,56 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
             semihost(SYS_CLOSE, [st.handle].as_ptr());
         }
         st.open = false;
+    }
+}
+
+/// The PRIORITIES record: the system handlers' priority bytes (SHPR1-3; SysTick enabled when
+/// it interrupts), and each enabled device interrupt's (NVIC_IPR), all read as words (ARMv6-M
+/// has no byte access there).
+fn write_priorities(st: &mut Stream) {
+    const SHPR: u32 = 0xE000_ED18;
+    const ICTR: *const u32 = 0xE000_E004 as *const u32;
+    // SAFETY: architected registers of every ARMv6-M/ARMv7-M/ARMv8-M core, read only.
+    unsafe {
+        let shpr = |n: u32| -> u8 {
+            let word = read_volatile((SHPR + ((n - 4) & !3)) as *const u32);
+            (word >> (8 * (n % 4))) as u8
+        };
+        let systick = read_volatile(SYST_CSR) & 0b11 == 0b11;
+        // ARMv6-M has no ICTR (it reads 0): one word of 32 interrupts.
+        let words = if cfg!(armv6m) {
+            1
+        } else {
+            ((read_volatile(ICTR) & 0xF) + 1).min(16)
+        };
+        let mut entries = [0u32; 48];
+        let mut n = 0;
+        for exc in [4u32, 5, 6, 11, 14, 15] {
+            let enabled = exc != 15 || systick;
+            entries[n] = wire::priority_entry(exc as u16, shpr(exc), enabled);
+            n += 1;
+        }
+        'words: for w in 0..words {
+            let set = read_volatile(NVIC_ISER.add(w as usize));
+            for bit in 0..32 {
+                if set & (1 << bit) == 0 {
+                    continue;
+                }
+                if n == entries.len() {
+                    break 'words;
+                }
+                let irq = w * 32 + bit;
+                let ipr = read_volatile(NVIC_IPR.add((irq / 4) as usize));
+                let prio = (ipr >> (8 * (irq % 4))) as u8;
+                entries[n] = wire::priority_entry((16 + irq) as u16, prio, true);
+                n += 1;
+            }
+        }
+        st.record(wire::REC_PRIORITIES, 4 + 4 * n as u32);
+        st.put32(n as u32);
+        for e in &entries[..n] {
+            st.put32(*e);
+        }
     }
 }
 

@@ -29,6 +29,15 @@ pub const REC_NAMES: u16 = 7;
 /// Raw program counters with a tag each: `first_seq: u32`, `count: u32`, then `count` pairs
 /// `(pc: u32, tag: u32)`, oldest first. What the tag is, `Info::tag_kind` says.
 pub const REC_PCS_TAGS: u16 = 8;
+/// The priorities of the exceptions that could hold the sampler off, read at the end of the
+/// run: `count: u32`, then `count` words `exception (bits 0-15) | priority byte << 16 |
+/// flags << 24` (flag 1: enabled; system handlers 4-15 are listed whatever their state, the
+/// device interrupts only when enabled). The host names those as urgent as the sampler.
+pub const REC_PRIORITIES: u16 = 9;
+/// One [`REC_PRIORITIES`] entry.
+pub const fn priority_entry(exception: u16, priority: u8, enabled: bool) -> u32 {
+    exception as u32 | (priority as u32) << 16 | (enabled as u32) << 24
+}
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

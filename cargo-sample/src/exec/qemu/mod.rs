@@ -122,6 +122,8 @@ pub struct Outcome {
     pub dump: Option<Vec<u8>>,
     /// Exact per-PC instruction counts (a counts file), if counting was on and QEMU left them.
     pub exact: Option<Vec<u8>>,
+    /// Exact counts per exception and PC (a per-exception counts file): the exec log's only.
+    pub exact_contexts: Option<Vec<u8>>,
     /// Whether the instruction budget ended the run.
     pub budget_reached: bool,
     /// Everything QEMU and the firmware printed (exec-log lines excluded).
@@ -198,7 +200,8 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             ));
         }
         Some(Counting::ExecLog { one_insn_flag }) => {
-            cmd.args(one_insn_flag).args(["-d", "exec,nochain"]);
+            // `int` too: exception entries and returns, to count per exception.
+            cmd.args(one_insn_flag).args(["-d", "exec,nochain,int"]);
         }
         None => {}
     }
@@ -407,6 +410,10 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     }
     let dump_path = work.path().join(DUMP_FILE);
     let dump = std::fs::read(&dump_path).ok();
+    let exact_contexts = counts_from_log
+        .as_ref()
+        .and_then(|log| log.context_counts())
+        .map(|c| crate::exec::exact::encode_contexts(&c));
     let exact = match counts_from_log {
         Some(log) => Some(crate::exec::exact::encode(&log.counts())),
         None => std::fs::read(work.path().join(EXACT_FILE)).ok(),
@@ -418,6 +425,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let output = std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()));
     Ok(Outcome {
         exact,
+        exact_contexts,
         budget_reached,
         output,
         status,

@@ -51,6 +51,55 @@ pub struct Symbolizer {
     cache: HashMap<u32, Resolved>,
 }
 
+/// Targets of the Thumb `b` instructions (16-bit T2 and 32-bit T4) in `[start, end)`.
+fn branches_to(file: &object::File<'_>, start: u64, end: u64) -> Vec<u64> {
+    use object::ObjectSection;
+    let Some(bytes) = file.sections().find_map(|sec| {
+        let (a, size) = (sec.address(), sec.size());
+        if start < a || end > a + size {
+            return None;
+        }
+        let data = sec.data().ok()?;
+        data.get((start - a) as usize..(end - a) as usize)
+    }) else {
+        return Vec::new();
+    };
+    let half = |i: usize| -> Option<u32> {
+        Some(u32::from(u16::from_le_bytes([
+            *bytes.get(i)?,
+            *bytes.get(i + 1)?,
+        ])))
+    };
+    let mut targets = Vec::new();
+    let mut i = 0;
+    while let Some(hw) = half(i) {
+        let at = start + i as u64;
+        if hw & 0xF800 == 0xE000 {
+            // B (T2): imm11, halfwords.
+            let off = ((((hw & 0x7FF) << 21) as i32) >> 20) as i64;
+            targets.push((at as i64 + 4 + off) as u64);
+            i += 2;
+        } else if hw & 0xF800 == 0xF000 && half(i + 2).is_some_and(|h2| h2 & 0xD000 == 0x9000) {
+            // B.W (T4): S:I1:I2:imm10:imm11:0.
+            let h2 = half(i + 2).unwrap_or(0);
+            let s = (hw >> 10) & 1;
+            let (j1, j2) = ((h2 >> 13) & 1, (h2 >> 11) & 1);
+            let (i1, i2) = (!(j1 ^ s) & 1, !(j2 ^ s) & 1);
+            let imm =
+                (s << 24) | (i1 << 23) | (i2 << 22) | ((hw & 0x3FF) << 12) | ((h2 & 0x7FF) << 1);
+            let off = (((imm << 7) as i32) >> 7) as i64;
+            targets.push((at as i64 + 4 + off) as u64);
+            i += 4;
+        } else if hw >> 11 >= 0x1D {
+            // Another 32-bit instruction.
+            i += 4;
+        } else {
+            i += 2;
+        }
+    }
+    targets
+}
+
 /// Remove the hash and keep generic parameters readable: `hot_loops::run`, `<T as Trait>::f`.
 pub fn demangle(name: &str) -> String {
     match rustc_demangle::try_demangle(name) {
@@ -78,9 +127,20 @@ impl Symbolizer {
                 Some((start, end, demangle(name), s.is_global(), name.to_owned()))
             })
             .collect();
+        // sampler-rt's code, and the device timers' handlers that `timer_interrupt!` defines
+        // (a few instructions ending in a branch to the sampler's entry).
+        let entry = functions
+            .iter()
+            .find(|f| f.4 == "sampler_rt_entry")
+            .map(|f| f.0);
         let sampler = functions
             .iter()
-            .filter(|f| f.2.contains("sampler_rt"))
+            .filter(|f| {
+                f.2.contains("sampler_rt")
+                    || entry.is_some_and(|e| {
+                        f.1 - f.0 <= 24 && branches_to(&file, f.0, f.1).contains(&e)
+                    })
+            })
             .map(|f| (f.0, f.1))
             .collect();
         // Global names first at one address (aliases such as SysTick = sampler_rt_entry).

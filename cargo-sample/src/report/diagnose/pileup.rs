@@ -42,7 +42,17 @@ pub(crate) fn pile_ups(
             };
             let before = input.per_pc.get(&prev.addr).copied().unwrap_or(0);
             let share = 100.0 * s as f64 / total as f64;
+            let basepri = prev.text.to_ascii_lowercase().contains("basepri");
             let kind = match prev.kind {
+                // BASEPRI never masks priority 0, and `basepri_max` only raises it: no
+                // sample waits for either.
+                Kind::MaskWrite
+                    if basepri
+                        && (input.facts.priority == 0
+                            || prev.text.to_ascii_lowercase().contains("basepri_max")) =>
+                {
+                    continue;
+                }
                 Kind::Unmask | Kind::MaskWrite | Kind::Sleep => prev.kind,
                 // Other causes need a real pile: in straight-line code, many times the samples
                 // of the instruction before, and a share worth mentioning.

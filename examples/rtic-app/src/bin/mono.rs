@@ -1,6 +1,7 @@
 //! An application whose time base is RTIC's SysTick monotonic: a software task wakes every
-//! millisecond with `Mono::delay`, a hardware task at a higher priority does work when pended,
-//! and `idle` crunches numbers between them. SysTick belongs to the application here.
+//! millisecond with `Mono::delay`, two hardware tasks at higher priorities (sharing a resource
+//! with `idle` through `lock`) do work when pended, and `idle` crunches numbers between them.
+//! SysTick belongs to the application here.
 #![no_std]
 #![no_main]
 
@@ -53,6 +54,7 @@ mod app {
         for _ in 0..super::TICKS {
             Mono::delay(1.millis()).await;
             rtic::pend(Interrupt::GPIOA);
+            rtic::pend(Interrupt::GPIOB);
         }
         let elapsed = Mono::now() - start;
         hprintln!("mono: {} ticks in {} ms", super::TICKS, elapsed.to_millis());
@@ -66,5 +68,12 @@ mod app {
     fn sense(mut cx: sense::Context) {
         let f = filter(3, 200);
         cx.shared.total.lock(|t| *t ^= f);
+    }
+
+    /// A more urgent hardware task, pended with `sense`: it runs first, and shares `total`.
+    #[task(binds = GPIOB, priority = 3, shared = [total])]
+    fn report(mut cx: report::Context) {
+        let c = rtic_app::crunch(7, 60);
+        cx.shared.total.lock(|t| *t = t.wrapping_add(c));
     }
 }

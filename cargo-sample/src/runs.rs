@@ -169,6 +169,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// An entry of a small JSON map kept beside the builds (sizes, timers chosen per crate).
+pub fn recall(path: &Path, key: &str) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get(key).cloned()
+}
+
+/// Set an entry of such a map (best effort: a map that cannot be written is only not
+/// remembered).
+pub fn remember(path: &Path, key: &str, value: serde_json::Value) {
+    let mut v: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    v.insert(key.to_owned(), value);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = write_atomic(path, serde_json::Value::Object(v).to_string().as_bytes());
+}
+
 pub fn save_meta(dir: &Path, meta: &RunMeta) -> Result<()> {
     write_atomic(&dir.join(META), &serde_json::to_vec_pretty(meta)?)
 }

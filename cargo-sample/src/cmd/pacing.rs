@@ -240,9 +240,7 @@ struct Remembered {
 }
 
 fn remembered(p: &Project, key: &str) -> Option<Remembered> {
-    let text = std::fs::read_to_string(firmware::own_dir(p).join("timers.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let e = v.get(key)?;
+    let e = crate::runs::recall(&firmware::own_dir(p).join("timers.json"), key)?;
     Some(Remembered {
         timer: e.get("timer")?.as_str()?.to_owned(),
         vector: e.get("vector")?.as_str()?.to_owned(),
@@ -251,15 +249,9 @@ fn remembered(p: &Project, key: &str) -> Option<Remembered> {
 }
 
 fn remember(p: &Project, key: &str, r: &Remembered) {
-    let path = firmware::own_dir(p).join("timers.json");
-    let mut v: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    v.insert(
-        key.to_owned(),
+    crate::runs::remember(
+        &firmware::own_dir(p).join("timers.json"),
+        key,
         serde_json::json!({ "timer": r.timer, "vector": r.vector, "auto": r.auto }),
     );
-    let _ = std::fs::create_dir_all(firmware::own_dir(p));
-    let _ = std::fs::write(&path, serde_json::Value::Object(v).to_string());
 }

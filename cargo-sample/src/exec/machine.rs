@@ -60,7 +60,39 @@ pub fn kind_name(kind: u8) -> &'static str {
     }
 }
 
-const fn cmsdk(
+/// How sampler-rt drives a kind of timer: its `wire::TIMER_*`, the acknowledgement value and
+/// its clock in QEMU when it is not the core's.
+#[derive(Clone, Copy)]
+struct Kind {
+    kind: u8,
+    ack: u8,
+    hz: u64,
+}
+
+const CMSDK: Kind = Kind {
+    kind: sampler_rt::wire::TIMER_CMSDK,
+    ack: 1,
+    hz: 0,
+};
+const GPTM: Kind = Kind {
+    kind: sampler_rt::wire::TIMER_GPTM,
+    ack: 1,
+    hz: 0,
+};
+const NRF: Kind = Kind {
+    kind: sampler_rt::wire::TIMER_NRF,
+    ack: 0,
+    hz: 0,
+};
+/// QEMU (7.2) clocks the STM32F4's timers at 1 GHz (a real F405 at 84 MHz).
+const STM32: Kind = Kind {
+    kind: sampler_rt::wire::TIMER_STM32,
+    ack: 0,
+    hz: 1_000_000_000,
+};
+
+const fn timer(
+    k: Kind,
     name: &'static str,
     base: u32,
     irq: u32,
@@ -68,94 +100,43 @@ const fn cmsdk(
 ) -> DeviceTimer {
     DeviceTimer {
         name,
-        kind: sampler_rt::wire::TIMER_CMSDK,
+        kind: k.kind,
         base,
         irq,
         vectors,
-        ack: 1,
-        hz: 0,
+        ack: k.ack,
+        hz: k.hz,
     }
 }
 
 /// CMSDK APB timers 0 and 1 of Arm's mps2 images (AN385/386/500).
 const MPS2_TIMERS: &[DeviceTimer] = &[
-    cmsdk("timer0", 0x4000_0000, 8, &["TIMER0"]),
-    cmsdk("timer1", 0x4000_1000, 9, &["TIMER1"]),
+    timer(CMSDK, "timer0", 0x4000_0000, 8, &["TIMER0"]),
+    timer(CMSDK, "timer1", 0x4000_1000, 9, &["TIMER1"]),
 ];
 
 /// The four general-purpose timers of the LM3S6965 (timer A of each, 32-bit periodic); the
 /// `lm3s6965` device crate calls their interrupts `TIMER_0A`..`TIMER_3A`.
 const LM3S_TIMERS: &[DeviceTimer] = &[
-    gptm("gptm0", 0x4003_0000, 19, &["TIMER_0A", "TIMER0A"]),
-    gptm("gptm1", 0x4003_1000, 21, &["TIMER_1A", "TIMER1A"]),
-    gptm("gptm2", 0x4003_2000, 23, &["TIMER_2A", "TIMER2A"]),
-    gptm("gptm3", 0x4003_3000, 35, &["TIMER_3A", "TIMER3A"]),
+    timer(GPTM, "gptm0", 0x4003_0000, 19, &["TIMER_0A", "TIMER0A"]),
+    timer(GPTM, "gptm1", 0x4003_1000, 21, &["TIMER_1A", "TIMER1A"]),
+    timer(GPTM, "gptm2", 0x4003_2000, 23, &["TIMER_2A", "TIMER2A"]),
+    timer(GPTM, "gptm3", 0x4003_3000, 35, &["TIMER_3A", "TIMER3A"]),
 ];
 
-const fn gptm(
-    name: &'static str,
-    base: u32,
-    irq: u32,
-    vectors: &'static [&'static str],
-) -> DeviceTimer {
-    DeviceTimer {
-        name,
-        kind: sampler_rt::wire::TIMER_GPTM,
-        base,
-        irq,
-        vectors,
-        ack: 1,
-        hz: 0,
-    }
-}
-
-/// The STM32F405's 32-bit general-purpose timers TIM2 and TIM5. QEMU (7.2) clocks them at
-/// 1 GHz (a real F405 at 84 MHz) and interrupts every ARR ticks, only without prescaler.
+/// The STM32F405's 32-bit general-purpose timers TIM2 and TIM5. QEMU (7.2) interrupts every
+/// ARR ticks of their 1 GHz clock, and only without prescaler.
 const STM32F4_TIMERS: &[DeviceTimer] = &[
-    stm32("tim2", 0x4000_0000, 28, &["TIM2"]),
-    stm32("tim5", 0x4000_0C00, 50, &["TIM5"]),
+    timer(STM32, "tim2", 0x4000_0000, 28, &["TIM2"]),
+    timer(STM32, "tim5", 0x4000_0C00, 50, &["TIM5"]),
 ];
-
-const fn stm32(
-    name: &'static str,
-    base: u32,
-    irq: u32,
-    vectors: &'static [&'static str],
-) -> DeviceTimer {
-    DeviceTimer {
-        name,
-        kind: sampler_rt::wire::TIMER_STM32,
-        base,
-        irq,
-        vectors,
-        ack: 0,
-        hz: 1_000_000_000,
-    }
-}
 
 /// The nRF51's three TIMERs (the `nrf51-pac` names).
 const NRF51_TIMERS: &[DeviceTimer] = &[
-    nrf("timer0", 0x4000_8000, 8, &["TIMER0"]),
-    nrf("timer1", 0x4000_9000, 9, &["TIMER1"]),
-    nrf("timer2", 0x4000_A000, 10, &["TIMER2"]),
+    timer(NRF, "timer0", 0x4000_8000, 8, &["TIMER0"]),
+    timer(NRF, "timer1", 0x4000_9000, 9, &["TIMER1"]),
+    timer(NRF, "timer2", 0x4000_A000, 10, &["TIMER2"]),
 ];
-
-const fn nrf(
-    name: &'static str,
-    base: u32,
-    irq: u32,
-    vectors: &'static [&'static str],
-) -> DeviceTimer {
-    DeviceTimer {
-        name,
-        kind: sampler_rt::wire::TIMER_NRF,
-        base,
-        irq,
-        vectors,
-        ack: 0,
-        hz: 0,
-    }
-}
 
 /// Targets a Cortex-M4/M7 runs.
 const V7EM: &[&str] = &[
@@ -238,7 +219,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 20_000_000,
         targets: V8M,
         cmsdk_timer: Some((0x4000_0000, 3)),
-        timers: &[cmsdk("timer0", 0x4000_0000, 3, &["TIMER0"])],
+        timers: &[timer(CMSDK, "timer0", 0x4000_0000, 3, &["TIMER0"])],
     },
     Machine {
         name: "mps3-an547",
@@ -246,7 +227,7 @@ pub const MACHINES: &[Machine] = &[
         systick_hz: 32_000_000,
         targets: V8M,
         cmsdk_timer: Some((0x4800_0000, 3)),
-        timers: &[cmsdk("timer0", 0x4800_0000, 3, &["TIMER0"])],
+        timers: &[timer(CMSDK, "timer0", 0x4800_0000, 3, &["TIMER0"])],
     },
 ];
 

@@ -199,9 +199,7 @@ fn crate_sizes(project: &Project) -> Result<Option<Sizes>> {
 
 /// The sizes cargo-sample chose for this crate last time, kept beside its builds.
 fn remembered(project: &Project, key: &str) -> Option<Sizes> {
-    let text = std::fs::read_to_string(own_dir(project).join("sizes.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let e = v.get(key)?;
+    let e = crate::runs::recall(&own_dir(project).join("sizes.json"), key)?;
     let get = |k: &str| e.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
     Some(Sizes {
         ring: get("ring")?,
@@ -210,17 +208,11 @@ fn remembered(project: &Project, key: &str) -> Option<Sizes> {
 }
 
 fn remember(project: &Project, key: &str, sizes: Sizes) {
-    let path = own_dir(project).join("sizes.json");
-    let mut v: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    v.insert(
-        key.to_owned(),
+    crate::runs::remember(
+        &own_dir(project).join("sizes.json"),
+        key,
         serde_json::json!({ "ring": sizes.ring, "bins": sizes.bins }),
     );
-    let _ = std::fs::create_dir_all(own_dir(project));
-    let _ = std::fs::write(&path, serde_json::Value::Object(v).to_string());
 }
 
 /// The largest power of two at most `n`.

@@ -297,8 +297,9 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
     let mut by_tag: HashMap<Key, u64> = HashMap::new();
     let mut by_pair: HashMap<Key, u64> = HashMap::new();
     let mut names: HashMap<u32, String> = HashMap::new();
-    for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
-        let label = names
+    // A tag's label: the name it was given, else what it points to.
+    let mut label_of = |sym: &mut Symbolizer, tag: u32| -> String {
+        names
             .entry(tag)
             .or_insert_with(|| {
                 samples
@@ -307,7 +308,10 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
                     .cloned()
                     .unwrap_or_else(|| sym.name_address(tag))
             })
-            .clone();
+            .clone()
+    };
+    for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
+        let label = label_of(sym, tag);
         let f = sym
             .resolve(pc)
             .function
@@ -322,17 +326,7 @@ fn tag_tables(sym: &mut Symbolizer, samples: &Samples) -> (Vec<Row>, Vec<Row>) {
     let exact = (!samples.exact_by_tag.is_empty()).then(|| {
         let mut m: HashMap<Key, u64> = HashMap::new();
         for (&tag, &count) in &samples.exact_by_tag {
-            let label = names
-                .entry(tag)
-                .or_insert_with(|| {
-                    samples
-                        .tag_names
-                        .get(&tag)
-                        .cloned()
-                        .unwrap_or_else(|| sym.name_address(tag))
-                })
-                .clone();
-            *m.entry((label, None)).or_default() += count;
+            *m.entry((label_of(sym, tag), None)).or_default() += count;
         }
         let total = m.values().sum::<u64>();
         (m, total)

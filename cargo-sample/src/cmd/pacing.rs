@@ -113,6 +113,17 @@ pub(crate) fn build(
                 });
             match owner {
                 Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
+                // Asked for: the wiring check refuses a vector that is not the sampler's; a
+                // firmware that only programs SysTick would reprogram it under the sampler.
+                Some(owner) if timer == Timer::SysTick && owner.ends_with("programs it") => {
+                    term::warn(format!(
+                        "the firmware owns SysTick ({owner}), and `--timer systick` samples on \
+                         it: each side reprograms it under the other, so neither the \
+                         application's timing nor the sampling period holds. Leave `--timer` \
+                         out to sample on a free timer"
+                    ));
+                    return Ok((img, timer));
+                }
                 _ => return Ok((img, timer)),
             }
         }

@@ -526,6 +526,24 @@ fn a_firmware_that_programs_systick_without_a_handler_gets_another_timer() {
         &["work_a", "work_b", "delay"],
         "systick-delay on TIMER1",
     );
+    // SysTick asked for all the same: said to break both sides.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "systick-delay",
+            "--timer",
+            "systick",
+            "--samples",
+            "100",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the firmware owns SysTick (`delay` programs it), and `--timer systick`"),
+        "{err}"
+    );
 }
 
 /// An STM32F405 (netduinoplus2) whose SysTick delay owns SysTick: TIM2 paces the sampler (its

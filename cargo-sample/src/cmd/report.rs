@@ -52,21 +52,12 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
         }
         (s, "raw PCs".to_owned())
     } else if let Some(h) = &dump.hist {
-        let size = 1u32 << h.shift;
-        let counts: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
-        let (per_pc, finding) =
-            crate::report::bins::split(&counts, h.base, size, h.outside, &sym, view.bin_split);
-        let s = report::Samples {
-            per_pc,
-            binned: true,
-            findings: finding.into_iter().collect(),
-            ..report::Samples::default()
-        };
         (
-            s,
+            super::saved::hist_samples(h, &sym, view.bin_split),
             format!(
-                "{} bins of {size} bytes from {:#010x}",
+                "{} bins of {} bytes from {:#010x}",
                 h.bins.len(),
+                1u32 << h.shift,
                 h.base
             ),
         )
@@ -76,7 +67,7 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
     let total = samples.total() as u32;
     let taken = dump
         .raw_taken
-        .or(dump.hist.as_ref().and_then(|h| h.taken))
+        .or(dump.hist_taken)
         .map(|n| n as u32)
         .unwrap_or(total);
     let facts = Facts::of_capture(

@@ -23,21 +23,10 @@ pub struct TextDump {
     pub raw_taken: Option<u64>,
     /// Tags, one per raw PC when present.
     pub tags: Vec<u32>,
-    pub hist: Option<TextHist>,
-}
-
-/// The C profiler's histogram of address bins: 32-bit counts and the number of samples taken.
-/// (sampler-rt's bins are [`crate::dump::Hist`]: 16-bit counters that saturate, no count of
-/// their own; both reach the same split, `report::bins::split`.)
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TextHist {
-    pub base: u32,
-    pub shift: u32,
-    /// Samples taken, from `n=`.
-    pub taken: Option<u64>,
-    /// Samples outside the bins, from `out=`.
-    pub outside: u64,
-    pub bins: Vec<u32>,
+    /// The bins: 16-bit counters (four hex digits each), as sampler-rt's.
+    pub hist: Option<crate::dump::Hist>,
+    /// The `n=` of `prof hist`: samples taken.
+    pub hist_taken: Option<u64>,
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -85,11 +74,14 @@ pub fn parse(text: &str) -> Result<TextDump> {
                 .with_context(|| {
                     format!("line {lineno}: `prof hist` without a `shift=` of 1 to 16")
                 })?;
-            d.hist = Some(TextHist {
+            d.hist_taken = field(line, "n").and_then(number);
+            d.hist = Some(crate::dump::Hist {
                 base: base as u32,
                 shift: shift as u32,
-                taken: field(line, "n").and_then(number),
-                outside: field(line, "out").and_then(number).unwrap_or(0),
+                outside: field(line, "out")
+                    .and_then(number)
+                    .unwrap_or(0)
+                    .min(u64::from(u32::MAX)) as u32,
                 bins: Vec::new(),
             });
         } else if line.starts_with("p ") {
@@ -99,7 +91,8 @@ pub fn parse(text: &str) -> Result<TextDump> {
         } else if line.starts_with("h ") {
             let bins = words("h ", 4)?;
             match d.hist.as_mut() {
-                Some(h) => h.bins.extend(bins),
+                // Four hex digits: each fits.
+                Some(h) => h.bins.extend(bins.into_iter().map(|b| b as u16)),
                 None => bail!("line {lineno}: histogram bins before a `prof hist` line"),
             }
         }
@@ -132,11 +125,9 @@ mod tests {
         assert_eq!(d.raw, [0x0800_02b4, 0x0800_02b8, 0x0800_02ac]);
         assert_eq!(d.raw_taken, Some(10));
         assert_eq!(d.tags, [0x2000_0a10, 0x2000_0a10, 0x2000_0b40]);
+        assert_eq!(d.hist_taken, Some(100));
         let h = d.hist.unwrap();
-        assert_eq!(
-            (h.base, h.shift, h.taken, h.outside),
-            (0x0800_0000, 4, Some(100), 3)
-        );
+        assert_eq!((h.base, h.shift, h.outside), (0x0800_0000, 4, 3));
         assert_eq!(h.bins, [0, 1, 0x0a3c, 0xffff]);
     }
 

@@ -580,6 +580,36 @@ fn a_timer_the_firmware_drives_paces_the_sampler() {
     assert_within_3_sigma(&r, &["hot_a", "hot_b", "hot_c"], "firmware timer");
 }
 
+/// A firmware that installs its own SysTick handler at run time, in a vector table moved to
+/// RAM (the image's table still names the sampler): the sampler sees the table the core uses,
+/// does not start, and the report says why and what to do; another timer then works.
+#[test]
+fn a_systick_taken_at_run_time_stops_the_sampler_with_the_reason() {
+    let out = cargo_sample(
+        &scenarios(),
+        &["--release", "--bin", "vtor-systick", "--format", "json"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["samples"], 0);
+    assert!(
+        r["stop"]
+            .as_str()
+            .unwrap()
+            .contains("SysTick belongs to the application"),
+        "{}",
+        r["stop"]
+    );
+    assert!(
+        r["diagnostics"].to_string().contains("`--timer NAME`"),
+        "{}",
+        r["diagnostics"]
+    );
+    let (r, _) = profile_in("vtor-systick", &["--timer", "timer1", "--samples", "500"]);
+    assert_eq!(r["samples"], 500);
+}
+
 /// The same application built without LTO: the link refuses two SysTick handlers; the tool
 /// reads that, finds the free timer and builds again.
 #[test]

@@ -383,9 +383,10 @@ pub fn stack_room(elf: &[u8]) -> Option<String> {
 fn advice(pacer: Pacer, rtic: bool) -> String {
     match pacer {
         Pacer::SysTick => format!(
-            " Leave `--timer` out: cargo-sample then paces the sampler with a timer of the \
-             machine the application leaves free (or name one, e.g. `--timer gptm0` on \
-             lm3s6965evb){}",
+            " In QEMU, leave `--timer` out: cargo-sample then paces the sampler with a timer of \
+             the machine the application leaves free (or name one, e.g. `--timer gptm0` on \
+             lm3s6965evb). On a board, pace it with a timer of the chip through \
+             `sampler_rt::start_with_timer` (README, \"When SysTick is yours\"){}",
             if rtic {
                 "; RTIC's SysTick monotonic (`systick_monotonic!`) keeps SysTick for the \
                  application"

@@ -241,6 +241,10 @@ pub fn stop_reason(stop: u8) -> &'static str {
         wire::STOP_FIRMWARE => "the firmware ended the run",
         wire::STOP_SNAPSHOT => "run cut short; samples read from the target's memory",
         wire::STOP_RUNNING => "still sampling",
+        wire::STOP_TIMER_TAKEN => {
+            "the sampler did not start: SysTick belongs to the application (its vector is not \
+             the sampler's)"
+        }
         _ => "unknown",
     }
 }

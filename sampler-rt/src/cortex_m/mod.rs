@@ -167,6 +167,10 @@ pub fn start() {
                 start_device(s, &cfg)
             }
             wire::TIMER_CUSTOM => start_firmware_timer(s, &cfg),
+            _ if !systick_is_ours() => {
+                (*s).phase = PHASE_STOPPED;
+                (*s).stop = wire::STOP_TIMER_TAKEN;
+            }
             _ => start_systick(s, &cfg),
         }
     }
@@ -241,6 +245,20 @@ pub(crate) fn restart_firmware_timer(ticks: u32, priority: u8) {
     if let Some(t) = firmware_timer() {
         (t.stop)();
         (t.start)(ticks, priority);
+    }
+}
+
+/// Whether SysTick's vector, in the table the core uses (VTOR; 0 where there is none), is the
+/// sampler's entry: otherwise the application owns SysTick (its handler won the link, or it
+/// installed one in a table of its own) and the sampler must leave it alone.
+#[inline(never)]
+fn systick_is_ours() -> bool {
+    const VTOR: *const u32 = 0xE000_ED08 as *const u32;
+    // SAFETY: VTOR is architected (RAZ where not implemented); the vector table is readable.
+    unsafe {
+        let table = read_volatile(VTOR) & !0x7F;
+        let vector = read_volatile((table as usize + 15 * 4) as *const u32);
+        vector & !1 == sampler_rt_entry as *const () as u32 & !1
     }
 }
 

@@ -123,6 +123,9 @@ pub const STOP_LIMIT: u8 = 1;
 pub const STOP_FIRMWARE: u8 = 2;
 /// The host read the sampler's memory while the firmware still ran (timeout, Ctrl-C, fault).
 pub const STOP_SNAPSHOT: u8 = 3;
+/// The sampler did not start: SysTick's vector (in the table VTOR points at) is not the
+/// sampler's, so the application owns SysTick, and taking it would break the application.
+pub const STOP_TIMER_TAKEN: u8 = 4;
 
 /// Payload length of a version-1 [`REC_INFO`] record.
 pub const INFO_LEN: usize = 64;

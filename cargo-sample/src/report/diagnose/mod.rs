@@ -29,6 +29,15 @@ use pileup::pile_ups;
 /// Why a run has no samples, against its sampling period.
 fn no_samples(input: &Input<'_>) -> String {
     let f = input.facts;
+    if f.stop == crate::report::model::stop_reason(sampler_rt::wire::STOP_TIMER_TAKEN) {
+        return "no samples: the sampler did not start, because SysTick's vector in the table \
+                the core uses (VTOR) is not the sampler's: the application installed a SysTick \
+                handler of its own at run time (a vector table moved to RAM, as RTOS ports do), \
+                and taking SysTick would have broken it. In QEMU pace the sampler with another \
+                timer (`--timer NAME`); on a board, with a timer of the chip through \
+                `sampler_rt::start_with_timer`"
+            .to_owned();
+    }
     let period = f.period_units;
     let units_per_tick = if f.period_ticks > 0.0 {
         period / f.period_ticks

@@ -79,3 +79,20 @@ fn a_firmware_that_never_writes_the_dump_gets_a_clear_error_and_the_bytes_are_ke
         serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(meta["state"], "timed out");
 }
+
+/// A board application that owns SysTick (a polled delay) and paces the sampler with a timer
+/// it drives itself: the board path sees SysTick is the application's, builds sampler-rt
+/// without its SysTick handler, and the dump arrives with the firmware's timer named.
+#[test]
+fn a_board_firmware_that_owns_systick_paces_the_sampler_with_its_own_timer() {
+    let (out, _tmp) = serial_run("uart-own-systick", &["-n", "2000"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the firmware owns SysTick (`settle` programs it)"),
+        "{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["samples"], 2000);
+    assert_eq!(r["timer"], "the firmware's timer");
+}

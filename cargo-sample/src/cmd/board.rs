@@ -87,11 +87,13 @@ fn board_image(
     let period = board_period(args, clock)?;
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
-    let img = capture::build(
-        p,
-        &args.cargo,
-        sampler.map_or(capture::Runtime::Off, |s| capture::Runtime::Sampler(s.1)),
-    )?;
+    let (img, systick) = match sampler {
+        Some((_, calls)) => super::pacing::build_on_board(p, args, calls)?,
+        None => (
+            capture::build(p, &args.cargo, capture::Runtime::Off)?,
+            false,
+        ),
+    };
     let state_addr = img
         .fw
         .state
@@ -99,7 +101,9 @@ fn board_image(
         .map(|s| s.0 as u32);
     let mut config = None;
     if let Some((sink, _)) = sampler {
-        crate::image::wiring::check(&img.bytes, pacer(&img.fw, Timer::SysTick))?;
+        if systick {
+            crate::image::wiring::check(&img.bytes, pacer(&img.fw, Timer::SysTick))?;
+        }
         config = Some(board_config(
             args,
             &img.bytes,

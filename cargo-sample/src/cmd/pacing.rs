@@ -200,6 +200,46 @@ pub(crate) fn build(
     Ok((img, device(t)))
 }
 
+/// On a board (no table of the chip's timers): build with the sampler on SysTick, unless the
+/// firmware owns SysTick; then build again without sampler-rt's SysTick handler, so that the
+/// firmware paces the sampler with a timer of its own (`sampler_rt::start_with_timer`; without
+/// one, sampler-rt sees SysTick is not its own and does not start, and the report says so).
+/// Returns the image and whether the sampler may take SysTick.
+pub(crate) fn build_on_board(p: &Project, args: &RunArgs, calls: &str) -> Result<(Image, bool)> {
+    let leave_systick = |owner: String| -> Result<(Image, bool)> {
+        term::note(format!(
+            "the firmware owns SysTick ({owner}): sampler-rt is built without its SysTick \
+             handler, and the firmware's own timer paces it (`sampler_rt::start_with_timer`; \
+             README, \"When SysTick is yours\")"
+        ));
+        let img = build_with(
+            p,
+            args,
+            vec![(VECTOR_ENV.to_owned(), "none".to_owned())],
+            calls,
+        )?;
+        Ok((img, false))
+    };
+    match capture::build(p, &args.cargo, Runtime::Sampler(calls)) {
+        Err(e) if format!("{e:#}").contains(firmware::DUPLICATE_SYSTICK) => {
+            leave_systick("the link found the application's SysTick handler".to_owned())
+        }
+        Err(e) => Err(e),
+        Ok(img) => {
+            let owner = wiring::systick_owner(&img.bytes)
+                .map(|h| format!("its vector points at {h}"))
+                .or_else(|| {
+                    wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
+                        .map(|f| format!("{f} programs it"))
+                });
+            match owner {
+                Some(owner) => leave_systick(owner),
+                None => Ok((img, true)),
+            }
+        }
+    }
+}
+
 fn device(t: &'static DeviceTimer) -> Timer {
     Timer::Device {
         kind: t.kind,

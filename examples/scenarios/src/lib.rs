@@ -157,6 +157,56 @@ mod sampling_timer {
     sampler_rt::cmsdk_timer_interrupt!(TIMER0);
 }
 
+/// CMSDK timer 1 as a timer the firmware drives for the sampler (`sampler_rt::start_with_timer`):
+/// start, stop, its reload and flag registers, its 25 MHz clock. The binary that uses it
+/// defines the interrupt handler: `sampler_rt::timer_interrupt!(TIMER1, ack = 1)`.
+#[cfg(feature = "sample")]
+pub mod timer1_pacer {
+    use core::ptr::write_volatile;
+
+    use super::TIMER1_BASE;
+
+    const CTRL: usize = TIMER1_BASE;
+    const VALUE: usize = TIMER1_BASE + 0x04;
+    const RELOAD: usize = TIMER1_BASE + 0x08;
+    const INTCLEAR: usize = TIMER1_BASE + 0x0C;
+    /// Timer 1's interrupt.
+    const IRQ: usize = 9;
+
+    fn start(ticks: u32, priority: u8) {
+        // SAFETY: CMSDK timer 1 and its NVIC entries belong to the sampler in this firmware.
+        unsafe {
+            write_volatile(CTRL as *mut u32, 0);
+            write_volatile(RELOAD as *mut u32, ticks);
+            write_volatile(VALUE as *mut u32, ticks);
+            write_volatile(INTCLEAR as *mut u32, 1);
+            write_volatile((0xE000_E400 + IRQ) as *mut u8, priority);
+            write_volatile(0xE000_E100 as *mut u32, 1 << IRQ);
+            // ENABLE | INTERRUPT ENABLE.
+            write_volatile(CTRL as *mut u32, 0b1001);
+        }
+    }
+
+    fn stop() {
+        // SAFETY: as in `start`.
+        unsafe {
+            write_volatile(CTRL as *mut u32, 0);
+            write_volatile(INTCLEAR as *mut u32, 1);
+            write_volatile(0xE000_E180 as *mut u32, 1 << IRQ);
+            write_volatile(0xE000_E280 as *mut u32, 1 << IRQ);
+        }
+    }
+
+    /// The timer, for `sampler_rt::start_with_timer`.
+    pub static TIMER: sampler_rt::Timer = sampler_rt::Timer {
+        start,
+        stop,
+        reload: RELOAD as u32,
+        flag: INTCLEAR as u32,
+        hz: 25_000_000,
+    };
+}
+
 /// Start the sampler when the firmware is built for `cargo sample`.
 pub fn sampling_start() {
     #[cfg(feature = "sample")]

@@ -523,7 +523,7 @@ fn a_firmware_that_programs_systick_without_a_handler_gets_another_timer() {
     assert!(r["samples"].as_u64().unwrap() > 2000, "{}", r["samples"]);
     assert_within_3_sigma(
         &r,
-        &["work_a", "work_b", "delay"],
+        &["work_a", "work_b", "systick_delay"],
         "systick-delay on TIMER1",
     );
     // SysTick asked for all the same: said to break both sides.
@@ -541,7 +541,9 @@ fn a_firmware_that_programs_systick_without_a_handler_gets_another_timer() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("the firmware owns SysTick (`delay` programs it), and `--timer systick`"),
+        err.contains(
+            "the firmware owns SysTick (`systick_delay` programs it), and `--timer systick`"
+        ),
         "{err}"
     );
 }

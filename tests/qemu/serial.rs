@@ -89,7 +89,7 @@ fn a_board_firmware_that_owns_systick_paces_the_sampler_with_its_own_timer() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("the firmware owns SysTick (`settle` programs it)"),
+        stderr.contains("the firmware owns SysTick (`systick_delay` programs it)"),
         "{stderr}"
     );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -105,13 +105,7 @@ pub(crate) fn build(
         Err(e) => return Err(e),
         Ok(img) if wanted.is_some() => (img, None),
         Ok(img) => {
-            let owner = wiring::systick_owner(&img.bytes)
-                .map(|h| format!("its vector points at {h}"))
-                .or_else(|| {
-                    wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
-                        .map(|f| format!("{f} programs it"))
-                });
-            match owner {
+            match systick_owner(&img) {
                 Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
                 // Asked for: the wiring check refuses a vector that is not the sampler's; a
                 // firmware that only programs SysTick would reprogram it under the sampler.
@@ -225,19 +219,22 @@ pub(crate) fn build_on_board(p: &Project, args: &RunArgs, calls: &str) -> Result
             leave_systick("the link found the application's SysTick handler".to_owned())
         }
         Err(e) => Err(e),
-        Ok(img) => {
-            let owner = wiring::systick_owner(&img.bytes)
-                .map(|h| format!("its vector points at {h}"))
-                .or_else(|| {
-                    wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
-                        .map(|f| format!("{f} programs it"))
-                });
-            match owner {
-                Some(owner) => leave_systick(owner),
-                None => Ok((img, true)),
-            }
-        }
+        Ok(img) => match systick_owner(&img) {
+            Some(owner) => leave_systick(owner),
+            None => Ok((img, true)),
+        },
     }
+}
+
+/// Whether the firmware owns SysTick, in words: its vector is the application's handler, or
+/// its code programs the registers (a polled delay).
+fn systick_owner(img: &Image) -> Option<String> {
+    wiring::systick_owner(&img.bytes)
+        .map(|h| format!("its vector points at {h}"))
+        .or_else(|| {
+            wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
+                .map(|f| format!("{f} programs it"))
+        })
 }
 
 fn device(t: &'static DeviceTimer) -> Timer {

@@ -157,6 +157,26 @@ mod sampling_timer {
     sampler_rt::cmsdk_timer_interrupt!(TIMER0);
 }
 
+/// Wait `ticks` core-clock ticks with SysTick, polling COUNTFLAG, the way
+/// `cortex_m::delay::Delay` and many HALs do: SysTick programmed, no SysTick handler. A
+/// firmware that calls it owns SysTick.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn systick_delay(ticks: u32) {
+    const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+    const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+    const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
+    // SAFETY: SysTick belongs to the firmware that calls this; nothing else programs it.
+    unsafe {
+        write_volatile(SYST_RVR, ticks - 1);
+        write_volatile(SYST_CVR, 0);
+        // ENABLE | CLKSOURCE (core clock), no interrupt.
+        write_volatile(SYST_CSR, 0b101);
+        while read_volatile(SYST_CSR) & (1 << 16) == 0 {}
+        write_volatile(SYST_CSR, 0);
+    }
+}
+
 /// CMSDK timer 1 as a timer the firmware drives for the sampler (`sampler_rt::start_with_timer`):
 /// start, stop, its reload and flag registers, its 25 MHz clock. The binary that uses it
 /// defines the interrupt handler: `sampler_rt::timer_interrupt!(TIMER1, ack = 1)`.

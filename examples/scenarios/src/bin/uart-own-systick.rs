@@ -1,6 +1,6 @@
-//! A board application that owns SysTick (a polled delay between its loops) and sends the dump
-//! through its UART: the sampler is paced by CMSDK timer 1, which the firmware drives for it
-//! (`sampler_rt::start_with_timer`). `cargo sample --serial` sees that the firmware owns
+//! A board application that owns SysTick (`scenarios::systick_delay` between its loops) and
+//! sends the dump through its UART: the sampler is paced by CMSDK timer 1, which the firmware
+//! drives for it (`sampler_rt::start_with_timer`). `cargo sample --serial` sees that the firmware owns
 //! SysTick and builds sampler-rt without its SysTick handler.
 #![no_std]
 #![no_main]
@@ -8,12 +8,9 @@
 use core::ptr::{read_volatile, write_volatile};
 
 use cortex_m_rt::entry;
-use scenarios::{hot_a, hot_b};
+use scenarios::{hot_a, hot_b, systick_delay};
 
 const UART0: usize = 0x4000_4000;
-const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
-const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
-const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
 
 fn uart_write(bytes: &[u8]) {
     for &b in bytes {
@@ -22,20 +19,6 @@ fn uart_write(bytes: &[u8]) {
             while read_volatile((UART0 + 0x4) as *const u32) & 1 != 0 {}
             write_volatile(UART0 as *mut u32, b as u32);
         }
-    }
-}
-
-/// Wait `ticks` core-clock ticks with SysTick, polling COUNTFLAG.
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn settle(ticks: u32) {
-    // SAFETY: SysTick belongs to this firmware.
-    unsafe {
-        write_volatile(SYST_RVR, ticks - 1);
-        write_volatile(SYST_CVR, 0);
-        write_volatile(SYST_CSR, 0b101);
-        while read_volatile(SYST_CSR) & (1 << 16) == 0 {}
-        write_volatile(SYST_CSR, 0);
     }
 }
 
@@ -58,6 +41,6 @@ fn main() -> ! {
     loop {
         hot_a(700);
         hot_b(300);
-        settle(50);
+        systick_delay(50);
     }
 }

@@ -197,8 +197,8 @@ const fn decimal(s: &str) -> usize {
 /// flag register's address from the sampler's state, writes the value there, and continues in
 /// the same sampling code.
 ///
-/// cargo-sample does this by itself for the timers it knows (see `cargo sample --timer list`):
-/// when SysTick belongs to the application it picks a free one and has this handler built in
+/// cargo-sample does this by itself for the timers it knows (`--timer` in
+/// `cargo sample --help`): when SysTick belongs to the application it picks a free one and has this handler built in
 /// (through `SAMPLER_RT_TIMER_VECTOR` and `SAMPLER_RT_TIMER_ACK` at build time).
 ///
 /// ```ignore

@@ -239,7 +239,8 @@ pub struct RunArgs {
     /// Timer that paces the sampler. Default: SysTick, or, when the firmware owns SysTick, a
     /// free timer of the machine (found in the image). `systick`, a machine's timer by name
     /// (`gptm0`..`gptm3` on lm3s6965evb, `timer0`..`timer2` on microbit, `timer0`/`timer1` on
-    /// mps2), `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ`, `nrf:BASE:IRQ`; on ARMv8-A the generic timer
+    /// mps2, `tim2`/`tim5` on netduinoplus2), `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ`,
+    /// `nrf:BASE:IRQ`, `stm32:BASE:IRQ`; on ARMv8-A the generic timer
     /// (`generic`, the default) or a PMU overflow every period events (`pmu:cpu_cycles` on the
     /// cycle counter, `pmu:EVENT` on event counter 0).
     #[arg(long, value_name = "TIMER")]

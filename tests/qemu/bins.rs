@@ -11,7 +11,9 @@ fn phantoms(r: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|row| {
-            row["samples"].as_u64().unwrap() >= 10 && row["exact_percent"].as_f64().unwrap() < 0.01
+            // At least 10 samples of 10 000 for code that ran under a tenth of that (the
+            // sampler's start, before any sample, counts as not running while sampling).
+            row["samples"].as_u64().unwrap() >= 10 && row["exact_percent"].as_f64().unwrap() < 0.05
         })
         .map(|row| row["name"].as_str().unwrap().to_owned())
         .collect()

@@ -237,3 +237,40 @@ fn a_board_run_prepares_its_image_and_stops_at_the_probe_with_a_clear_message() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("name its chip with `--chip`"), "{stderr}");
 }
+
+/// A firmware that ends through semihosting's `exit` without flushing (as most examples of
+/// other projects do): without `--live` its samples go with it, and the error says to flush or
+/// to read live; with `--live` the samples read before it ended are reported, and the last
+/// poll's are said to be missing (not an error about the monitor).
+#[test]
+fn a_firmware_that_exits_without_flushing_is_read_live_up_to_its_end() {
+    let out = cargo_sample(&scenarios(), &["--release", "--bin", "exits-unflushed"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("without sending samples"), "{err}");
+    assert!(err.contains("`--live`"), "{err}");
+
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "exits-unflushed",
+            "--live",
+            "--poll-interval",
+            "20",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the firmware ended between two reads"),
+        "{err}"
+    );
+    assert!(!err.contains("reading the target stopped"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["samples"].as_u64().unwrap() > 100, "{}", r["samples"]);
+    assert_hot_a_share(&r, r["samples"].as_f64().unwrap());
+}

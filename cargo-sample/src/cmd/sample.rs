@@ -386,8 +386,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                  a firmware that ends by its own means (semihosting's `debug::exit`, \
                  `panic-semihosting`) takes them with it. With the sampling feature on, end it \
                  with `sampler_rt::exit(code)` (or call `sampler_rt::flush()` just before), or \
-                 take fewer samples (`--samples`) so that the limit ends the run first. (And \
-                 samples are only taken after `sampler_rt::start()`.)",
+                 take fewer samples (`--samples`) so that the limit ends the run first, or run \
+                 with `--live` (the host reads the samples while the firmware runs, all but the \
+                 last poll's). (And samples are only taken after `sampler_rt::start()`.)",
                 status
                     .code()
                     .map(|c| format!("exit code {c}"))

@@ -342,6 +342,13 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
                     }
                 }
                 Err(e) => {
+                    // QEMU gone while it was read: the firmware ended between two reads.
+                    if let Ok(Some(status)) = child.try_wait() {
+                        if l.reader.live().is_none_or(|x| !x.stopped()) {
+                            l.out.unread_tail = true;
+                        }
+                        break Some(status);
+                    }
                     l.out.error = Some(format!("{e:#}"));
                     let _ = child.kill();
                     let _ = child.wait();

@@ -100,16 +100,17 @@ pub(crate) fn build(
             )?;
             let owner = wiring::systick_owner(&img.bytes)
                 .unwrap_or_else(|| "the application's `SysTick`".to_owned());
-            (img, Some(format!("its vector points at {owner}")))
+            (img, Some(SysTickOwner::Vector(owner).said()))
         }
         Err(e) => return Err(e),
         Ok(img) if wanted.is_some() => (img, None),
         Ok(img) => {
             match systick_owner(&img) {
-                Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner)),
+                Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner.said())),
                 // Asked for: the wiring check refuses a vector that is not the sampler's; a
                 // firmware that only programs SysTick would reprogram it under the sampler.
-                Some(owner) if timer == Timer::SysTick && owner.ends_with("programs it") => {
+                Some(owner @ SysTickOwner::Code(_)) if timer == Timer::SysTick => {
+                    let owner = owner.said();
                     term::warn(format!(
                         "the firmware owns SysTick ({owner}), and `--timer systick` samples on \
                          it: each side reprograms it under the other, so neither the \
@@ -220,21 +221,35 @@ pub(crate) fn build_on_board(p: &Project, args: &RunArgs, calls: &str) -> Result
         }
         Err(e) => Err(e),
         Ok(img) => match systick_owner(&img) {
-            Some(owner) => leave_systick(owner),
+            Some(owner) => leave_systick(owner.said()),
             None => Ok((img, true)),
         },
     }
 }
 
-/// Whether the firmware owns SysTick, in words: its vector is the application's handler, or
-/// its code programs the registers (a polled delay).
-fn systick_owner(img: &Image) -> Option<String> {
+/// How the firmware owns SysTick.
+enum SysTickOwner {
+    /// Its vector is the application's handler (named).
+    Vector(String),
+    /// The firmware's code programs the registers (a polled delay; the function named).
+    Code(String),
+}
+
+impl SysTickOwner {
+    /// In words, for messages.
+    fn said(&self) -> String {
+        match self {
+            SysTickOwner::Vector(h) => format!("its vector points at {h}"),
+            SysTickOwner::Code(f) => format!("{f} programs it"),
+        }
+    }
+}
+
+/// Whether the firmware owns SysTick, and how.
+fn systick_owner(img: &Image) -> Option<SysTickOwner> {
     wiring::systick_owner(&img.bytes)
-        .map(|h| format!("its vector points at {h}"))
-        .or_else(|| {
-            wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR)
-                .map(|f| format!("{f} programs it"))
-        })
+        .map(SysTickOwner::Vector)
+        .or_else(|| wiring::code_refers_to(&img.bytes, SYST_CSR, SYST_CVR).map(SysTickOwner::Code))
 }
 
 fn device(t: &'static DeviceTimer) -> Timer {

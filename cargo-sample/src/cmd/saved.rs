@@ -109,6 +109,7 @@ pub(crate) fn unpreemptable(
     let own = dump.info.priority;
     let mut code = code;
     let mut names = Vec::new();
+    let rtic = crate::image::rtic::is_rtic(sym);
     for &(exc, prio, enabled) in &dump.priorities {
         if !enabled || prio > own {
             continue;
@@ -127,11 +128,9 @@ pub(crate) fn unpreemptable(
             continue;
         }
         let label = match (exc >= 16, code.as_deref_mut()) {
-            (true, Some(c)) if crate::image::rtic::is_rtic(sym) => {
-                crate::image::rtic::tasks_of(sym, c, addr)
-                    .describe(&name)
-                    .unwrap_or(name)
-            }
+            (true, Some(c)) if rtic => crate::image::rtic::tasks_of(sym, c, addr)
+                .describe(&name)
+                .unwrap_or(name),
             _ => name,
         };
         names.push(format!("{label} at {prio:#04x}"));

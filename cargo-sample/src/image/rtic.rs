@@ -40,9 +40,7 @@ impl Tasks {
 
 /// Whether the image is an RTIC application.
 pub fn is_rtic(sym: &Symbolizer) -> bool {
-    sym.all_functions()
-        .iter()
-        .any(|f| f.2.starts_with("rtic::") || f.2.contains("__rtic_"))
+    sym.any_function(|f| f.starts_with("rtic::") || f.contains("__rtic_"))
 }
 
 /// The RTIC tasks the handler at `start` runs: the functions of the application's `app`

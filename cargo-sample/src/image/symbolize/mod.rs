@@ -216,6 +216,11 @@ impl Symbolizer {
         self.functions.clone()
     }
 
+    /// Whether any function's name passes `test` (without copying the table).
+    pub fn any_function(&self, test: impl Fn(&str) -> bool) -> bool {
+        self.functions.iter().any(|f| test(&f.2))
+    }
+
     /// The `(start, end)` ranges of the functions called `name`.
     pub fn ranges_of(&self, name: &str) -> Vec<(u64, u64)> {
         self.functions

@@ -253,6 +253,7 @@ pub(crate) fn callers_of(sym: &mut Symbolizer, code: &mut Code, target: u32) -> 
 /// the sampler's own.
 pub(crate) fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code) -> String {
     let mut names = Vec::new();
+    let rtic = crate::image::rtic::is_rtic(sym);
     for &(n, addr) in input.vectors {
         if n < 2 {
             continue;
@@ -280,7 +281,7 @@ pub(crate) fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut 
             continue;
         }
         // RTIC: the task the handler runs, by its name.
-        let named = if crate::image::rtic::is_rtic(sym) {
+        let named = if rtic {
             crate::image::rtic::tasks_of(sym, code, addr as u64).describe(&name)
         } else {
             None

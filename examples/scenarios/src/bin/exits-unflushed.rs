@@ -11,7 +11,7 @@ use scenarios::{hot_a, hot_b, hot_c, sampling_start};
 #[entry]
 fn main() -> ! {
     sampling_start();
-    for _ in 0..10_000 {
+    for _ in 0..18_000 {
         hot_a(700);
         hot_b(200);
         hot_c(100);

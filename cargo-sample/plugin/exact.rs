@@ -18,7 +18,13 @@
 //! and QEMU exits with status 0, leaving an empty `FILE.budget` beside the counts. That check is a callback per block, so it costs more than the
 //! inline counters and is only installed when a budget is given.
 //!
-//! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N]`.
+//! With `ticks=FILE` it also plays the clock of a DWT's PC sampler: the PC of every 64th
+//! executed instruction (the instruction that makes the count a multiple of 64) is appended
+//! to `FILE` as a little-endian `u32`, through a 4 KiB buffer (flushed when full and at exit).
+//! The block callback counts a block's instructions when it starts, so a block cut short by
+//! a fault counts whole; QEMU ends blocks at interrupts, so those are exact.
+//!
+//! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
 
 use std::collections::HashMap;
@@ -186,9 +192,36 @@ struct Counters {
 
 static STATE: Mutex<Option<Counters>> = Mutex::new(None);
 
-extern "C" fn on_block(_vcpu: u32, n: *mut c_void) {
-    let total = STARTED.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-    if total >= BUDGET.load(Ordering::Relaxed) {
+/// Instructions between two ticks.
+const TICK: u64 = 64;
+
+/// The tick file, when asked for.
+static TICKS: Mutex<Option<std::io::BufWriter<std::fs::File>>> = Mutex::new(None);
+
+/// What a block's callback needs: its instructions' addresses.
+struct Block {
+    pcs: Vec<u32>,
+}
+
+extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
+    // SAFETY: the pointer is a `Block` leaked at translation, never freed.
+    let block = unsafe { &*(data as *const Block) };
+    let n = block.pcs.len() as u64;
+    let before = STARTED.fetch_add(n, Ordering::Relaxed);
+    let total = before + n;
+    if total / TICK > before / TICK {
+        let mut guard = TICKS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = guard.as_mut() {
+            let mut k = (before / TICK + 1) * TICK;
+            while k <= total {
+                let pc = block.pcs[(k - before - 1) as usize];
+                let _ = w.write_all(&pc.to_le_bytes());
+                k += TICK;
+            }
+        }
+    }
+    let budget = BUDGET.load(Ordering::Relaxed);
+    if budget != 0 && total >= budget {
         write_counts();
         // Tell the host that the budget, not the program, ended the run.
         let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
@@ -205,21 +238,28 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let Some(state) = guard.as_mut() else { return };
     // SAFETY: QEMU passes a valid translation block for the duration of this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
+    let counting = state.out.is_some();
+    let mut pcs = Vec::with_capacity(n);
     for i in 0..n {
         // SAFETY: i < n, as the API requires; the instruction belongs to this block.
         unsafe {
             let insn = qemu_plugin_tb_get_insn(tb, i);
             let pc = qemu_plugin_insn_vaddr(insn);
-            state
-                .by_pc
-                .entry(pc)
-                .or_insert_with(Counter::new)
-                .attach(insn);
+            pcs.push(pc as u32);
+            if counting {
+                state
+                    .by_pc
+                    .entry(pc)
+                    .or_insert_with(Counter::new)
+                    .attach(insn);
+            }
         }
     }
-    if BUDGET.load(Ordering::Relaxed) != 0 {
-        // SAFETY: registering on the block QEMU is translating; the user data is a count.
-        unsafe { qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, CB_NO_REGS, n as *mut c_void) };
+    let ticking = TICKS.lock().map(|t| t.is_some()).unwrap_or(false);
+    if BUDGET.load(Ordering::Relaxed) != 0 || ticking {
+        let block = Box::into_raw(Box::new(Block { pcs })).cast::<c_void>();
+        // SAFETY: registering on the block QEMU is translating; the user data lives for ever.
+        unsafe { qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, CB_NO_REGS, block) };
     }
 }
 
@@ -227,7 +267,14 @@ extern "C" fn on_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
     write_counts();
 }
 
+fn flush_ticks() {
+    if let Some(w) = TICKS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = w.flush();
+    }
+}
+
 fn write_counts() {
+    flush_ticks();
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else { return };
     let Some(path) = &state.out else { return };
@@ -270,6 +317,16 @@ pub unsafe extern "C" fn qemu_plugin_install(
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy();
         match arg.split_once('=') {
             Some(("out", v)) => out = Some(v.to_owned()),
+            Some(("ticks", v)) => match std::fs::File::create(v) {
+                Ok(f) => {
+                    *TICKS.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(std::io::BufWriter::with_capacity(4096, f))
+                }
+                Err(e) => {
+                    eprintln!("cargo-sample exact-count plugin: cannot create {v}: {e}");
+                    return -1;
+                }
+            },
             Some(("budget", v)) => match v.parse::<u64>() {
                 Ok(n) => BUDGET.store(n, Ordering::Relaxed),
                 Err(_) => {
@@ -279,7 +336,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE)"
                 );
                 return -1;
             }

@@ -13,6 +13,7 @@ use super::settings::{DEFAULT_SAMPLES, Timer, board_period, names_at, pacer, tim
 use super::stages::board_config;
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
+use crate::exec::probe::qemu as qemu_probe;
 use crate::exec::qemu;
 use crate::exec::serial;
 use crate::image::elf;
@@ -82,8 +83,9 @@ fn board_image(
     p: &Project,
     sampler: Option<(u8, &str)>,
     requested: u32,
+    default_clock: u64,
 ) -> Result<BoardImage> {
-    let clock = args.board.clock.map(u64::from).unwrap_or(0);
+    let clock = args.board.clock.map(u64::from).unwrap_or(default_clock);
     let period = board_period(args, clock)?;
     let (reload, jitter_mask) =
         timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
@@ -127,9 +129,26 @@ fn board_image(
 pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
     use crate::cli::Method;
     let method = args.board.method;
-    if args.truth || args.exact {
-        bail!("`--truth` and `--exact` count instructions in QEMU; a board has no such counter");
+    let mut conn = crate::exec::probe::Connection::new(
+        chip,
+        args.board.conn.settings(chip),
+        board_defaults(p),
+    );
+    let emulated = conn.probe.as_deref() == Some(qemu_probe::PROBE_NAME);
+    if args.exact {
+        bail!("`--exact` counts instructions without sampling: run it in QEMU with `--machine`");
     }
+    if args.truth && !emulated {
+        bail!(
+            "`--truth` counts instructions in QEMU; a board has no such counter (with \
+             `--probe qemu` the emulated chip has)"
+        );
+    }
+    let machine = if emulated {
+        Some(emulated_machine(chip)?)
+    } else {
+        None
+    };
     capture::preflight(args, p, method == Method::Timer)?;
     let requested = args.samples.unwrap_or(if args.duration.is_some() {
         0
@@ -145,7 +164,15 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         clock,
         period,
         reload,
-    } = board_image(args, p, sampler, requested)?;
+    } = board_image(
+        args,
+        p,
+        sampler,
+        requested,
+        machine
+            .map(|m| emulated_clock(m, args, method))
+            .unwrap_or(0),
+    )?;
     let (elf_bytes, fw) = (&img.bytes, &img.fw);
     let how = format!("{method:?}").to_lowercase();
     let meta = RunMeta {
@@ -161,12 +188,11 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     };
     let mut run = Run::start(p, elf_bytes, config.as_ref(), meta)?;
     let dir = run.dir.clone();
+    if let Some(m) = machine {
+        conn.emulated = Some(emulated_chip(args, p, m, method, &dir)?);
+    }
     let cap = crate::exec::probe::capture(&crate::exec::probe::CaptureSpec {
-        conn: crate::exec::probe::Connection::new(
-            chip,
-            args.board.conn.settings(chip),
-            board_defaults(p),
-        ),
+        conn,
         elf: dir.join(runs::LOADED_ELF),
         method,
         state_addr,
@@ -191,6 +217,20 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         Err(e) => return Err(run.failed(e)),
     };
     run.meta.wall_seconds = cap.wall.as_secs_f64();
+    if let Some((attach, flash)) = cap.timings {
+        term::note(format!(
+            "attached in {:.2} s, flashed in {:.2} s, captured in {:.2} s",
+            attach.as_secs_f64(),
+            flash.as_secs_f64(),
+            (cap.wall - flash).as_secs_f64()
+        ));
+    }
+    if let Some(end) = &cap.emulated_end {
+        term::note(end);
+    }
+    if args.truth && !dir.join(crate::exec::exact::FILE).is_file() {
+        term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
+    }
     if let Some(d) = board_dump(&cap, code, reload, requested) {
         run.keep(runs::DUMP, &dump::encode(&d))?;
     }
@@ -204,6 +244,78 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
     };
     run.finish(state, runs::DUMP, |dir| {
         format!("no samples arrived; the run is kept in {}", dir.display())
+    })
+}
+
+/// `--probe qemu`: the QEMU machine that plays the chip.
+fn emulated_machine(chip: &str) -> Result<&'static crate::exec::machine::Machine> {
+    let chips = qemu_probe::chips();
+    match crate::exec::machine::find(chip) {
+        Some(m) if chips.contains(&chip) => Ok(m),
+        _ => bail!(
+            "`--probe qemu` emulates these chips: {} (QEMU machines); `--chip {chip}` is not one",
+            chips.join(", ")
+        ),
+    }
+}
+
+/// The emulated chip's clock: SysTick's for the timer and PCSR (periods are SysTick ticks),
+/// the instruction rate for DWT (its periods are cycles, one instruction each in QEMU).
+fn emulated_clock(
+    m: &crate::exec::machine::Machine,
+    args: &RunArgs,
+    method: crate::cli::Method,
+) -> u64 {
+    let shift = args
+        .icount_shift
+        .unwrap_or_else(|| m.default_icount_shift());
+    match method {
+        crate::cli::Method::Dwt => 1_000_000_000 >> shift,
+        _ => m.systick_hz,
+    }
+}
+
+/// How to start the QEMU machine behind `--probe qemu`: its output and the exact counts go
+/// to the run directory.
+fn emulated_chip(
+    args: &RunArgs,
+    p: &Project,
+    m: &'static crate::exec::machine::Machine,
+    method: crate::cli::Method,
+    dir: &std::path::Path,
+) -> Result<qemu_probe::Emulated> {
+    let qemu_path = qemu::locate(args.qemu.as_deref(), None)?;
+    let shift = args
+        .icount_shift
+        .unwrap_or_else(|| m.default_icount_shift());
+    let dwt = method == crate::cli::Method::Dwt;
+    let plugin = if args.truth || dwt {
+        match super::exact::choose_counting(
+            crate::cli::TruthMethod::Plugin,
+            &qemu_path,
+            &crate::project::firmware::own_dir(p),
+        )? {
+            crate::exec::exact::Counting::Plugin { path, .. } => Some(path),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    Ok(qemu_probe::Emulated {
+        qemu: qemu_path,
+        machine: m.name.to_owned(),
+        cpu: m.cpu.to_owned(),
+        icount_shift: shift,
+        log: dir.join(runs::OUTPUT),
+        plugin,
+        exact_out: args.truth.then(|| dir.join(crate::exec::exact::FILE)),
+        fail_every: std::env::var(qemu_probe::FAIL_EVERY_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        swo: dwt.then(|| qemu_probe::swo::SwoSource {
+            ticks: dir.join("dwt-ticks.bin"),
+            clock_hz: 1_000_000_000 >> shift,
+        }),
     })
 }
 
@@ -222,7 +334,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     );
     let BoardImage {
         img, config, clock, ..
-    } = board_image(args, p, Some(sampler), requested)?;
+    } = board_image(args, p, Some(sampler), requested, 0)?;
     let meta = RunMeta {
         machine: port.display().to_string(),
         timer_hz: clock,

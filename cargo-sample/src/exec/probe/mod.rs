@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 
 mod dwt;
+pub mod qemu;
 mod ring;
 mod session;
 
@@ -45,18 +46,27 @@ use crate::term;
 pub fn capture(opts: &CaptureSpec) -> Result<Capture> {
     crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", opts.conn.chip));
-    let mut session = open(&opts.conn)?;
-    term::status("Flashing", opts.elf.display());
-    flash(&mut session, &opts.elf)?;
+    let attaching = Instant::now();
+    let (mut session, vm) = open(&opts.conn)?;
     let started = Instant::now();
+    term::status("Flashing", opts.elf.display());
+    let flashed = flash(&mut session, &opts.elf);
+    let flash_time = started.elapsed();
     let mut out = Capture::default();
-    match opts.method {
-        Method::Timer => capture_ring(&mut session, opts, &mut out)?,
-        Method::Dwt => capture_swo(&mut session, opts, &mut out)?,
-        Method::Pcsr => capture_pcsr(&mut session, opts, &mut out)?,
-    }
+    let captured = flashed.and_then(|()| match opts.method {
+        Method::Timer => capture_ring(&mut session, opts, &mut out),
+        Method::Dwt => capture_swo(&mut session, opts, &mut out),
+        Method::Pcsr => capture_pcsr(&mut session, opts, &mut out),
+    });
     out.wall = started.elapsed();
-    Ok(out)
+    out.timings = Some((started.duration_since(attaching), flash_time));
+    // probe-rs lets go of the core (it runs on), then the emulated chip's QEMU ends: by
+    // itself if the firmware ends, else asked to quit so that its exit handlers run.
+    drop(session);
+    if let Some(vm) = vm {
+        out.emulated_end = Some(vm.end(Duration::from_secs(if captured.is_ok() { 20 } else { 0 })));
+    }
+    captured.map(|()| out)
 }
 
 /// Flash `elf` (an ARMv8-A image whose PMU configuration asks for the counts in memory), run
@@ -72,7 +82,7 @@ pub fn pmu_counts(
 ) -> Result<crate::capture::pmu::InMemory> {
     crate::exec::qemu::install_interrupt_handler();
     term::status("Attaching", format!("to {}", conn.chip));
-    let mut session = open(conn)?;
+    let (mut session, _vm) = open(conn)?;
     term::status("Flashing", elf.display());
     flash(&mut session, elf)?;
     let mut target = start(&mut session)?;

@@ -25,6 +25,8 @@ pub struct Connection {
     /// `swd` or `jtag`; the probe's default when `None`.
     pub protocol: Option<String>,
     pub connect_under_reset: bool,
+    /// `--probe qemu`: the chip is this QEMU machine.
+    pub emulated: Option<super::qemu::Emulated>,
 }
 
 impl Connection {
@@ -42,6 +44,7 @@ impl Connection {
             speed: p.speed,
             protocol: p.protocol,
             connect_under_reset: p.connect_under_reset,
+            emulated: None,
         }
     }
 }
@@ -89,6 +92,10 @@ pub struct Capture {
     pub interrupted: bool,
     pub duration_reached: bool,
     pub wall: Duration,
+    /// How long attaching and flashing took.
+    pub timings: Option<(Duration, Duration)>,
+    /// `--probe qemu`: how the emulated chip's QEMU ended.
+    pub emulated_end: Option<String>,
 }
 
 /// Parse `VID:PID[:SERIAL]` the way probe-rs does, with a message that shows the form.
@@ -102,7 +109,11 @@ pub fn parse_probe(s: &str) -> Result<DebugProbeSelector> {
 }
 
 /// Open the probe and attach to the chip.
-pub(crate) fn open(opts: &Connection) -> Result<Session> {
+pub(crate) fn open(opts: &Connection) -> Result<(Session, Option<super::qemu::VmHandle>)> {
+    if let Some(e) = &opts.emulated {
+        let (s, vm) = open_emulated(opts, e)?;
+        return Ok((s, Some(vm)));
+    }
     let lister = Lister::new();
     let mut probe = match &opts.probe {
         Some(sel) => lister
@@ -157,7 +168,7 @@ pub(crate) fn open(opts: &Connection) -> Result<Session> {
     } else {
         probe.attach(chip, Permissions::default())
     };
-    session.with_context(|| {
+    let session = session.with_context(|| {
         format!(
             "attaching to `{chip}`{}",
             if opts.connect_under_reset {
@@ -167,7 +178,21 @@ pub(crate) fn open(opts: &Connection) -> Result<Session> {
                  `--connect-under-reset`)"
             }
         )
-    })
+    })?;
+    Ok((session, None))
+}
+
+/// Start the QEMU machine behind the emulated probe and attach to it as to a board.
+fn open_emulated(
+    opts: &Connection,
+    e: &super::qemu::Emulated,
+) -> Result<(Session, super::qemu::VmHandle)> {
+    let (probe, vm) = super::qemu::QemuProbe::launch(e)?.into_probe();
+    let registry = super::qemu::registry()?;
+    let session = probe
+        .attach_with_registry(opts.chip.as_str(), Permissions::default(), &registry)
+        .with_context(|| format!("attaching to the emulated `{}`", opts.chip))?;
+    Ok((session, vm))
 }
 
 /// Flash the image with a progress bar.

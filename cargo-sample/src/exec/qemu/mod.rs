@@ -19,7 +19,7 @@ use crate::exec::exact::{Counting, ExecLog};
 use crate::runs::RunState;
 
 mod binary;
-mod monitor;
+pub(crate) mod monitor;
 
 pub use binary::{QemuBuild, inspect, locate, models_cpu};
 use monitor::{Monitor, connect_monitor, endpoint, quit_cleanly, take_snapshot};

@@ -19,7 +19,7 @@
 //! inline counters and is only installed when a budget is given.
 //!
 //! With `ticks=FILE` it also plays the clock of a DWT's PC sampler: the PC of every 64th
-//! executed instruction (the instruction that makes the count a multiple of 64) is appended
+//! (`tick=N`: Nth) executed instruction (the one that makes the count a multiple) is appended
 //! to `FILE` as a little-endian `u32`, through a 4 KiB buffer (flushed when full and at exit).
 //! The block callback counts a block's instructions when it starts, so a block cut short by
 //! a fault counts whole; QEMU ends blocks at interrupts, so those are exact.
@@ -192,8 +192,8 @@ struct Counters {
 
 static STATE: Mutex<Option<Counters>> = Mutex::new(None);
 
-/// Instructions between two ticks.
-const TICK: u64 = 64;
+/// Instructions between two ticks (`tick=N`; 64 by default, the DWT's finest tap).
+static TICK: AtomicU64 = AtomicU64::new(64);
 
 /// The tick file, when asked for.
 static TICKS: Mutex<Option<std::io::BufWriter<std::fs::File>>> = Mutex::new(None);
@@ -209,14 +209,15 @@ extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
     let n = block.pcs.len() as u64;
     let before = STARTED.fetch_add(n, Ordering::Relaxed);
     let total = before + n;
-    if total / TICK > before / TICK {
+    let tick = TICK.load(Ordering::Relaxed);
+    if total / tick > before / tick {
         let mut guard = TICKS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = guard.as_mut() {
-            let mut k = (before / TICK + 1) * TICK;
+            let mut k = (before / tick + 1) * tick;
             while k <= total {
                 let pc = block.pcs[(k - before - 1) as usize];
                 let _ = w.write_all(&pc.to_le_bytes());
-                k += TICK;
+                k += tick;
             }
         }
     }
@@ -327,6 +328,15 @@ pub unsafe extern "C" fn qemu_plugin_install(
                     return -1;
                 }
             },
+            Some(("tick", v)) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => TICK.store(n, Ordering::Relaxed),
+                _ => {
+                    eprintln!(
+                        "cargo-sample exact-count plugin: tick=`{v}` is not a positive number"
+                    );
+                    return -1;
+                }
+            },
             Some(("budget", v)) => match v.parse::<u64>() {
                 Ok(n) => BUDGET.store(n, Ordering::Relaxed),
                 Err(_) => {
@@ -336,7 +346,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N)"
                 );
                 return -1;
             }

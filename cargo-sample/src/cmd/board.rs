@@ -199,7 +199,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         duration: args.duration,
         interval: Duration::from_millis(args.poll_interval.into()),
         samples: (requested > 0).then_some(requested as u64),
-        clock: args.board.clock,
+        clock: u32::try_from(clock).ok().filter(|c| *c > 0),
         swo_baud: args.board.swo_baud,
         dwt_period: period as u32,
         dir: dir.clone(),
@@ -289,7 +289,8 @@ fn emulated_chip(
         .icount_shift
         .unwrap_or_else(|| m.default_icount_shift());
     let dwt = method == crate::cli::Method::Dwt;
-    let plugin = if args.truth || dwt {
+    let pcsr = method == crate::cli::Method::Pcsr;
+    let plugin = if args.truth || dwt || pcsr {
         match super::exact::choose_counting(
             crate::cli::TruthMethod::Plugin,
             &qemu_path,
@@ -306,6 +307,7 @@ fn emulated_chip(
         machine: m.name.to_owned(),
         cpu: m.cpu.to_owned(),
         icount_shift: shift,
+        real_time: false,
         log: dir.join(runs::OUTPUT),
         plugin,
         exact_out: args.truth.then(|| dir.join(crate::exec::exact::FILE)),
@@ -316,6 +318,7 @@ fn emulated_chip(
             ticks: dir.join("dwt-ticks.bin"),
             clock_hz: 1_000_000_000 >> shift,
         }),
+        pcsr: pcsr.then(|| dir.join("pcsr-ticks.bin")),
     })
 }
 

@@ -209,6 +209,11 @@ pub struct Port {
     pub fail_every: Option<u64>,
     /// Where the SWO bytes come from, if the chip has a trace port.
     pub swo: Option<Swo>,
+    /// Where `DWT_PCSR` is read from, in the core's time; without it, the PC where the VM
+    /// stops.
+    pub pcsr: Option<super::pcsr::Timeline>,
+    /// The probe's SWD clock, for the time a read takes.
+    pub speed_khz: u32,
 }
 
 impl Port {
@@ -235,6 +240,16 @@ impl Port {
             reads: 0,
             fail_every: None,
             swo: None,
+            pcsr: None,
+            speed_khz: 4000,
+        }
+    }
+
+    /// An error if QEMU has gone (the firmware ended it, or it was killed).
+    pub fn check_alive(&mut self) -> Result<(), Fault> {
+        match self.gdb.poll_stopped() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.lost(e)),
         }
     }
 
@@ -580,6 +595,14 @@ impl Port {
             0xE000_101C => {
                 if self.halted || self.demcr & 1 << 24 == 0 {
                     0xFFFF_FFFF
+                } else if let Some(t) = &mut self.pcsr {
+                    match t.read(self.speed_khz, std::time::Duration::from_millis(50)) {
+                        Some(pc) => pc,
+                        None => {
+                            self.check_alive()?;
+                            0xFFFF_FFFF
+                        }
+                    }
                 } else {
                     let pc = self.regs.plain(15);
                     match pc {
@@ -626,7 +649,12 @@ impl Port {
                 }
             }
             DCRDR => self.dcrdr = v,
-            DEMCR => self.demcr = v,
+            DEMCR => {
+                self.demcr = v;
+                if let Some(s) = &mut self.swo {
+                    s.register_written(addr, v);
+                }
+            }
             DFSR => self.dfsr &= !v,
             AIRCR => {
                 if v >> 16 == 0x05FA && v & 0b101 != 0 {

@@ -25,6 +25,7 @@ use probe_rs::probe::{DebugProbe, DebugProbeError, WireProtocol};
 
 pub mod dap;
 pub mod gdb;
+pub mod pcsr;
 pub mod swo;
 
 use dap::{Fault, Port, RegMap};
@@ -60,6 +61,9 @@ pub struct Emulated {
     pub machine: String,
     pub cpu: String,
     pub icount_shift: u8,
+    /// Keep virtual time in step with the host's (`-icount align=on`): a host that reads
+    /// the core at moments of its own clock then reads it at moments of the core's.
+    pub real_time: bool,
     /// Where QEMU's own output and the firmware's UART and semihosting console go.
     pub log: PathBuf,
     /// cargo-sample's QEMU plugin, when the run counts instructions or samples by DWT.
@@ -70,6 +74,8 @@ pub struct Emulated {
     pub fail_every: Option<u64>,
     /// The DWT PC-sampling plugin and where it writes its ticks (`--method dwt`).
     pub swo: Option<swo::SwoSource>,
+    /// `--method pcsr`: where the plugin writes the ticks `DWT_PCSR` is read from.
+    pub pcsr: Option<PathBuf>,
 }
 
 /// The environment variable that injects read errors (tests).
@@ -162,7 +168,11 @@ impl QemuProbe {
             .arg(monitor.qemu_arg())
             .args(["-semihosting-config", "enable=on,target=native"])
             .arg("-icount")
-            .arg(format!("shift={}", e.icount_shift))
+            .arg(format!(
+                "shift={}{}",
+                e.icount_shift,
+                if e.real_time { ",align=on" } else { "" }
+            ))
             .arg("-gdb")
             .arg(endpoint.qemu_arg())
             .arg("-S");
@@ -173,9 +183,11 @@ impl QemuProbe {
             }
             if let Some(s) = &e.swo {
                 arg += &format!(",ticks={}", s.ticks.display());
+            } else if let Some(p) = &e.pcsr {
+                arg += &format!(",ticks={},tick={}", p.display(), pcsr::TICK);
             }
             cmd.arg("-plugin").arg(arg);
-        } else if e.exact_out.is_some() || e.swo.is_some() {
+        } else if e.exact_out.is_some() || e.swo.is_some() || e.pcsr.is_some() {
             bail!("internal: counting or DWT emulation without the plugin");
         }
         cmd.stdin(Stdio::null())
@@ -199,9 +211,16 @@ impl QemuProbe {
         let mut g = Gdb::new(io).context("talking to QEMU's gdbstub")?;
         let regs = RegMap::new(gdb::register_numbers(&mut g)?);
         let mut port = Port::new(g, regs);
+        port.speed_khz = 4000;
         port.fail_every = e.fail_every;
         if let Some(s) = &e.swo {
             port.swo = Some(swo::Swo::new(s.clone()));
+        }
+        if let Some(p) = &e.pcsr {
+            port.pcsr = Some(pcsr::Timeline::new(
+                p.clone(),
+                1_000_000_000 >> e.icount_shift,
+            ));
         }
         Ok(QemuProbe {
             port,
@@ -379,6 +398,7 @@ impl DebugProbe for QemuProbe {
 
     fn set_speed(&mut self, speed_khz: u32) -> Result<u32, DebugProbeError> {
         self.speed_khz = speed_khz;
+        self.port.speed_khz = speed_khz;
         Ok(speed_khz)
     }
 
@@ -473,11 +493,16 @@ impl SwoAccess for QemuProbe {
 
     fn read_swo_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, ArmError> {
         let halted = self.port.halted();
-        match &mut self.port.swo {
+        let bytes = match &mut self.port.swo {
             Some(s) => s
                 .read(timeout, halted)
-                .map_err(|e| ArmError::Other(format!("{e:#}"))),
-            None => Ok(Vec::new()),
+                .map_err(|e| ArmError::Other(format!("{e:#}")))?,
+            None => Vec::new(),
+        };
+        if bytes.is_empty() {
+            // Nothing more will come from a chip that is gone.
+            self.port.check_alive().map_err(arm_error)?;
         }
+        Ok(bytes)
     }
 }

@@ -141,6 +141,14 @@ impl Live {
     pub fn poll(&mut self, t: &mut dyn Memory) -> Result<usize> {
         let (s, b) = read_state(t, self.state_addr)?;
         let taken = s.taken();
+        // A count that goes back (or a phase that does) is a sampler started again: the target
+        // was reset. Samples from before and after cannot be told apart in the ring.
+        if taken.wrapping_sub(self.next) > u32::MAX / 2 || s.phase < self.state.phase {
+            bail!(
+                "the target was reset mid-run: the sampler's count went back from {} to {taken}",
+                self.next
+            );
+        }
         self.state = s;
         self.state_bytes = b;
         if self.bins.is_some() {
@@ -152,6 +160,7 @@ impl Live {
         if waiting == 0 {
             return Ok(0);
         }
+
         let cap = self.capacity;
         // Older samples than the ring holds are gone.
         let skip = waiting.saturating_sub(cap);

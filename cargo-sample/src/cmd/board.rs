@@ -45,13 +45,32 @@ pub(crate) fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> 
             );
         }
     }
-    if args.board.method != crate::cli::Method::Timer {
-        bail!(
-            "`--method {}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
-            format!("{:?}", args.board.method).to_lowercase()
-        );
-    }
     Ok(None)
+}
+
+/// `--method dwt|pcsr` without a chip: in QEMU, through the emulated probe (the machine is
+/// the chip); elsewhere, name the chip.
+pub(crate) fn hardware_method_in_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
+    let method = format!("{:?}", args.board.method).to_lowercase();
+    let chips = qemu_probe::chips();
+    let machine = super::stages::choose_machine(args, p).ok().map(|t| t.machine.name);
+    match machine {
+        Some(m) if chips.contains(&m) => {
+            term::note(format!(
+                "`--method {method}` in QEMU: {m} runs as a board behind cargo-sample's emulated \
+                 probe (`--chip {m} --probe qemu`)"
+            ));
+            capture_board_with(args, p, m, true)
+        }
+        Some(m) => bail!(
+            "`--method {method}` in QEMU needs a machine the emulated probe knows ({}); {m} is \
+             not one. On a board, name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)",
+            chips.join(", ")
+        ),
+        None => bail!(
+            "`--method {method}` samples on a board: name its chip with `--chip` (e.g. `--chip STM32F407VGTx`)"
+        ),
+    }
 }
 
 /// The probe settings below the command line's: the runner's own, then `PROBE_RS_*` and
@@ -127,6 +146,11 @@ fn board_image(
 
 /// On a board through probe-rs: flash, run, capture, save.
 pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<PathBuf> {
+    capture_board_with(args, p, chip, false)
+}
+
+/// A board run; `qemu`: through the emulated probe whatever `--probe` says.
+fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Result<PathBuf> {
     use crate::cli::Method;
     let method = args.board.method;
     let mut conn = crate::exec::probe::Connection::new(
@@ -134,7 +158,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         args.board.conn.settings(chip),
         board_defaults(p),
     );
-    let emulated = conn.probe.as_deref() == Some(qemu_probe::PROBE_NAME);
+    let emulated = qemu || conn.probe.as_deref() == Some(qemu_probe::PROBE_NAME);
     if args.exact {
         bail!("`--exact` counts instructions without sampling: run it in QEMU with `--machine`");
     }
@@ -198,6 +222,7 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         state_addr,
         duration: args.duration,
         interval: Duration::from_millis(args.poll_interval.into()),
+        timeout: Duration::from_secs(args.timeout),
         samples: (requested > 0).then_some(requested as u64),
         clock: u32::try_from(clock).ok().filter(|c| *c > 0),
         swo_baud: args.board.swo_baud,
@@ -235,10 +260,32 @@ pub(crate) fn capture_board(args: &RunArgs, p: &Project, chip: &str) -> Result<P
         run.keep(runs::DUMP, &dump::encode(&d))?;
     }
     run.meta.source = Some(how);
-    let state = if cap.interrupted {
+    run.meta.core = cap.core;
+    let state = if let Some(e) = &cap.link_error {
+        term::warn(if e.starts_with("the target was reset") {
+            format!("{e}; reporting the samples read before the reset")
+        } else {
+            format!("the probe lost the target mid-run ({e}); reporting the samples read before")
+        });
+        runs::RunState::Failed
+    } else if let Some(c) = cap.core {
+        term::warn(format!(
+            "the firmware is stuck in {} (PC {:#010x}); reporting the samples taken before",
+            c.describe(),
+            c.pc
+        ));
+        runs::RunState::Faulted
+    } else if cap.interrupted {
+        term::warn("interrupted: reporting the samples taken so far");
         runs::RunState::Interrupted
     } else if cap.duration_reached {
         runs::RunState::DurationReached
+    } else if cap.timed_out {
+        term::warn(format!(
+            "the run did not finish within {} s (`--timeout`); reporting the samples taken so far",
+            args.timeout
+        ));
+        runs::RunState::TimedOut
     } else {
         runs::RunState::Finished
     };
@@ -311,9 +358,11 @@ fn emulated_chip(
         log: dir.join(runs::OUTPUT),
         plugin,
         exact_out: args.truth.then(|| dir.join(crate::exec::exact::FILE)),
-        fail_every: std::env::var(qemu_probe::FAIL_EVERY_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok()),
+        faults: match std::env::var(qemu_probe::FAULTS_ENV) {
+            Ok(v) => qemu_probe::dap::Faults::parse(&v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", qemu_probe::FAULTS_ENV))?,
+            Err(_) => Default::default(),
+        },
         swo: dwt.then(|| qemu_probe::swo::SwoSource {
             ticks: dir.join("dwt-ticks.bin"),
             clock_hz: 1_000_000_000 >> shift,

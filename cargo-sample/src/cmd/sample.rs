@@ -43,6 +43,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     if args.board.serial.is_some() {
         return capture_serial(args, &p);
     }
+    if args.board.method != crate::cli::Method::Timer {
+        return super::board::hardware_method_in_qemu(args, &p);
+    }
     capture::preflight(args, &p, true)?;
     let target = choose_machine(args, &p)?;
     let (m, cpu) = (target.machine, target.cpu.clone());

@@ -64,7 +64,16 @@ pub fn capture(opts: &CaptureSpec) -> Result<Capture> {
     // itself if the firmware ends, else asked to quit so that its exit handlers run.
     drop(session);
     if let Some(vm) = vm {
-        out.emulated_end = Some(vm.end(Duration::from_secs(if captured.is_ok() { 20 } else { 0 })));
+        // With exact counts, a firmware that finished sampling may end by itself: let it (its
+        // counts are then whole). Otherwise, or for a run cut short, QEMU quits now.
+        let cut = out.interrupted
+            || out.duration_reached
+            || out.timed_out
+            || out.core.is_some()
+            || out.link_error.is_some();
+        let counting = opts.conn.emulated.as_ref().is_some_and(|e| e.exact_out.is_some());
+        let wait = if captured.is_ok() && !cut && counting { 20 } else { 0 };
+        out.emulated_end = Some(vm.end(Duration::from_secs(wait)));
     }
     captured.map(|()| out)
 }

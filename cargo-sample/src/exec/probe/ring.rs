@@ -10,6 +10,12 @@ use probe_rs::Session;
 use super::session::{Capture, CaptureSpec, should_stop, spinner, start};
 use crate::capture::live::{AppRtt, Live, Reader, Step};
 
+/// Reads of the ring in a row that may fail before the capture ends.
+const READ_ATTEMPTS: u32 = 3;
+
+/// How long the sample count may stand still before the host looks at the core.
+const STALL: Duration = Duration::from_secs(1);
+
 pub(crate) fn capture_ring(
     session: &mut Session,
     opts: &CaptureSpec,
@@ -30,8 +36,40 @@ pub(crate) fn capture_ring(
         .and_then(|a| u32::try_from(a).ok())
         .map(|a| AppRtt::new(a, &opts.dir));
     let mut reader = Reader::new(state, opts.names, app_rtt);
+    // When the count stops moving, where the core is says why (a fault handler, or code that
+    // masks the sampler's interrupt for long).
+    let mut last_taken = None;
+    let mut moved = Instant::now();
+    let mut failures = 0;
     loop {
-        match reader.step(&mut target)? {
+        let step = match reader.step(&mut target) {
+            Ok(s) => {
+                failures = 0;
+                s
+            }
+            // A read that fails is tried again (probes see the odd WAIT or FAULT); a link
+            // that keeps failing ends the capture with what was read.
+            Err(e) => {
+                failures += 1;
+                if failures < READ_ATTEMPTS {
+                    std::thread::sleep(opts.interval);
+                    continue;
+                }
+                if reader.live_mut().is_none() {
+                    bar.finish_and_clear();
+                    return Err(e.context("reading the sampler through the probe"));
+                }
+                // The innermost cause says it (probe-rs wraps it in its access layers).
+                let why = e.root_cause().to_string();
+                out.link_error = Some(
+                    why.strip_prefix("Another ARM error occurred: ")
+                        .unwrap_or(&why)
+                        .to_owned(),
+                );
+                break;
+            }
+        };
+        match step {
             Step::Waiting(_) if started.elapsed() < Duration::from_secs(10) => {
                 std::thread::sleep(opts.interval);
                 if should_stop(opts, started, out) {
@@ -50,6 +88,20 @@ pub(crate) fn capture_ring(
             Step::Running => {}
         }
         let Some(l) = reader.live_mut() else { break };
+        let taken = l.taken();
+        if last_taken != Some(taken) {
+            last_taken = Some(taken);
+            moved = Instant::now();
+        } else if moved.elapsed() >= STALL {
+            moved = Instant::now();
+            if let Ok(core) = target.core_state()
+                && core.faulted()
+            {
+                out.core = Some(core);
+                reader.finish(&mut target)?;
+                break;
+            }
+        }
         bar.set_message(format!(
             "sampling on {}: {} samples, {} lost",
             opts.conn.chip,

@@ -62,6 +62,8 @@ pub struct CaptureSpec {
     pub duration: Option<Duration>,
     /// Time between two reads of the ring.
     pub interval: Duration,
+    /// Give up after this long (`--timeout`).
+    pub timeout: Duration,
     /// `dwt`, `pcsr`: stop after this many samples.
     pub samples: Option<u64>,
     /// Core clock in Hz (SWO prescaler; time units).
@@ -94,6 +96,12 @@ pub struct Capture {
     pub wall: Duration,
     /// How long attaching and flashing took.
     pub timings: Option<(Duration, Duration)>,
+    /// The core, when sampling stalled and the core was found in a fault handler.
+    pub core: Option<crate::dump::fault::CoreState>,
+    pub timed_out: bool,
+    /// The link failed for good mid-capture (the board lost power, the probe was unplugged):
+    /// why. What was read before is kept.
+    pub link_error: Option<String>,
     /// `--probe qemu`: how the emulated chip's QEMU ended.
     pub emulated_end: Option<String>,
 }
@@ -235,6 +243,34 @@ pub(crate) struct ProbeMemory<'a> {
     core: probe_rs::Core<'a>,
 }
 
+impl ProbeMemory<'_> {
+    /// Halt the core a moment and read where it is and its fault status, then let it run on.
+    pub(crate) fn core_state(&mut self) -> Result<crate::dump::fault::CoreState> {
+        let c = &mut self.core;
+        c.halt(Duration::from_millis(500)).context("halting the core")?;
+        let regs = c.registers();
+        let pc: u32 = c
+            .read_core_reg(regs.pc().context("no PC")?)
+            .context("reading the PC")?;
+        let xpsr: u32 = match regs.psr() {
+            Some(r) => c.read_core_reg(r).context("reading xPSR")?,
+            None => 0,
+        };
+        let mut scb = [0u32; 6];
+        let scb_read = c.read_32(0xE000_ED28, &mut scb);
+        c.run().context("letting the core run")?;
+        scb_read.context("reading the fault status registers")?;
+        Ok(crate::dump::fault::CoreState {
+            exception: xpsr & 0x1FF,
+            pc,
+            cfsr: scb[0],
+            hfsr: scb[1],
+            mmfar: scb[3],
+            bfar: scb[4],
+        })
+    }
+}
+
 impl Memory for ProbeMemory<'_> {
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
         self.core
@@ -258,7 +294,7 @@ pub(crate) fn start(session: &mut Session) -> Result<ProbeMemory<'_>> {
     Ok(ProbeMemory { core })
 }
 
-/// Whether to stop: Ctrl-C or the duration.
+/// Whether to stop: Ctrl-C, the duration or the timeout.
 pub(crate) fn should_stop(opts: &CaptureSpec, started: Instant, out: &mut Capture) -> bool {
     if INTERRUPTED.load(Ordering::SeqCst) {
         out.interrupted = true;
@@ -266,6 +302,10 @@ pub(crate) fn should_stop(opts: &CaptureSpec, started: Instant, out: &mut Captur
     }
     if opts.duration.is_some_and(|d| started.elapsed() >= d) {
         out.duration_reached = true;
+        return true;
+    }
+    if started.elapsed() >= opts.timeout {
+        out.timed_out = true;
         return true;
     }
     false

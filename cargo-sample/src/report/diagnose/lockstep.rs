@@ -13,7 +13,12 @@ pub(crate) fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diag
     let pcs = input.pcs;
     let n = pcs.len();
     let distinct = input.per_pc.len();
-    let advice = if input.facts.jitter_ticks == 0 {
+    let dwt = input.facts.timer == "DWT";
+    let advice = if dwt {
+        "The DWT samples at a constant period and cannot jitter it: choose a `--period` out of \
+         step with the loop (the DWT makes 64 or 1024 cycles times 1 to 16), or sample with \
+         `--method timer`, whose period is random"
+    } else if input.facts.jitter_ticks == 0 {
         "Keep the random period on (drop `--no-jitter` / `--jitter 0`)"
     } else {
         "Widen the random span (`--jitter`) or change `--period`"

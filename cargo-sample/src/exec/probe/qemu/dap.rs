@@ -204,9 +204,11 @@ pub struct Port {
     dfsr: u32,
     /// DWT, FPB, ITM and TPIU registers as written.
     written: HashMap<u32, u32>,
-    /// Reads of guest memory so far, and every how many one fails (fault injection).
+    /// Reads of guest memory so far, and the faults to inject.
     reads: u64,
-    pub fail_every: Option<u64>,
+    pub faults: Faults,
+    /// QEMU's process id (to kill it, as a board that loses power).
+    pub vm_pid: u32,
     /// Where the SWO bytes come from, if the chip has a trace port.
     pub swo: Option<Swo>,
     /// Where `DWT_PCSR` is read from, in the core's time; without it, the PC where the VM
@@ -238,7 +240,8 @@ impl Port {
             dfsr: 0,
             written: HashMap::new(),
             reads: 0,
-            fail_every: None,
+            faults: Faults::default(),
+            vm_pid: 0,
             swo: None,
             pcsr: None,
             speed_khz: 4000,
@@ -340,17 +343,23 @@ impl Port {
         Ok(())
     }
 
-    /// Block reads of DRW: one guest read for the run when it is plain memory.
+    /// Block reads of DRW: one guest read for the run when it is plain memory (each value
+    /// in the byte lanes its address selects, whatever the transfer size).
     pub fn ap_read_block(&mut self, reg: u8, out: &mut [u32]) -> Result<(), Fault> {
-        let words = out.len() as u32;
-        if self.apsel() == 0 && reg == 0x0C && self.size() == 4 && self.increments() {
+        let size = self.size();
+        let n = out.len() as u32;
+        if self.apsel() == 0 && reg == 0x0C && self.increments() {
             let at = self.tar;
-            if !emulated(at, words * 4) {
-                let bytes = self.guest_read(at, words as usize * 4)?;
-                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-                    *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            if !emulated(at, n * size) {
+                let bytes = self.guest_read(at, (n * size) as usize)?;
+                for (i, (o, c)) in out.iter_mut().zip(bytes.chunks_exact(size as usize)).enumerate() {
+                    let lane = (at + i as u32 * size) & 3;
+                    *o = c
+                        .iter()
+                        .enumerate()
+                        .fold(0, |v, (k, b)| v | (*b as u32) << (8 * (lane + k as u32)));
                 }
-                self.advance(words);
+                self.advance(n);
                 self.rdbuff = out.last().copied().unwrap_or(0);
                 return Ok(());
             }
@@ -362,13 +371,21 @@ impl Port {
     }
 
     pub fn ap_write_block(&mut self, reg: u8, values: &[u32]) -> Result<(), Fault> {
-        let words = values.len() as u32;
-        if self.apsel() == 0 && reg == 0x0C && self.size() == 4 && self.increments() {
+        let size = self.size();
+        let n = values.len() as u32;
+        if self.apsel() == 0 && reg == 0x0C && self.increments() {
             let at = self.tar;
-            if !emulated(at, words * 4) {
-                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            if !emulated(at, n * size) {
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, v)| {
+                        let lane = (at + i as u32 * size) & 3;
+                        (0..size).map(move |k| (v >> (8 * (lane + k))) as u8)
+                    })
+                    .collect();
                 self.guest_write(at, &bytes)?;
-                self.advance(words);
+                self.advance(n);
                 return Ok(());
             }
         }
@@ -453,13 +470,23 @@ impl Port {
 
     fn guest_read(&mut self, addr: u32, len: usize) -> Result<Vec<u8>, Fault> {
         self.reads += 1;
-        if let Some(n) = self.fail_every
-            && n > 0
-            && self.reads.is_multiple_of(n)
-        {
+        let n = self.reads;
+        let f = self.faults;
+        if f.fail_every.is_some_and(|k| k > 0 && n.is_multiple_of(k)) {
             return Err(Fault::Lost(format!(
-                "injected read error (every {n}th read of the probe fails)"
+                "injected read error (every {}th read fails)",
+                f.fail_every.unwrap_or(0)
             )));
+        }
+        if f.kill_after == Some(n) {
+            kill(self.vm_pid);
+        }
+        if f.reset_after == Some(n) {
+            // The reset button: the VM restarts and runs on.
+            let was_halted = self.halted;
+            self.stopped(|g| g.monitor("system_reset").map(|_| ()))?;
+            self.reset_st = true;
+            self.halted = was_halted;
         }
         self.stopped(|g| g.read(addr, len))
     }
@@ -674,6 +701,46 @@ impl Port {
     }
 }
 
+/// Faults to inject, counted in reads of guest memory (tests of how a capture survives them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Every Nth read fails.
+    pub fail_every: Option<u64>,
+    /// QEMU is killed at the Nth read (the board loses power; the probe its target).
+    pub kill_after: Option<u64>,
+    /// The chip is reset at the Nth read (the reset button, a watchdog).
+    pub reset_after: Option<u64>,
+}
+
+impl Faults {
+    /// `fail-every:N`, `kill-after:N`, `reset-after:N`, comma-separated.
+    pub fn parse(s: &str) -> Result<Faults, String> {
+        let mut f = Faults::default();
+        for part in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once(':')
+                .ok_or_else(|| format!("`{part}`: expected KIND:N"))?;
+            let n: u64 = v.parse().map_err(|_| format!("`{part}`: N is not a number"))?;
+            match k {
+                "fail-every" => f.fail_every = Some(n),
+                "kill-after" => f.kill_after = Some(n),
+                "reset-after" => f.reset_after = Some(n),
+                _ => return Err(format!("`{k}`: the faults are fail-every, kill-after, reset-after")),
+            }
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(unix)]
+fn kill(pid: u32) {
+    // SAFETY: signalling the QEMU process this probe started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+}
+
+#[cfg(not(unix))]
+fn kill(_pid: u32) {}
+
 /// The component whose 4 KiB holds `addr`, if it is one the ROM table lists.
 fn component_at(addr: u32) -> Option<&'static Component> {
     COMPONENTS.iter().find(|c| addr & !0xFFF == c.base)
@@ -721,6 +788,14 @@ mod tests {
         assert_eq!(cidr, 0xB105_E00D);
         let tpiu = component_at(TPIU).unwrap();
         assert_eq!(id_register(tpiu, 0xFCC), 0x11);
+    }
+
+    #[test]
+    fn faults_parse_and_say_what_is_wrong() {
+        let f = Faults::parse("fail-every:50,kill-after:300").unwrap();
+        assert_eq!((f.fail_every, f.kill_after, f.reset_after), (Some(50), Some(300), None));
+        assert!(Faults::parse("melt:3").unwrap_err().contains("fail-every"));
+        assert!(Faults::parse("kill-after").unwrap_err().contains("KIND:N"));
     }
 
     #[test]

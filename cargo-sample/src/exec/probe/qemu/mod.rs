@@ -70,16 +70,17 @@ pub struct Emulated {
     pub plugin: Option<PathBuf>,
     /// Where the plugin writes the exact per-PC counts (`--truth`), at QEMU's exit.
     pub exact_out: Option<PathBuf>,
-    /// Fail every Nth memory read (to test how reads that fail are handled).
-    pub fail_every: Option<u64>,
+    /// Faults to inject (tests).
+    pub faults: dap::Faults,
     /// The DWT PC-sampling plugin and where it writes its ticks (`--method dwt`).
     pub swo: Option<swo::SwoSource>,
     /// `--method pcsr`: where the plugin writes the ticks `DWT_PCSR` is read from.
     pub pcsr: Option<PathBuf>,
 }
 
-/// The environment variable that injects read errors (tests).
-pub const FAIL_EVERY_ENV: &str = "CARGO_SAMPLE_QEMU_PROBE_FAIL_EVERY";
+/// The environment variable that injects faults into the emulated probe (tests):
+/// `fail-every:N`, `kill-after:N`, `reset-after:N` (counted in memory reads).
+pub const FAULTS_ENV: &str = "CARGO_SAMPLE_QEMU_PROBE_FAULTS";
 
 /// The QEMU process behind the probe; killed when the last handle goes.
 struct Vm {
@@ -113,7 +114,10 @@ impl VmHandle {
         let started = Instant::now();
         loop {
             match vm.child.try_wait() {
-                Ok(Some(status)) => return format!("the firmware ended QEMU ({status})"),
+                Ok(Some(status)) if status.success() => {
+                    return "the firmware ended QEMU (exit status 0)".into();
+                }
+                Ok(Some(status)) => return format!("QEMU ended ({status})"),
                 Ok(None) if started.elapsed() < wait => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
@@ -207,12 +211,14 @@ impl QemuProbe {
             _dir: dir,
         };
         let io = endpoint.connect(&mut vm.child, &e.log)?;
+        let pid = vm.child.id();
         let vm = VmHandle(Arc::new(Mutex::new(vm)));
         let mut g = Gdb::new(io).context("talking to QEMU's gdbstub")?;
         let regs = RegMap::new(gdb::register_numbers(&mut g)?);
         let mut port = Port::new(g, regs);
         port.speed_khz = 4000;
-        port.fail_every = e.fail_every;
+        port.faults = e.faults;
+        port.vm_pid = pid;
         if let Some(s) = &e.swo {
             port.swo = Some(swo::Swo::new(s.clone()));
         }

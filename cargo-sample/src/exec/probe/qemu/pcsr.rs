@@ -27,6 +27,8 @@ pub struct Timeline {
     file: Option<std::fs::File>,
     /// Every tick's PC read so far.
     pcs: Vec<u32>,
+    /// Whole words of the file taken in (the PCs, and the stand-ins left out).
+    consumed: u64,
     partial: Vec<u8>,
     /// The core's clock (instructions a second).
     clock_hz: u64,
@@ -41,6 +43,7 @@ impl Timeline {
             path,
             file: None,
             pcs: Vec::new(),
+            consumed: 0,
             partial: Vec::new(),
             clock_hz,
             at: None,
@@ -53,17 +56,19 @@ impl Timeline {
             self.file = std::fs::File::open(&self.path).ok();
         }
         let Some(f) = self.file.as_mut() else { return };
-        let consumed = (self.pcs.len() * 4 + self.partial.len()) as u64;
-        if f.seek(SeekFrom::Start(consumed)).is_err() {
+        if f.seek(SeekFrom::Start(self.consumed + self.partial.len() as u64)).is_err() {
             return;
         }
         let mut raw = std::mem::take(&mut self.partial);
         let _ = f.read_to_end(&mut raw);
         let whole = raw.len() / 4 * 4;
+        self.consumed += whole as u64;
         self.pcs.extend(
             raw[..whole]
                 .chunks_exact(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                // QEMU's stand-ins for exception returns are not instructions.
+                .filter(|&pc| pc < super::swo::MAGIC_RETURNS),
         );
         self.partial = raw[whole..].to_vec();
     }

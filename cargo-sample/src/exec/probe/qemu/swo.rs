@@ -39,6 +39,9 @@ const DWT_CTRL: u32 = 0xE000_1000;
 const ITM_TCR: u32 = 0xE000_0E80;
 const DEMCR: u32 = 0xE000_EDFC;
 
+/// Where QEMU places its exception-return stand-ins (EXC_RETURN values).
+pub const MAGIC_RETURNS: u32 = 0xF000_0000;
+
 /// ITM packets the FIFO holds before the line drains them (the Cortex-M3's ITM holds about
 /// one, plus the one being sent).
 const FIFO_PACKETS: f64 = 2.0;
@@ -169,6 +172,10 @@ impl Swo {
 
     /// One tap of the cycle counter's bit 6, at the instruction whose PC is `pc`.
     fn tick(&mut self, pc: u32, out: &mut Vec<u8>) {
+        if pc >= MAGIC_RETURNS {
+            // QEMU's stand-in for an exception return (EXC_RETURN), not an instruction.
+            return;
+        }
         self.ticks += 1;
         if !(self.trcena && self.sampling() && self.itm_on() && self.baud > 0) {
             return;

@@ -323,3 +323,174 @@ fn a_qemu_too_old_for_plugins_is_named_with_what_is_supported() {
     // Refused before anything ran: nothing to lose.
     summary("QEMU too old for --truth", true, 0);
 }
+
+/// A board run through the emulated probe with `faults` injected into the probe
+/// (`CARGO_SAMPLE_QEMU_PROBE_FAULTS`); its stderr and run directory.
+fn through_probe(bin: &str, extra: &[&str], faults: &str) -> (Output, String, PathBuf) {
+    let mut args = vec![
+        "sample",
+        "--release",
+        "--bin",
+        bin,
+        "--chip",
+        "mps2-an385",
+        "--probe",
+        "qemu",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args(&args)
+        .current_dir(scenarios())
+        .env("NO_COLOR", "1")
+        .env("CARGO_SAMPLE_QEMU_PROBE_FAULTS", faults)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    let dir = run_dir_of(&out.stderr);
+    (out, err, dir)
+}
+
+#[test]
+fn a_board_that_loses_power_mid_run_keeps_the_samples_read_before() {
+    // QEMU killed at the probe's 3000th read: the link is gone for good.
+    let (out, err, dir) = through_probe("hot-loops", &["-n", "100000000"], "kill-after:3000");
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the probe lost the target mid-run"), "{err}");
+    assert!(err.contains("the emulated chip is gone"), "{err}");
+    assert_eq!(meta(&dir)["state"], "failed");
+    let r = rereport(&dir);
+    let (samples, taken, lost) = (
+        r["samples"].as_u64().unwrap(),
+        r["taken"].as_u64().unwrap(),
+        r["lost"].as_u64().unwrap(),
+    );
+    assert!(samples > 10_000, "{samples}");
+    assert_eq!(samples + lost, taken);
+    summary(
+        "board: QEMU killed under the probe",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn a_board_reset_mid_run_is_named_and_the_samples_before_it_kept() {
+    let (out, err, dir) = through_probe("hot-loops", &["-n", "100000000"], "reset-after:3000");
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the target was reset mid-run"), "{err}");
+    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 10_000);
+    summary("board: target reset mid-run", true, missing_raw(&dir, true));
+}
+
+#[test]
+fn probe_reads_that_fail_now_and_then_lose_nothing() {
+    // Every 25th read of the probe fails: each is tried again, every sample arrives.
+    let (out, err, dir) = through_probe(
+        "hot-loops",
+        &["-n", "30000", "--format", "json"],
+        "fail-every:25",
+    );
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (r["samples"].as_u64(), r["lost"].as_u64()),
+        (Some(30_000), Some(0))
+    );
+    summary(
+        "board: every 25th probe read fails",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn a_hardfault_on_the_board_is_found_by_looking_at_the_stalled_core() {
+    let (out, err, dir) = through_probe("hardfault", &[], "");
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("stuck in HardFault (escalated): precise data bus error at 0xf0000000"),
+        "{err}"
+    );
+    assert_eq!(meta(&dir)["state"], "faulted");
+    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 50);
+    summary("board: firmware HardFault", true, missing_raw(&dir, true));
+}
+
+#[test]
+fn a_host_too_slow_for_the_ring_counts_what_was_overwritten() {
+    // A sample every ~60 instructions and a read every 300 ms: the ring laps between reads.
+    let (out, err, dir) = through_probe(
+        "hot-loops",
+        &[
+            "-n",
+            "300000",
+            "--period",
+            "100",
+            "--poll-interval",
+            "300",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (samples, taken, lost) = (
+        r["samples"].as_u64().unwrap(),
+        r["taken"].as_u64().unwrap(),
+        r["lost"].as_u64().unwrap(),
+    );
+    assert_eq!(taken, 300_000);
+    assert!(lost > 0, "nothing lost with a 300 ms read interval");
+    assert_eq!(samples + lost, taken, "every sample delivered or counted");
+    assert!(
+        err.contains("overwritten before the host read them"),
+        "{err}"
+    );
+    summary(
+        "board: ring overrun by a slow host",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
+fn ctrl_c_during_a_board_run_reports_what_was_read() {
+    let child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+        .args([
+            "sample",
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "100000000",
+            "--chip",
+            "mps2-an385",
+            "--probe",
+            "qemu",
+        ])
+        .current_dir(scenarios())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: signalling the process group this test created.
+    unsafe { libc::kill(-pgid, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let dir = run_dir_of(&out.stderr);
+    assert_eq!(meta(&dir)["state"], "interrupted");
+    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 1000);
+    summary(
+        "board: Ctrl-C during capture",
+        true,
+        missing_raw(&dir, true),
+    );
+}

@@ -182,7 +182,7 @@ fn profile_args(args: &[&str], extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn config_in(elf: &std::path::Path) -> sampler_rt::wire::Config {
+pub(crate) fn config_in(elf: &std::path::Path) -> sampler_rt::wire::Config {
     use object::{Object, ObjectSection, ObjectSymbol};
     let data = std::fs::read(elf).unwrap();
     let file = object::File::parse(&*data).unwrap();
@@ -229,13 +229,24 @@ fn a_board_run_prepares_its_image_and_stops_at_the_probe_with_a_clear_message() 
     assert_eq!(meta["unit"], "cycles");
     assert_eq!(meta["state"], "failed");
 
-    // Hardware sampling needs the clock for SWO, and a chip.
+    // Hardware sampling needs a chip, or a QEMU machine the emulated probe plays.
     let out = cargo_sample(
         &scenarios(),
-        &["--release", "--bin", "hot-loops", "--method", "dwt"],
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--method",
+            "dwt",
+            "--machine",
+            "mps2-an505",
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("name its chip with `--chip`"), "{stderr}");
+    assert!(
+        stderr.contains("mps2-an505 is not one. On a board, name its chip with `--chip`"),
+        "{stderr}"
+    );
 }
 
 /// A firmware that ends through semihosting's `exit` without flushing (as most examples of

@@ -6,6 +6,7 @@ mod support;
 
 mod accuracy;
 mod bins;
+mod board;
 mod diagnostics;
 mod e2e;
 mod exact;

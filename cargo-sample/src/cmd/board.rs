@@ -53,7 +53,9 @@ pub(crate) fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> 
 pub(crate) fn hardware_method_in_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     let method = format!("{:?}", args.board.method).to_lowercase();
     let chips = qemu_probe::chips();
-    let machine = super::stages::choose_machine(args, p).ok().map(|t| t.machine.name);
+    let machine = super::stages::choose_machine(args, p)
+        .ok()
+        .map(|t| t.machine.name);
     match machine {
         Some(m) if chips.contains(&m) => {
             term::note(format!(
@@ -252,6 +254,9 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     }
     if let Some(end) = &cap.emulated_end {
         term::note(end);
+    }
+    if let Some(l) = &cap.live {
+        super::stages::warn_overwritten(l);
     }
     if args.truth && !dir.join(crate::exec::exact::FILE).is_file() {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
@@ -536,7 +541,8 @@ pub fn board_dump(
         reload,
         limit: requested,
         capacity: pcs.len() as u32,
-        taken: pcs.len() as u32,
+        // An ITM overflow packet stands for at least one sample dropped: counted as one.
+        taken: (pcs.len() as u32).saturating_add(lost),
         lost,
         code_start: code.0,
         code_end: code.1,

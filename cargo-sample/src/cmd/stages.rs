@@ -139,16 +139,22 @@ pub(crate) fn choose_machine(args: &RunArgs, p: &Project) -> Result<QemuTarget> 
 }
 
 /// Say how a live capture went: losses, and a firmware that ended between two reads.
-pub(crate) fn note_live(l: &crate::capture::live::Live, lo: &qemu::LiveOutcome) {
+/// Samples the host read too late (a ring read live, on a board or in QEMU).
+pub(crate) fn warn_overwritten(l: &crate::capture::live::Live) {
     let read = l.pcs.len() as u64;
     if l.lost > 0 {
         term::warn(format!(
             "{} of {} samples were overwritten before the host read them (counted as lost): \
-             lower the rate (`--period`) or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)",
+             lower the rate (`--period`), read more often (`--poll-interval`) or enlarge the \
+             ring (`SAMPLER_RT_RING_SLOTS`)",
             l.lost,
             read + l.lost
         ));
     }
+}
+
+pub(crate) fn note_live(l: &crate::capture::live::Live, lo: &qemu::LiveOutcome) {
+    warn_overwritten(l);
     if lo.unread_tail {
         term::warn(
             "the firmware ended between two reads: its last samples (at most one poll's worth) \

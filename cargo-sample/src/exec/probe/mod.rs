@@ -71,8 +71,16 @@ pub fn capture(opts: &CaptureSpec) -> Result<Capture> {
             || out.timed_out
             || out.core.is_some()
             || out.link_error.is_some();
-        let counting = opts.conn.emulated.as_ref().is_some_and(|e| e.exact_out.is_some());
-        let wait = if captured.is_ok() && !cut && counting { 20 } else { 0 };
+        let counting = opts
+            .conn
+            .emulated
+            .as_ref()
+            .is_some_and(|e| e.exact_out.is_some());
+        let wait = if captured.is_ok() && !cut && counting {
+            20
+        } else {
+            0
+        };
         out.emulated_end = Some(vm.end(Duration::from_secs(wait)));
     }
     captured.map(|()| out)

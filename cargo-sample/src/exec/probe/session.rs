@@ -247,7 +247,8 @@ impl ProbeMemory<'_> {
     /// Halt the core a moment and read where it is and its fault status, then let it run on.
     pub(crate) fn core_state(&mut self) -> Result<crate::dump::fault::CoreState> {
         let c = &mut self.core;
-        c.halt(Duration::from_millis(500)).context("halting the core")?;
+        c.halt(Duration::from_millis(500))
+            .context("halting the core")?;
         let regs = c.registers();
         let pc: u32 = c
             .read_core_reg(regs.pc().context("no PC")?)

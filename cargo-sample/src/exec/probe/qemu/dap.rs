@@ -352,7 +352,11 @@ impl Port {
             let at = self.tar;
             if !emulated(at, n * size) {
                 let bytes = self.guest_read(at, (n * size) as usize)?;
-                for (i, (o, c)) in out.iter_mut().zip(bytes.chunks_exact(size as usize)).enumerate() {
+                for (i, (o, c)) in out
+                    .iter_mut()
+                    .zip(bytes.chunks_exact(size as usize))
+                    .enumerate()
+                {
                     let lane = (at + i as u32 * size) & 3;
                     *o = c
                         .iter()
@@ -720,12 +724,18 @@ impl Faults {
             let (k, v) = part
                 .split_once(':')
                 .ok_or_else(|| format!("`{part}`: expected KIND:N"))?;
-            let n: u64 = v.parse().map_err(|_| format!("`{part}`: N is not a number"))?;
+            let n: u64 = v
+                .parse()
+                .map_err(|_| format!("`{part}`: N is not a number"))?;
             match k {
                 "fail-every" => f.fail_every = Some(n),
                 "kill-after" => f.kill_after = Some(n),
                 "reset-after" => f.reset_after = Some(n),
-                _ => return Err(format!("`{k}`: the faults are fail-every, kill-after, reset-after")),
+                _ => {
+                    return Err(format!(
+                        "`{k}`: the faults are fail-every, kill-after, reset-after"
+                    ));
+                }
             }
         }
         Ok(f)
@@ -793,7 +803,10 @@ mod tests {
     #[test]
     fn faults_parse_and_say_what_is_wrong() {
         let f = Faults::parse("fail-every:50,kill-after:300").unwrap();
-        assert_eq!((f.fail_every, f.kill_after, f.reset_after), (Some(50), Some(300), None));
+        assert_eq!(
+            (f.fail_every, f.kill_after, f.reset_after),
+            (Some(50), Some(300), None)
+        );
         assert!(Faults::parse("melt:3").unwrap_err().contains("fail-every"));
         assert!(Faults::parse("kill-after").unwrap_err().contains("KIND:N"));
     }

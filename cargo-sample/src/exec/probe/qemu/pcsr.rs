@@ -56,7 +56,9 @@ impl Timeline {
             self.file = std::fs::File::open(&self.path).ok();
         }
         let Some(f) = self.file.as_mut() else { return };
-        if f.seek(SeekFrom::Start(self.consumed + self.partial.len() as u64)).is_err() {
+        if f.seek(SeekFrom::Start(self.consumed + self.partial.len() as u64))
+            .is_err()
+        {
             return;
         }
         let mut raw = std::mem::take(&mut self.partial);

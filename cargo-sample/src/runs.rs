@@ -136,6 +136,17 @@ pub struct RunMeta {
     /// for SysTick and the ARMv8-A timers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacer: Option<String>,
+    /// On a board: seconds spent attaching, downloading the image and capturing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_seconds: Option<BoardSeconds>,
+}
+
+/// Where a board run's time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct BoardSeconds {
+    pub attach: f64,
+    pub download: f64,
+    pub capture: f64,
 }
 
 /// The directory runs are kept in.

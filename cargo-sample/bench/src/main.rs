@@ -35,6 +35,88 @@ struct BenchArgs {
     /// Only the timer drivers' cost per sample (a quick look; the full bench measures it too).
     #[arg(long)]
     timers_only: bool,
+    /// Only the timings of board runs through the emulated probe (`--chip mps2-an385 --probe
+    /// qemu`): attach, download, capture.
+    #[arg(long)]
+    board_only: bool,
+}
+
+/// A board run through probe-rs and the emulated probe, by method: where its time goes.
+#[derive(Debug, Serialize)]
+pub struct BoardTiming {
+    pub method: String,
+    pub samples: u64,
+    pub attach: Timing,
+    pub download: Timing,
+    pub capture: Timing,
+    /// Samples delivered per second of capture (median run).
+    pub samples_per_s: f64,
+}
+
+/// `cargo sample --chip mps2-an385 --probe qemu` on hot-loops, three runs per method.
+fn board_timings(manifest: &Path) -> Result<Vec<BoardTiming>> {
+    let mut out = Vec::new();
+    for (method, n) in [("timer", "20000"), ("pcsr", "5000"), ("dwt", "20000")] {
+        let (mut a, mut d, mut c, mut samples) = (Vec::new(), Vec::new(), Vec::new(), 0);
+        for _ in 0..3 {
+            let cli = release_args(
+                manifest,
+                &[
+                    "--bin",
+                    "hot-loops",
+                    "--chip",
+                    "mps2-an385",
+                    "--probe",
+                    "qemu",
+                    "--method",
+                    method,
+                    "-n",
+                    n,
+                ],
+            )?;
+            let dir = sample::capture(&cli.run)?;
+            let meta = runs::load_meta(&dir)?;
+            let t = meta
+                .board_seconds
+                .context("a board run without its timings")?;
+            a.push(t.attach);
+            d.push(t.download);
+            c.push(t.capture);
+            let dump = cargo_sample::dump::decode(&std::fs::read(dir.join(runs::DUMP))?)?;
+            samples = dump.pcs.len() as u64;
+        }
+        let capture = Timing::of(c);
+        out.push(BoardTiming {
+            method: method.into(),
+            samples,
+            samples_per_s: samples as f64 / capture.median_s,
+            attach: Timing::of(a),
+            download: Timing::of(d),
+            capture,
+        });
+    }
+    Ok(out)
+}
+
+fn print_board(b: &[BoardTiming]) {
+    println!(
+        "board runs through probe-rs and the emulated probe (`--chip mps2-an385 --probe qemu`, hot-loops), medians of 3:"
+    );
+    println!(
+        "{:<7} {:>8} {:>9} {:>10} {:>9} {:>12}",
+        "method", "samples", "attach s", "download s", "capture s", "samples/s"
+    );
+    for t in b {
+        println!(
+            "{:<7} {:>8} {:>9.3} {:>10.3} {:>9.3} {:>12.0}",
+            t.method,
+            t.samples,
+            t.attach.median_s,
+            t.download.median_s,
+            t.capture.median_s,
+            t.samples_per_s
+        );
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -197,6 +279,7 @@ pub struct Bench {
     pub armv8a: Vec<HandlerCost>,
     pub e2e: EndToEnd,
     pub transfer: DumpTransfer,
+    pub board: Vec<BoardTiming>,
 }
 
 /// Decode a synthetic SWO stream of 64 MiB (our decoder) and of 2 MiB (pyOCD's), made from
@@ -890,6 +973,10 @@ fn bench(args: &BenchArgs) -> Result<()> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/Cargo.toml")
         }
     };
+    if args.board_only {
+        print_board(&board_timings(&manifest)?);
+        return Ok(());
+    }
     if args.timers_only {
         let examples = manifest
             .parent()
@@ -984,6 +1071,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let armv8a = a64_costs(&examples)?;
     let e2e = end_to_end(&manifest)?;
     let transfer = dump_transfer(&manifest)?;
+    let board = board_timings(&manifest)?;
     let counting = counting_cost(&manifest)?;
     let mut host = pipeline(
         &manifest,
@@ -1003,6 +1091,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         armv8a,
         e2e,
         transfer,
+        board,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -1168,6 +1257,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
                 t(&d.wall),
                 d.mb_per_s
             );
+            println!();
+            print_board(&all.board);
             let i = &all.itm;
             println!();
             println!(

@@ -245,6 +245,11 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     };
     run.meta.wall_seconds = cap.wall.as_secs_f64();
     if let Some((attach, flash)) = cap.timings {
+        run.meta.board_seconds = Some(runs::BoardSeconds {
+            attach: attach.as_secs_f64(),
+            download: flash.as_secs_f64(),
+            capture: (cap.wall - flash).as_secs_f64(),
+        });
         term::note(format!(
             "attached in {:.2} s, flashed in {:.2} s, captured in {:.2} s",
             attach.as_secs_f64(),

@@ -52,6 +52,15 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             .and_then(|r| r.chip.clone())
             .filter(|_| args.machine.is_none())
     });
+    if chip.is_some() && args.conn.probe.as_deref() == Some(crate::exec::probe::qemu::PROBE_NAME) {
+        bail!(
+            "`stat` on a board through `--probe qemu` is not possible: the emulated probe plays \
+             Cortex-M debug (an ADIv5 AHB-AP in front of an M-profile core), and probe-rs drives \
+             an ARMv8-A core through its external debug registers and cross-trigger interface, \
+             which QEMU does not model. `stat --read-memory` rehearses the same protocol in QEMU \
+             (the counts read out of memory, as on a board)"
+        );
+    }
     let qemu_path = match chip {
         Some(_) => PathBuf::new(),
         None => qemu::locate(

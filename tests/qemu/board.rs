@@ -102,6 +102,25 @@ fn other_cores_and_an_rtic_application_through_the_probe() {
         ],
     );
     assert_within_3_sigma(&r, &["m0_heavy", "m0_light"], "microbit");
+    // ARMv8-A PMU counting cannot go through it, and says why.
+    let out = cargo_sample(
+        &example("aarch64-pmu"),
+        &[
+            "stat",
+            "--release",
+            "--bin",
+            "aarch64-pmu",
+            "--chip",
+            "virt",
+            "--probe",
+            "qemu",
+            "--events",
+            "cpu_cycles",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("external debug registers"), "{err}");
     // A chip the emulated probe does not play is named with the ones it does.
     let out = cargo_sample(
         &scenarios(),

@@ -167,18 +167,12 @@ fn a_firmware_that_never_starts_the_sampler_is_told_so() {
     summary("firmware never calls start()", true, lost);
 }
 
-#[test]
-fn ctrl_c_during_capture_reports_what_was_taken() {
-    // SIGINT to the whole process group, as a terminal sends it.
+/// Run `cargo sample ARGS` and send SIGINT to its process group after 4 s, as a terminal's
+/// Ctrl-C; the run must end cleanly as "interrupted" with what it read. Its directory.
+fn interrupted_run(args: &[&str]) -> PathBuf {
     let child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
-        .args([
-            "sample",
-            "--release",
-            "--bin",
-            "hot-loops",
-            "-n",
-            "10000000",
-        ])
+        .arg("sample")
+        .args(args)
         .current_dir(scenarios())
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -198,6 +192,12 @@ fn ctrl_c_during_capture_reports_what_was_taken() {
     let dir = run_dir_of(&out.stderr);
     assert_eq!(meta(&dir)["state"], "interrupted");
     assert!(rereport(&dir)["samples"].as_u64().unwrap() > 1000);
+    dir
+}
+
+#[test]
+fn ctrl_c_during_capture_reports_what_was_taken() {
+    let dir = interrupted_run(&["--release", "--bin", "hot-loops", "-n", "10000000"]);
     summary("Ctrl-C during capture", true, missing_raw(&dir, true));
 }
 
@@ -457,37 +457,17 @@ fn a_host_too_slow_for_the_ring_counts_what_was_overwritten() {
 
 #[test]
 fn ctrl_c_during_a_board_run_reports_what_was_read() {
-    let child = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
-        .args([
-            "sample",
-            "--release",
-            "--bin",
-            "hot-loops",
-            "-n",
-            "100000000",
-            "--chip",
-            "mps2-an385",
-            "--probe",
-            "qemu",
-        ])
-        .current_dir(scenarios())
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pgid = child.id() as i32;
-    std::thread::sleep(std::time::Duration::from_secs(4));
-    // SAFETY: signalling the process group this test created.
-    unsafe { libc::kill(-pgid, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    let err = stderr(&out);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("interrupted"), "{err}");
-    let dir = run_dir_of(&out.stderr);
-    assert_eq!(meta(&dir)["state"], "interrupted");
-    assert!(rereport(&dir)["samples"].as_u64().unwrap() > 1000);
+    let dir = interrupted_run(&[
+        "--release",
+        "--bin",
+        "hot-loops",
+        "-n",
+        "100000000",
+        "--chip",
+        "mps2-an385",
+        "--probe",
+        "qemu",
+    ]);
     summary(
         "board: Ctrl-C during capture",
         true,

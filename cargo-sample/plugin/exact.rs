@@ -24,6 +24,15 @@
 //! The block callback counts a block's instructions when it starts, so a block cut short by
 //! a fault counts whole; QEMU ends blocks at interrupts, so those are exact.
 //!
+//! With `graph=FILE` it follows calls and returns and counts instructions per calling
+//! context: a block that ends with a call (`bl`, `blx`; A64 `bl`, `blr`, from QEMU's
+//! disassembly) makes the next block a new frame of the calling-context tree; a block that
+//! starts at the return address of a frame on the stack pops to it; a block at one of the
+//! `handlers=A:B:..` addresses (the vector table's) is an exception frame, popped by the
+//! first return at its level (the handler's own return is the exception's). Counts are kept per (node, block start), so
+//! the host can put a tail-called function under its caller. Written at exit as `SMPLCCT1`,
+//! the nodes (parent, entry, flags, calls) then the counts (node, block, instructions).
+//!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
 
@@ -69,6 +78,9 @@ unsafe extern "C" {
         cb: extern "C" fn(qemu_plugin_id_t, *mut c_void),
         userdata: *mut c_void,
     );
+    fn qemu_plugin_insn_disas(insn: *const qemu_plugin_insn) -> *mut c_char;
+    fn qemu_plugin_insn_size(insn: *const qemu_plugin_insn) -> usize;
+    fn free(ptr: *mut c_void);
     fn _exit(status: c_int) -> !;
 }
 
@@ -198,14 +210,250 @@ static TICK: AtomicU64 = AtomicU64::new(64);
 /// The tick file, when asked for.
 static TICKS: Mutex<Option<std::io::BufWriter<std::fs::File>>> = Mutex::new(None);
 
-/// What a block's callback needs: its instructions' addresses.
+/// What a block's callback needs: its instructions' addresses, and whether it ends with a
+/// call (`bl`, `blx`; A64 `bl`, `blr`): the address the call returns to, and its target when
+/// the instruction names it.
 struct Block {
     pcs: Vec<u32>,
+    call: Option<(u32, Option<u32>)>,
+    /// It ends with a return (`bx lr`, `pop {.., pc}`, `ldr pc, ..`; A64 `ret`, `eret`).
+    ret: bool,
+    /// Where its last instruction branches when it names the place, and whether it branches
+    /// through a register instead: a next block that starts inside this one elsewhere is
+    /// where QEMU cut it short.
+    target: Option<u32>,
+    indirect: bool,
+}
+
+impl Block {
+    /// How many of its instructions ran, when the next block starts at `next`.
+    fn ran_before(&self, next: u32) -> usize {
+        match self.pcs.iter().position(|&p| p == next) {
+            Some(k) if k > 0 && !self.indirect && self.target != Some(next) => k,
+            _ => self.pcs.len(),
+        }
+    }
+}
+
+/// A frame of the followed stack.
+struct Frame {
+    node: u32,
+    /// Where its call returns; `None` for an exception frame.
+    ret: Option<u32>,
+    /// Exception frames: the call pending when the exception came in, and the block it
+    /// interrupted (settled when the exception returns: the return address says how much
+    /// of it ran).
+    pending: Option<(u32, Option<u32>)>,
+    cut: Option<(u32, &'static Block)>,
+}
+
+/// The calling-context tree (`graph=FILE`): each node a function entered by a call (or an
+/// exception entry) under its parent node; instructions counted per node and block start.
+struct Graph {
+    out: String,
+    /// parent, entry PC, 1 for an exception entry, calls.
+    nodes: Vec<(u32, u32, u32, u64)>,
+    children: HashMap<(u32, u32, u32), u32>,
+    counts: HashMap<(u32, u32), u64>,
+    stack: Vec<Frame>,
+    /// The previous block and its node, counted once the next block shows how much of it ran.
+    prev: Option<(u32, &'static Block)>,
+    /// The call the previous block ended with.
+    pending: Option<(u32, Option<u32>)>,
+    /// Whether the previous block ended with a return.
+    returned: bool,
+    /// Exception handlers' entry addresses (`handlers=A:B:...`).
+    handlers: Vec<u32>,
+}
+
+static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
+
+/// Frames deeper than this are not followed (runaway recursion): counted at the deepest.
+const MAX_DEPTH: usize = 4096;
+
+impl Graph {
+    fn child(&mut self, parent: u32, entry: u32, exception: u32) -> u32 {
+        let n = self.nodes.len() as u32;
+        let id = *self.children.entry((parent, entry, exception)).or_insert(n);
+        if id == n {
+            self.nodes.push((parent, entry, exception, 0));
+        }
+        id
+    }
+
+    fn current(&self) -> u32 {
+        self.stack.last().map(|f| f.node).unwrap_or(0)
+    }
+
+    fn count(&mut self, node: u32, b: &Block, ran: usize) {
+        *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
+    }
+
+    /// Count the previous block in full (the end of the run).
+    fn settle(&mut self) {
+        if let Some((node, b)) = self.prev.take() {
+            self.count(node, b, b.pcs.len());
+        }
+    }
+
+    /// A block starts: settle the previous one, follow calls, returns and exceptions.
+    fn block(&mut self, b: &'static Block) {
+        let pc = b.pcs[0];
+        let prev = self.prev.take();
+        // A return at the level of an exception frame (its handler, or code the handler
+        // branched to) is the exception's return: back to the frame it interrupted, with the
+        // call that was pending then; the block it cut short ran up to here.
+        if std::mem::take(&mut self.returned) && self.stack.last().is_some_and(|f| f.ret.is_none())
+        {
+            if let Some((node, p)) = prev {
+                self.count(node, p, p.pcs.len());
+            }
+            let f = self.stack.pop().expect("checked above");
+            self.pending = f.pending;
+            if let Some((node, cut)) = f.cut {
+                self.count(node, cut, cut.ran_before(pc));
+            }
+        } else if let Some((node, p)) = prev {
+            if self.handlers.contains(&pc) && self.pending.and_then(|c| c.1) != Some(pc) {
+                // Settled when the exception returns.
+                self.prev = Some((node, p));
+            } else {
+                self.count(node, p, p.ran_before(pc));
+            }
+        }
+        let target = self.pending.and_then(|p| p.1);
+        if self.handlers.contains(&pc) && target != Some(pc) {
+            // An exception came in (the call pending, if any, is resumed after it).
+            let cut = self.prev.take();
+            let node = self.child(self.current(), pc, 1);
+            self.nodes[node as usize].3 += 1;
+            if self.stack.len() < MAX_DEPTH {
+                self.stack.push(Frame {
+                    node,
+                    ret: None,
+                    pending: self.pending.take(),
+                    cut,
+                });
+            } else if let Some((n, c)) = cut {
+                self.count(n, c, c.pcs.len());
+            }
+        } else if let Some((ret, _)) = self.pending.take().filter(|p| p.1.is_none_or(|t| t == pc)) {
+            // Reached by the call the previous block ended with (a block that is not the
+            // call's target is the rest of a calling block QEMU cut short, as at an I/O
+            // access).
+            let node = self.child(self.current(), pc, 0);
+            self.nodes[node as usize].3 += 1;
+            if self.stack.len() < MAX_DEPTH {
+                self.stack.push(Frame {
+                    node,
+                    ret: Some(ret),
+                    pending: None,
+                    cut: None,
+                });
+            }
+        } else {
+            // A return: to the innermost frame (above the nearest exception) whose call
+            // returns here.
+            let floor = self
+                .stack
+                .iter()
+                .rposition(|f| f.ret.is_none())
+                .map(|i| i + 1)
+                .unwrap_or(0);
+            if let Some(i) = self.stack[floor..].iter().rposition(|f| f.ret == Some(pc)) {
+                self.stack.truncate(floor + i);
+            }
+        }
+        self.prev = Some((self.current(), b));
+        self.pending = b.call;
+        self.returned = b.ret;
+    }
+
+    fn write(&mut self) {
+        self.settle();
+        let mut b = Vec::with_capacity(16 + 20 * self.nodes.len() + 16 * self.counts.len());
+        b.extend_from_slice(b"SMPLCCT1");
+        b.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
+        for (parent, entry, flags, calls) in &self.nodes {
+            b.extend_from_slice(&parent.to_le_bytes());
+            b.extend_from_slice(&entry.to_le_bytes());
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&calls.to_le_bytes());
+        }
+        let mut counts: Vec<_> = self.counts.iter().collect();
+        counts.sort_unstable();
+        b.extend_from_slice(&(counts.len() as u32).to_le_bytes());
+        for ((node, pc), n) in counts {
+            b.extend_from_slice(&node.to_le_bytes());
+            b.extend_from_slice(&pc.to_le_bytes());
+            b.extend_from_slice(&n.to_le_bytes());
+        }
+        let tmp = format!("{}.tmp", self.out);
+        let written = std::fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(&b))
+            .and_then(|()| std::fs::rename(&tmp, &self.out));
+        if let Err(e) = written {
+            eprintln!(
+                "cargo-sample exact-count plugin: cannot write {}: {e}",
+                self.out
+            );
+        }
+    }
+}
+
+/// Where a branch (QEMU's disassembly of it) goes: `(target, through a register)`.
+fn branch_of(disas: &str) -> (Option<u32>, bool) {
+    let d = disas.to_ascii_lowercase();
+    let mut words = d.splitn(2, char::is_whitespace);
+    let m = words.next().unwrap_or("");
+    let ops = words.next().unwrap_or("").trim();
+    let is_branch = m.starts_with('b') || m.starts_with("cb") || m.starts_with("tb");
+    if m.starts_with("bx") || m.starts_with("blx") && !ops.contains('#') || m.starts_with("tb") {
+        return (None, true);
+    }
+    if !is_branch {
+        return (None, returns(disas));
+    }
+    let target = ops
+        .rsplit([' ', ','])
+        .find(|w| !w.is_empty())
+        .map(|t| t.trim_start_matches('#').trim_start_matches("0x"))
+        .and_then(|t| u32::from_str_radix(t, 16).ok())
+        .map(|t| t & !1);
+    (target, target.is_none())
+}
+
+/// Whether an instruction (QEMU's disassembly of it) returns from a function.
+fn returns(disas: &str) -> bool {
+    let d = disas.to_ascii_lowercase();
+    let mut words = d.splitn(2, char::is_whitespace);
+    let m = words.next().unwrap_or("");
+    let ops = words.next().unwrap_or("").trim();
+    (m.starts_with("bx") && ops == "lr")
+        || ((m.starts_with("pop") || m.starts_with("ldm")) && ops.contains("pc"))
+        || (m.starts_with("ldr") && ops.starts_with("pc"))
+        || m == "ret"
+        || m == "eret"
+}
+
+/// Whether an instruction (QEMU's disassembly of it) is a call, and its target if named.
+fn call_of(disas: &str) -> Option<Option<u32>> {
+    let mut words = disas.split_whitespace();
+    let mnemonic = words.next()?.trim_end_matches(".w").to_ascii_lowercase();
+    if !matches!(mnemonic.as_str(), "bl" | "blx" | "blr") {
+        return None;
+    }
+    let target = words
+        .next()
+        .map(|t| t.trim_start_matches('#').trim_end_matches(','))
+        .and_then(|t| u32::from_str_radix(t.trim_start_matches("0x"), 16).ok())
+        .map(|t| t & !1);
+    Some(target)
 }
 
 extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
     // SAFETY: the pointer is a `Block` leaked at translation, never freed.
-    let block = unsafe { &*(data as *const Block) };
+    let block: &'static Block = unsafe { &*(data as *const Block) };
     let n = block.pcs.len() as u64;
     let before = STARTED.fetch_add(n, Ordering::Relaxed);
     let total = before + n;
@@ -222,7 +470,12 @@ extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
         }
     }
     let budget = BUDGET.load(Ordering::Relaxed);
-    if budget != 0 && total >= budget {
+    let ends = budget != 0 && total >= budget;
+    if !ends && let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        // (At the budget the run ends before this block runs: it is not followed.)
+        g.block(block);
+    }
+    if ends {
         write_counts();
         // Tell the host that the budget, not the program, ended the run.
         let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
@@ -240,13 +493,31 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: QEMU passes a valid translation block for the duration of this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
     let counting = state.out.is_some();
+    let graphing = GRAPH
+        .lock()
+        .map(|g| g.as_ref().is_some_and(|g| !g.out.is_empty()))
+        .unwrap_or(false);
     let mut pcs = Vec::with_capacity(n);
+    let mut call = None;
+    let mut ret = false;
+    let (mut target, mut indirect) = (None, false);
     for i in 0..n {
         // SAFETY: i < n, as the API requires; the instruction belongs to this block.
         unsafe {
             let insn = qemu_plugin_tb_get_insn(tb, i);
             let pc = qemu_plugin_insn_vaddr(insn);
             pcs.push(pc as u32);
+            if graphing && i + 1 == n {
+                let text = qemu_plugin_insn_disas(insn);
+                if !text.is_null() {
+                    let d = CStr::from_ptr(text).to_string_lossy().into_owned();
+                    free(text.cast());
+                    let size = qemu_plugin_insn_size(insn) as u32;
+                    call = call_of(&d).map(|t| (pc as u32 + size, t));
+                    ret = returns(&d);
+                    (target, indirect) = branch_of(&d);
+                }
+            }
             if counting {
                 state
                     .by_pc
@@ -257,8 +528,15 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
         }
     }
     let ticking = TICKS.lock().map(|t| t.is_some()).unwrap_or(false);
-    if BUDGET.load(Ordering::Relaxed) != 0 || ticking {
-        let block = Box::into_raw(Box::new(Block { pcs })).cast::<c_void>();
+    if (BUDGET.load(Ordering::Relaxed) != 0 || ticking || graphing) && !pcs.is_empty() {
+        let block = Box::into_raw(Box::new(Block {
+            pcs,
+            call,
+            ret,
+            target,
+            indirect,
+        }))
+        .cast::<c_void>();
         // SAFETY: registering on the block QEMU is translating; the user data lives for ever.
         unsafe { qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, CB_NO_REGS, block) };
     }
@@ -276,6 +554,11 @@ fn flush_ticks() {
 
 fn write_counts() {
     flush_ticks();
+    if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        && !g.out.is_empty()
+    {
+        g.write();
+    }
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else { return };
     let Some(path) = &state.out else { return };
@@ -328,6 +611,46 @@ pub unsafe extern "C" fn qemu_plugin_install(
                     return -1;
                 }
             },
+            Some(("graph", v)) => {
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                let handlers = g.take().map(|g| g.handlers).unwrap_or_default();
+                *g = Some(Graph {
+                    out: v.to_owned(),
+                    // Node 0: the root (what runs before any call is followed).
+                    nodes: vec![(0, 0, 0, 0)],
+                    children: HashMap::new(),
+                    counts: HashMap::new(),
+                    stack: Vec::new(),
+                    prev: None,
+                    pending: None,
+                    returned: false,
+                    handlers,
+                });
+            }
+            Some(("handlers", v)) => {
+                let list: Vec<u32> = v
+                    .split(':')
+                    .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+                    .map(|h| h & !1)
+                    .collect();
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                match g.as_mut() {
+                    Some(g) => g.handlers = list,
+                    None => {
+                        *g = Some(Graph {
+                            out: String::new(),
+                            nodes: vec![(0, 0, 0, 0)],
+                            children: HashMap::new(),
+                            counts: HashMap::new(),
+                            stack: Vec::new(),
+                            prev: None,
+                            pending: None,
+                            returned: false,
+                            handlers: list,
+                        })
+                    }
+                }
+            }
             Some(("tick", v)) => match v.parse::<u64>() {
                 Ok(n) if n > 0 => TICK.store(n, Ordering::Relaxed),
                 _ => {
@@ -346,7 +669,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, handlers=A:B:..)"
                 );
                 return -1;
             }

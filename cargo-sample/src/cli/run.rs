@@ -159,6 +159,13 @@ pub struct ViewArgs {
     /// C profiler's analysis does), or by bytes times its estimated samples per byte (`density`).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::report::bins::Split::Density)]
     pub bin_split: crate::report::bins::Split,
+    /// Who called FN (its exact name, or a unique part of it), with each caller's share of its
+    /// time and the calls (`--exact` runs, which follow every call).
+    #[arg(long, value_name = "FN")]
+    pub callers: Option<String>,
+    /// What FN called, with the time spent below each callee and the calls (`--exact` runs).
+    #[arg(long, value_name = "FN")]
+    pub callees: Option<String>,
 }
 
 /// What the sampler keeps.
@@ -189,6 +196,8 @@ pub enum Format {
     Folded,
     Svg,
     Pprof,
+    /// KCacheGrind / QCacheGrind (`--exact` runs: the call graph).
+    Callgrind,
 }
 
 /// Build, run and report (the default command).

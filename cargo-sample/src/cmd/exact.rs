@@ -152,6 +152,14 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         counting: Some(counting.clone()),
         live: None,
         pmu_in_memory: None,
+        // The plugin follows calls too: the exact call graph (the exec log cannot).
+        call_graph: matches!(counting, Counting::Plugin { .. }).then(|| {
+            crate::image::elf::vectors(&img.bytes)
+                .iter()
+                .filter(|v| v.0 >= 2 && v.1 > 1)
+                .map(|v| v.1 & !1)
+                .collect()
+        }),
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();
@@ -159,6 +167,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     check_plugin_loaded(&outcome, Some(&counting), &run.dir)?;
     if let Some(counts) = &outcome.exact {
         run.keep(exact::FILE, counts)?;
+    }
+    if let Some(graph) = &outcome.call_graph {
+        run.keep(crate::exec::callgraph::FILE, graph)?;
     }
     capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
     run.finish(outcome.state(), exact::FILE, |dir| {

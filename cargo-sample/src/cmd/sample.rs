@@ -301,6 +301,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             names: names_at(&elf_bytes, &fw),
         }),
         pmu_in_memory: None,
+        call_graph: None,
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();

@@ -499,7 +499,27 @@ pub(crate) fn load_exact_report(
         instruction_budget: meta.instruction_budget,
     };
     let mut code = disasm::Code::new(&elf_bytes).ok();
-    let report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
+    let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
+    let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
+    let graph_path = dir.join(crate::exec::callgraph::FILE);
+    match std::fs::read(&graph_path) {
+        Ok(bytes) => {
+            let tree = crate::exec::callgraph::parse(&bytes)
+                .with_context(|| format!("decoding {}", graph_path.display()))?;
+            report::calls::apply(
+                &mut report,
+                &tree,
+                &sym,
+                callers.as_deref(),
+                callees.as_deref(),
+            )?;
+        }
+        Err(_) if callers.is_some() || callees.is_some() => bail!(
+            "this run has no call graph (it was counted through QEMU's exec log, or by an older \
+             cargo-sample): `--callers`/`--callees` need a run of `--exact` with the plugin"
+        ),
+        Err(_) => {}
+    }
     Ok(report)
 }
 
@@ -509,6 +529,8 @@ pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
         annotate: view.annotate.unwrap_or(0),
         bin_split: view.bin_split,
         by_tag: view.by == Some(crate::cli::By::Tag),
+        callers: view.callers.clone(),
+        callees: view.callees.clone(),
     }
 }
 
@@ -545,6 +567,7 @@ pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<(
         Format::Folded => report::formats::folded(report).into_bytes(),
         Format::Svg => report::formats::svg(report)?,
         Format::Pprof => report::formats::pprof(report)?,
+        Format::Callgrind => report::calls::callgrind(report)?.into_bytes(),
     };
     // Only the text report is painted; its codes never reach a file, and reach standard
     // output only when that stream takes colour.

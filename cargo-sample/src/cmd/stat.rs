@@ -179,6 +179,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
                 expected_samples: None,
                 live: None,
                 pmu_in_memory: memory,
+                call_graph: None,
             })?;
             match (outcome.pmu_in_memory, outcome.dump) {
                 (Some(c), _) => (c.dump, c.full),

@@ -16,7 +16,13 @@ use super::model::{Report, Stack};
 /// `a;b;c 123` lines, heaviest first.
 pub fn folded(r: &Report) -> String {
     let mut out = String::new();
-    for s in &r.stacks {
+    // Real call stacks when the run followed calls; the inline chains otherwise.
+    let stacks = if r.call_stacks.is_empty() {
+        &r.stacks
+    } else {
+        &r.call_stacks
+    };
+    for s in stacks {
         let frames: Vec<String> = s
             .chain
             .iter()
@@ -36,6 +42,9 @@ pub fn svg(r: &Report) -> Result<Vec<u8>> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = format!("{} · {}", r.facts_firmware(), r.facts_machine());
     opts.subtitle = Some(match r.mode {
+        "exact" if !r.call_stacks.is_empty() => {
+            "every executed instruction, by call stack (caller; callee; ...)".into()
+        }
         "exact" => "every executed instruction, by inline chain (function; inlined; ...)".into(),
         _ => format!(
             "{} samples by inline chain (function; inlined; ...); PC sampling has no call stacks",

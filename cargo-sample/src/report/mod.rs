@@ -3,6 +3,7 @@
 
 pub mod annotate;
 pub mod bins;
+pub mod calls;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
@@ -75,6 +76,8 @@ fn rows(
                 exact_percent,
                 error_points,
                 error_sigma,
+                inclusive_instructions: None,
+                inclusive_percent: None,
             }
         })
         .collect();
@@ -131,7 +134,7 @@ fn tables(sym: &mut Symbolizer, per_pc: &HashMap<u32, u64>) -> [HashMap<Key, u64
 }
 
 /// What to compute beyond the tables every report has.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Annotate the disassembly of this many of the hottest functions.
     pub annotate: usize,
@@ -139,6 +142,9 @@ pub struct Options {
     pub bin_split: crate::report::bins::Split,
     /// Stacks (folded, flamegraph) start with the sample's tag.
     pub by_tag: bool,
+    /// `--callers FN`, `--callees FN`.
+    pub callers: Option<String>,
+    pub callees: Option<String>,
 }
 
 impl Default for Options {
@@ -147,6 +153,8 @@ impl Default for Options {
             annotate: 0,
             bin_split: crate::report::bins::Split::Density,
             by_tag: false,
+            callers: None,
+            callees: None,
         }
     }
 }
@@ -171,7 +179,7 @@ struct Views {
     annotate: Vec<annotate::Function>,
 }
 
-fn views(sym: &mut Symbolizer, input: Input<'_>, opts: Options) -> Views {
+fn views(sym: &mut Symbolizer, input: Input<'_>, opts: &Options) -> Views {
     let [functions, inlined, lines] = tables(sym, &input.per_pc);
     let exact_tables = input.exact.as_ref().map(|(e, t)| {
         let [f, i, l] = tables(sym, e);
@@ -386,7 +394,7 @@ pub fn build_samples(
             exact,
             code: code.as_deref_mut(),
         },
-        opts,
+        &opts,
     );
     let max_error_points = exact_instructions.map(|_| {
         v.functions
@@ -452,6 +460,10 @@ pub fn build_samples(
         diagnostics,
         warnings,
         laps: None,
+        callers: None,
+        callees: None,
+        call_stacks: Vec::new(),
+        call_counts: Vec::new(),
     }
 }
 
@@ -478,7 +490,7 @@ pub fn build_exact(
             exact: None,
             code,
         },
-        opts,
+        &opts,
     );
     let mut diagnostics = Vec::new();
     if total == 0 {
@@ -529,6 +541,10 @@ pub fn build_exact(
         diagnostics,
         warnings,
         laps: None,
+        callers: None,
+        callees: None,
+        call_stacks: Vec::new(),
+        call_counts: Vec::new(),
     }
 }
 

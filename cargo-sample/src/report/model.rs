@@ -136,6 +136,33 @@ pub struct Row {
     /// With `--truth`: the error in standard deviations of the binomial law at the exact share.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_sigma: Option<f64>,
+    /// Exact reports with the call graph: instructions in this function and everything it
+    /// called (each call stack counted once, recursion or not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_instructions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_percent: Option<f64>,
+}
+
+/// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EdgeRow {
+    /// The caller (or callee).
+    pub name: String,
+    /// Instructions of the function's time on this edge (callers), or of the callee's time
+    /// under the function (callees).
+    pub instructions: u64,
+    /// Of all instructions counted.
+    pub percent: f64,
+    /// Calls along the edge (an exception entry counts as one).
+    pub calls: u64,
+}
+
+/// `--callers FN` / `--callees FN`: the edges of one function.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Edges {
+    pub function: String,
+    pub rows: Vec<EdgeRow>,
 }
 
 /// A whole report, as printed and as JSON.
@@ -193,6 +220,19 @@ pub struct Report {
     /// Lap-timed regions, when the firmware timed any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub laps: Option<crate::analysis::laps::LapsReport>,
+    /// `--callers FN`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callers: Option<Edges>,
+    /// `--callees FN`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callees: Option<Edges>,
+    /// Real call stacks (outermost first) with their counts, when the run followed calls;
+    /// folded stacks, flamegraphs and callgrind use them instead of the inline chains.
+    #[serde(skip)]
+    pub call_stacks: Vec<Stack>,
+    /// Calls per (caller, callee), with the call stacks.
+    #[serde(skip)]
+    pub call_counts: Vec<((String, String), u64)>,
 }
 
 /// One inline chain (outermost first) and its count.

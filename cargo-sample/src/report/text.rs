@@ -64,6 +64,12 @@ pub fn render(r: &Report, opts: Options) -> String {
         table(&mut s, "tag", &r.tags, opts, false);
         table(&mut s, "tag / function", &r.tag_functions, opts, false);
     }
+    if let Some(e) = &r.callers {
+        crate::report::calls::render(&mut s, e, true);
+    }
+    if let Some(e) = &r.callees {
+        crate::report::calls::render(&mut s, e, false);
+    }
     if opts.tree {
         tree(&mut s, r, opts);
     }
@@ -183,7 +189,13 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     } else {
         String::new()
     };
-    let head = if exact_mode {
+    let inclusive = rows.iter().any(|r| r.inclusive_percent.is_some());
+    let head = if exact_mode && inclusive {
+        format!(
+            "{:>8} {:>14} {:>9}   {title}",
+            "self", "instructions", "inclusive"
+        )
+    } else if exact_mode {
         format!("{:>8} {:>14}   {title}", "share", "instructions")
     } else {
         format!(
@@ -227,9 +239,18 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                     row.percent, row.count, lo, hi
                 );
             }
-            None => {
-                let _ = writeln!(s, "{:>7.2}% {:>14}   {name}", row.percent, row.count);
-            }
+            None => match row.inclusive_percent {
+                Some(inc) => {
+                    let _ = writeln!(
+                        s,
+                        "{:>7.2}% {:>14} {:>8.2}%   {name}",
+                        row.percent, row.count, inc
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "{:>7.2}% {:>14}   {name}", row.percent, row.count);
+                }
+            },
         }
     }
     if hidden.0 > 0 {

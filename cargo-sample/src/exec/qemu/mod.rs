@@ -82,6 +82,9 @@ pub struct RunSpec {
     /// ARMv8-A PMU counts left in memory (address, run id): read them through the monitor
     /// once written (the way a probe reads them on a board), then stop QEMU.
     pub pmu_in_memory: Option<(u32, u32)>,
+    /// With the plugin: follow calls and returns too (the exact call graph); the exception
+    /// handlers' entry addresses.
+    pub call_graph: Option<Vec<u32>>,
 }
 
 /// A live capture through the monitor.
@@ -136,6 +139,8 @@ pub struct Outcome {
     pub live: Option<LiveOutcome>,
     /// With [`RunSpec::pmu_in_memory`]: the counts read out of memory.
     pub pmu_in_memory: Option<crate::capture::pmu::InMemory>,
+    /// With [`RunSpec::call_graph`]: the plugin's calling-context tree.
+    pub call_graph: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }
@@ -193,8 +198,20 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
                 .budget
                 .map(|n| format!(",budget={n}"))
                 .unwrap_or_default();
+            let graph = opts
+                .call_graph
+                .as_ref()
+                .map(|handlers| {
+                    let list: Vec<String> = handlers.iter().map(|h| format!("{h:x}")).collect();
+                    format!(
+                        ",graph={},handlers={}",
+                        work.path().join(crate::exec::callgraph::FILE).display(),
+                        list.join(":")
+                    )
+                })
+                .unwrap_or_default();
             cmd.arg("-plugin").arg(format!(
-                "{},out={}{budget}",
+                "{},out={}{budget}{graph}",
                 path.display(),
                 work.path().join(EXACT_FILE).display()
             ));
@@ -448,6 +465,10 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             l.out
         }),
         pmu_in_memory: in_memory,
+        call_graph: opts
+            .call_graph
+            .as_ref()
+            .and_then(|_| std::fs::read(work.path().join(crate::exec::callgraph::FILE)).ok()),
     })
 }
 

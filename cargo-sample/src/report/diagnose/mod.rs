@@ -383,6 +383,8 @@ mod tests {
             exact_percent: None,
             error_points: None,
             error_sigma: None,
+            inclusive_instructions: None,
+            inclusive_percent: None,
         }
     }
 

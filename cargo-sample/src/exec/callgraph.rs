@@ -1,0 +1,312 @@
+//! The exact call graph of a QEMU run: the calling-context tree cargo-sample's plugin records
+//! (`graph=FILE`: every call and return followed, instructions counted per context), read
+//! and turned into call stacks of function names.
+//!
+//! File `callgraph.bin`: `"SMPLCCT1"`, then `u32` node count and the nodes (parent `u32`,
+//! entry PC `u32`, flags `u32` — bit 0 an exception entry —, calls `u64`), then `u32` count
+//! count and the counts (node `u32`, block start PC `u32`, instructions `u64`), little-endian.
+//! Node 0 is the root (what runs before any call is followed).
+
+use std::collections::HashMap;
+
+use anyhow::{Result, bail};
+
+/// The file a run keeps the graph in.
+pub const FILE: &str = "callgraph.bin";
+
+const MAGIC: &[u8; 8] = b"SMPLCCT1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Node {
+    pub parent: u32,
+    pub entry: u32,
+    pub exception: bool,
+    pub calls: u64,
+}
+
+/// The calling-context tree as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+    /// (node, block start, instructions).
+    pub counts: Vec<(u32, u32, u64)>,
+}
+
+/// Read a graph file; damaged input is an error, never a panic.
+pub fn parse(b: &[u8]) -> Result<Tree> {
+    if b.len() < 12 || &b[..8] != MAGIC {
+        bail!("not a call-graph file (no SMPLCCT1 header)");
+    }
+    let u32_at = |o: usize| -> Result<u32> {
+        b.get(o..o + 4)
+            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+            .ok_or_else(|| anyhow::anyhow!("the call-graph file is cut short at byte {o}"))
+    };
+    let u64_at =
+        |o: usize| -> Result<u64> { Ok(u64::from(u32_at(o)?) | u64::from(u32_at(o + 4)?) << 32) };
+    let n = u32_at(8)? as usize;
+    if n.saturating_mul(20) > b.len() {
+        bail!("the call-graph file claims {n} nodes, more than it holds");
+    }
+    let mut o = 12;
+    let mut nodes = Vec::with_capacity(n);
+    for _ in 0..n {
+        nodes.push(Node {
+            parent: u32_at(o)?,
+            entry: u32_at(o + 4)?,
+            exception: u32_at(o + 8)? & 1 != 0,
+            calls: u64_at(o + 12)?,
+        });
+        o += 20;
+    }
+    let m = u32_at(o)? as usize;
+    o += 4;
+    if m.saturating_mul(16) > b.len() {
+        bail!("the call-graph file claims {m} counts, more than it holds");
+    }
+    let mut counts = Vec::with_capacity(m);
+    for _ in 0..m {
+        let node = u32_at(o)?;
+        if node as usize >= n {
+            bail!("a count names node {node} of {n}");
+        }
+        counts.push((node, u32_at(o + 4)?, u64_at(o + 8)?));
+        o += 16;
+    }
+    for (i, nd) in nodes.iter().enumerate() {
+        if nd.parent as usize >= n || (i > 0 && nd.parent as usize >= i) {
+            bail!("node {i} has a parent ({}) recorded after it", nd.parent);
+        }
+    }
+    Ok(Tree { nodes, counts })
+}
+
+/// Call stacks of function names (outermost first) with their instructions, and calls per
+/// edge.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stacks {
+    pub stacks: Vec<(Vec<String>, u64)>,
+    /// (caller, callee) → calls (an exception entry counts as a call from what it interrupted).
+    pub calls: HashMap<(String, String), u64>,
+    pub total: u64,
+}
+
+/// Name each context by its functions: the entries of the nodes from the root, then the
+/// function of the block when it is not the node's own (reached by a tail call, or without a
+/// call the plugin saw). `name` gives a PC's linker-level function.
+pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut name_of = |pc: u32| -> String { names.entry(pc).or_insert_with(|| name(pc)).clone() };
+    // Each node's path, outermost first (parents are recorded before their children).
+    let mut paths: Vec<Vec<String>> = Vec::with_capacity(t.nodes.len());
+    for (i, nd) in t.nodes.iter().enumerate() {
+        let mut p = if i == 0 {
+            Vec::new()
+        } else {
+            paths[nd.parent as usize].clone()
+        };
+        if i > 0 {
+            p.push(name_of(nd.entry));
+        }
+        paths.push(p);
+    }
+    let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut total = 0;
+    for &(node, pc, n) in &t.counts {
+        let mut s = paths[node as usize].clone();
+        let f = name_of(pc);
+        if s.last() != Some(&f) {
+            s.push(f);
+        }
+        *merged.entry(s).or_default() += n;
+        total += n;
+    }
+    let mut calls = HashMap::new();
+    for (i, nd) in t.nodes.iter().enumerate().skip(1) {
+        let callee = paths[i].last().cloned().unwrap_or_default();
+        let caller = paths[nd.parent as usize]
+            .last()
+            .cloned()
+            .unwrap_or_else(|| "[start]".to_owned());
+        *calls.entry((caller, callee)).or_default() += nd.calls;
+    }
+    let mut stacks: Vec<(Vec<String>, u64)> = merged.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Stacks {
+        stacks,
+        calls,
+        total,
+    }
+}
+
+/// Per function: instructions in it and below it (each stack counted once, however often the
+/// function recurs in it), and in it alone.
+pub fn inclusive(s: &Stacks) -> HashMap<String, (u64, u64)> {
+    let mut out: HashMap<String, (u64, u64)> = HashMap::new();
+    for (stack, n) in &s.stacks {
+        let mut seen: Vec<&String> = Vec::with_capacity(stack.len());
+        for f in stack {
+            if !seen.contains(&f) {
+                seen.push(f);
+                out.entry(f.clone()).or_default().0 += n;
+            }
+        }
+        if let Some(leaf) = stack.last() {
+            out.entry(leaf.clone()).or_default().1 += n;
+        }
+    }
+    out
+}
+
+/// The edges into `f` (callers) or out of it (callees): the other function and the
+/// instructions of `f`'s time (callers) or the callee's time under `f` (callees) on that
+/// edge, each stack counted once per edge.
+pub fn edges(s: &Stacks, f: &str, callers: bool) -> Vec<(String, u64)> {
+    let mut out: HashMap<String, u64> = HashMap::new();
+    for (stack, n) in &s.stacks {
+        let mut seen: Vec<&String> = Vec::new();
+        for w in stack.windows(2) {
+            let (other, hit) = if callers {
+                (&w[0], w[1] == f)
+            } else {
+                (&w[1], w[0] == f)
+            };
+            if hit && !seen.contains(&other) {
+                seen.push(other);
+                *out.entry(other.clone()).or_default() += n;
+            }
+        }
+        // Called from nowhere the plugin followed (the reset handler, the root).
+        if callers && stack.first().is_some_and(|g| g == f) {
+            *out.entry("[start]".to_owned()).or_default() += n;
+        }
+    }
+    let mut v: Vec<(String, u64)> = out.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(nodes: &[(u32, u32, u32, u64)], counts: &[(u32, u32, u64)]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend((nodes.len() as u32).to_le_bytes());
+        for &(p, e, f, c) in nodes {
+            b.extend(p.to_le_bytes());
+            b.extend(e.to_le_bytes());
+            b.extend(f.to_le_bytes());
+            b.extend(c.to_le_bytes());
+        }
+        b.extend((counts.len() as u32).to_le_bytes());
+        for &(n, pc, k) in counts {
+            b.extend(n.to_le_bytes());
+            b.extend(pc.to_le_bytes());
+            b.extend(k.to_le_bytes());
+        }
+        b
+    }
+
+    /// main → left → leaf (3 calls), main → right → leaf (1), main → rec → rec, main → jump
+    /// (tail-calls land), IRQ → leaf.
+    fn sample() -> Tree {
+        let nodes = [
+            (0, 0, 0, 0),
+            (0, 0x100, 0, 1), // 1 main
+            (1, 0x200, 0, 1), // 2 left
+            (2, 0x300, 0, 3), // 3 leaf
+            (1, 0x400, 0, 1), // 4 right
+            (4, 0x300, 0, 1), // 5 leaf
+            (1, 0x500, 0, 1), // 6 rec
+            (6, 0x500, 0, 1), // 7 rec
+            (1, 0x600, 0, 1), // 8 jump
+            (1, 0x700, 1, 2), // 9 IRQ
+            (9, 0x300, 0, 2), // 10 leaf
+        ];
+        let counts = [
+            (1, 0x100, 10),
+            (2, 0x200, 5),
+            (3, 0x300, 300),
+            (4, 0x400, 5),
+            (5, 0x300, 100),
+            (6, 0x500, 20),
+            (7, 0x500, 20),
+            (8, 0x600, 2),
+            (8, 0x680, 30),
+            (9, 0x700, 4),
+            (10, 0x300, 50),
+        ];
+        parse(&file(&nodes, &counts)).unwrap()
+    }
+
+    fn names(pc: u32) -> String {
+        match pc & !0xFF {
+            0x100 => "main",
+            0x200 => "left",
+            0x300 => "leaf",
+            0x400 => "right",
+            0x500 => "rec",
+            0x600 if pc < 0x680 => "jump",
+            0x600 => "landing",
+            0x700 => "IRQ",
+            _ => "?",
+        }
+        .to_owned()
+    }
+
+    #[test]
+    fn inclusive_and_self_follow_the_tree() {
+        let s = stacks(&sample(), names);
+        assert_eq!(s.total, 546);
+        let inc = inclusive(&s);
+        assert_eq!(inc["main"], (546, 10));
+        assert_eq!(inc["leaf"], (450, 450));
+        assert_eq!(inc["left"], (305, 5));
+        // Recursion: rec's 40 instructions once, not once per level.
+        assert_eq!(inc["rec"], (40, 40));
+        // The tail-called function sits under the function that jumped to it.
+        assert_eq!(inc["jump"], (32, 2));
+        assert_eq!(inc["landing"], (30, 30));
+        assert_eq!(inc["IRQ"], (54, 4));
+    }
+
+    #[test]
+    fn callers_and_callees_split_the_time() {
+        let s = stacks(&sample(), names);
+        let callers = edges(&s, "leaf", true);
+        assert_eq!(
+            callers,
+            [
+                ("left".to_owned(), 300),
+                ("right".to_owned(), 100),
+                ("IRQ".to_owned(), 50)
+            ]
+        );
+        let callees = edges(&s, "main", false);
+        assert_eq!(callees[0], ("left".to_owned(), 305));
+        // Recursion: rec calls itself (its inner level's time), and main calls it (all of it).
+        assert_eq!(
+            edges(&s, "rec", true),
+            [("main".to_owned(), 40), ("rec".to_owned(), 20)]
+        );
+        assert_eq!(s.calls[&("left".to_owned(), "leaf".to_owned())], 3);
+        assert_eq!(s.calls[&("main".to_owned(), "IRQ".to_owned())], 2);
+    }
+
+    #[test]
+    fn damaged_files_are_errors() {
+        let good = file(&[(0, 0, 0, 0), (0, 4, 0, 1)], &[(1, 4, 9)]);
+        assert!(parse(&good).is_ok());
+        for cut in 0..good.len() {
+            assert!(parse(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        // A count naming a node that does not exist; a parent recorded after its child.
+        assert!(parse(&file(&[(0, 0, 0, 0)], &[(3, 4, 9)])).is_err());
+        assert!(parse(&file(&[(0, 0, 0, 0), (2, 4, 0, 1), (0, 8, 0, 1)], &[])).is_err());
+        // Huge claimed sizes do not allocate.
+        let mut huge = MAGIC.to_vec();
+        huge.extend(u32::MAX.to_le_bytes());
+        assert!(parse(&huge).is_err());
+    }
+}

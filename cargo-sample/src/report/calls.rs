@@ -1,0 +1,191 @@
+//! Views of the call graph: inclusive shares in the function table, `--callers FN` and
+//! `--callees FN`, real stacks for folded stacks and flamegraphs, and the callgrind format.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use anyhow::{Result, bail};
+
+use crate::exec::callgraph::{self, Tree};
+use crate::image::symbolize::Symbolizer;
+use crate::report::model::{EdgeRow, Edges, OUTSIDE, Report, Stack};
+
+/// Add what the call graph tells to an exact report: each function's inclusive share, the
+/// stacks, the calls per edge, and the edges of `callers` / `callees` when asked.
+pub fn apply(
+    r: &mut Report,
+    tree: &Tree,
+    sym: &Symbolizer,
+    callers: Option<&str>,
+    callees: Option<&str>,
+) -> Result<()> {
+    let s = callgraph::stacks(tree, |pc| {
+        sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
+    });
+    let total = s.total.max(1) as f64;
+    let inc = callgraph::inclusive(&s);
+    for row in &mut r.functions {
+        let i = inc.get(&row.name).map(|x| x.0).unwrap_or(0);
+        row.inclusive_instructions = Some(i);
+        row.inclusive_percent = Some(100.0 * i as f64 / total);
+    }
+    let edge_rows = |f: &str, up: bool| -> Vec<EdgeRow> {
+        callgraph::edges(&s, f, up)
+            .into_iter()
+            .map(|(name, n)| EdgeRow {
+                calls: if up {
+                    s.calls.get(&(name.clone(), f.to_owned())).copied()
+                } else {
+                    s.calls.get(&(f.to_owned(), name.clone())).copied()
+                }
+                .unwrap_or(0),
+                name,
+                instructions: n,
+                percent: 100.0 * n as f64 / total,
+            })
+            .collect()
+    };
+    let names: Vec<&String> = inc.keys().collect();
+    if let Some(f) = callers {
+        let f = find(&names, f)?;
+        r.callers = Some(Edges {
+            rows: edge_rows(&f, true),
+            function: f,
+        });
+    }
+    if let Some(f) = callees {
+        let f = find(&names, f)?;
+        r.callees = Some(Edges {
+            rows: edge_rows(&f, false),
+            function: f,
+        });
+    }
+    r.call_stacks = s
+        .stacks
+        .iter()
+        .map(|(chain, n)| Stack {
+            chain: chain.clone(),
+            count: *n,
+        })
+        .collect();
+    let mut calls: Vec<((String, String), u64)> = s.calls.into_iter().collect();
+    calls.sort();
+    r.call_counts = calls;
+    Ok(())
+}
+
+/// The function `--callers`/`--callees` names: exactly, or the one name that contains it.
+fn find(names: &[&String], wanted: &str) -> Result<String> {
+    if let Some(n) = names.iter().find(|n| n.as_str() == wanted) {
+        return Ok((*n).clone());
+    }
+    let mut hits: Vec<&&String> = names.iter().filter(|n| n.contains(wanted)).collect();
+    hits.sort();
+    match hits.as_slice() {
+        [one] => Ok((**one).clone()),
+        [] => {
+            bail!("no function named `{wanted}` ran (names are as the function table shows them)")
+        }
+        many => bail!(
+            "`{wanted}` names {} functions: {}; give more of the name",
+            many.len(),
+            many.iter()
+                .take(8)
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `--callers` / `--callees` as text.
+pub fn render(s: &mut String, e: &Edges, callers: bool) {
+    let _ = writeln!(
+        s,
+        "\n{}",
+        crate::term::paint(
+            "1",
+            &format!(
+                "{:>8} {:>14} {:>10}   {} {}",
+                "share",
+                "instructions",
+                "calls",
+                if callers { "callers of" } else { "callees of" },
+                e.function
+            )
+        )
+    );
+    for row in &e.rows {
+        let _ = writeln!(
+            s,
+            "{:>7.2}% {:>14} {:>10}   {}",
+            row.percent, row.instructions, row.calls, row.name
+        );
+    }
+    if e.rows.is_empty() {
+        let _ = writeln!(s, "  (none)");
+    }
+}
+
+/// The callgrind format (KCacheGrind, QCacheGrind): each function's own instructions, and for
+/// each function it called, the calls and the instructions below them.
+pub fn callgrind(r: &Report) -> Result<String> {
+    if r.call_stacks.is_empty() {
+        bail!(
+            "`--format callgrind` needs call stacks: run with `--exact` (the QEMU plugin follows \
+             every call); sampled runs do not capture stacks yet"
+        );
+    }
+    let mut own: HashMap<&str, u64> = HashMap::new();
+    // (caller, callee) → instructions below the call, each stack once per edge.
+    let mut below: HashMap<(&str, &str), u64> = HashMap::new();
+    for st in &r.call_stacks {
+        if let Some(leaf) = st.chain.last() {
+            *own.entry(leaf).or_default() += st.count;
+        }
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for w in st.chain.windows(2) {
+            let e = (w[0].as_str(), w[1].as_str());
+            if !seen.contains(&e) {
+                seen.push(e);
+                *below.entry(e).or_default() += st.count;
+            }
+        }
+    }
+    let calls: HashMap<(&str, &str), u64> = r
+        .call_counts
+        .iter()
+        .map(|((a, b), n)| ((a.as_str(), b.as_str()), *n))
+        .collect();
+    let mut fns: Vec<&str> = own
+        .keys()
+        .copied()
+        .chain(below.keys().map(|e| e.0))
+        .collect();
+    fns.sort();
+    fns.dedup();
+    let mut s = String::new();
+    let _ = writeln!(s, "# callgrind format");
+    let _ = writeln!(s, "version: 1");
+    let _ = writeln!(s, "creator: cargo-sample");
+    let _ = writeln!(s, "cmd: {} on {}", r.facts_firmware(), r.facts_machine());
+    let _ = writeln!(s, "positions: line");
+    let _ = writeln!(s, "events: Instructions");
+    let _ = writeln!(s, "summary: {}", own.values().sum::<u64>());
+    let mut edges: Vec<(&(&str, &str), &u64)> = below.iter().collect();
+    edges.sort();
+    for f in fns {
+        let _ = writeln!(s, "\nfn={}", f.replace('\n', " "));
+        let _ = writeln!(s, "0 {}", own.get(f).copied().unwrap_or(0));
+        for ((_, callee), n) in edges.iter().filter(|e| e.0.0 == f) {
+            let _ = writeln!(s, "cfn={}", callee.replace('\n', " "));
+            let _ = writeln!(
+                s,
+                "calls={} 0",
+                calls.get(&(f, *callee)).copied().unwrap_or(0).max(1)
+            );
+            let _ = writeln!(s, "0 {n}");
+        }
+    }
+    Ok(s)
+}

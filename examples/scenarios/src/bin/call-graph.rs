@@ -1,0 +1,88 @@
+//! A call graph known by construction, for the exact call graph and its views:
+//!
+//! - `leaf` is called by `left` three times a round and by `right` once, with the same work
+//!   each time: 3/4 of its time is `left`'s;
+//! - `recurse(4)` calls itself down to depth 0, each level spinning: recursion counted once
+//!   in a function's inclusive time;
+//! - `jumper` ends with a tail call to `landing` (a `b`, not a `bl`): `landing` runs in
+//!   `jumper`'s frame;
+//! - IRQ30's handler calls `leaf` too: a caller that is an interrupt.
+#![no_std]
+#![no_main]
+
+use core::ptr::write_volatile;
+
+use cortex_m_rt::entry;
+use scenarios::{finish, sampling_start, spin};
+
+const IRQ: u32 = 30;
+const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;
+const NVIC_ISPR0: *mut u32 = 0xE000_E200 as *mut u32;
+const NVIC_IPR: *mut u8 = 0xE000_E400 as *mut u8;
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn leaf(n: u32) {
+    spin!(n, "leaf")
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn left() {
+    for _ in 0..3 {
+        leaf(core::hint::black_box(200));
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn right() {
+    leaf(core::hint::black_box(200));
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn recurse(depth: u32) {
+    spin!(50, "recurse");
+    if depth > 0 {
+        recurse(core::hint::black_box(depth - 1));
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn landing(n: u32) -> u32 {
+    spin!(n, "landing");
+    n
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn jumper(n: u32) -> u32 {
+    // A call in tail position with the same arguments' shape: the compiler branches.
+    landing(n + 1)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn IRQ30() {
+    leaf(core::hint::black_box(100));
+}
+
+#[entry]
+fn main() -> ! {
+    // SAFETY: NVIC registers; IRQ30 is unused by the machine.
+    unsafe {
+        write_volatile(NVIC_IPR.add(IRQ as usize), 0x80);
+        write_volatile(NVIC_ISER0, 1 << IRQ);
+    }
+    sampling_start();
+    for _ in 0..200_000u32 {
+        left();
+        right();
+        recurse(core::hint::black_box(4));
+        core::hint::black_box(jumper(core::hint::black_box(99)));
+        // SAFETY: pending the interrupt enabled above.
+        unsafe { write_volatile(NVIC_ISPR0, 1 << IRQ) };
+    }
+    finish(0)
+}

@@ -7,6 +7,7 @@ mod support;
 mod accuracy;
 mod bins;
 mod board;
+mod calls;
 mod diagnostics;
 mod e2e;
 mod exact;

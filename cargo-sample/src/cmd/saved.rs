@@ -294,6 +294,12 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     if meta.mode == "exact" {
         return load_exact_report(dir, &meta, opts);
     }
+    if opts.callers.is_some() || opts.callees.is_some() {
+        bail!(
+            "`--callers`/`--callees` need the call graph, which sampled runs do not capture yet: \
+             run with `--exact` (QEMU follows every call and counts the instructions below it)"
+        );
+    }
     let elf_path = dir.join(runs::ELF);
     let elf_bytes =
         std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;

@@ -76,7 +76,7 @@ fn main() -> ! {
         write_volatile(NVIC_ISER0, 1 << IRQ);
     }
     sampling_start();
-    for _ in 0..200_000u32 {
+    for _ in 0..50_000u32 {
         left();
         right();
         recurse(core::hint::black_box(4));

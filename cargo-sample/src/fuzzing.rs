@@ -33,6 +33,16 @@ pub fn dump(data: &[u8]) {
     }
     let _ = laps::decode(data);
     let _ = serial::find_dump(data);
+    // The plugin's call graph (read from the same run directories): what parses names every
+    // count in some stack, and inclusive time never exceeds the total.
+    if let Ok(t) = crate::exec::callgraph::parse(data) {
+        let s = crate::exec::callgraph::stacks(&t, |pc| format!("{:x}", pc >> 4));
+        let sum = t.counts.iter().fold(0u64, |a, c| a.saturating_add(c.2));
+        assert_eq!(s.total, sum);
+        for (inc, own) in crate::exec::callgraph::inclusive(&s).values() {
+            assert!(own <= inc && *inc <= s.total);
+        }
+    }
     if data.len() >= sampler_rt::wire::STATE_LEN {
         let (state, ring) = data.split_at(sampler_rt::wire::STATE_LEN);
         let _ = snapshot::ring_region(state);

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 
 use anyhow::{Result, bail};
 
+/// Frames kept in a stack; deeper ones (runaway recursion) are left out in the middle.
+const MAX_FRAMES: usize = 256;
+
 /// The file a run keeps the graph in.
 pub const FILE: &str = "callgraph.bin";
 
@@ -107,6 +110,16 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
         };
         if i > 0 {
             p.push(name_of(nd.entry));
+            if p.len() > MAX_FRAMES {
+                // Runaway recursion: the outermost frames, a marker, the innermost.
+                let keep = MAX_FRAMES / 4;
+                if p[keep].starts_with("[deeper") {
+                    p.remove(keep + 1);
+                } else {
+                    p.drain(keep..keep + 2);
+                    p.insert(keep, "[deeper frames left out]".to_owned());
+                }
+            }
         }
         paths.push(p);
     }
@@ -118,8 +131,9 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
         if s.last() != Some(&f) {
             s.push(f);
         }
-        *merged.entry(s).or_default() += n;
-        total += n;
+        let e = merged.entry(s).or_default();
+        *e = e.saturating_add(n);
+        total = u64::saturating_add(total, n);
     }
     let mut calls = HashMap::new();
     for (i, nd) in t.nodes.iter().enumerate().skip(1) {
@@ -128,7 +142,8 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
             .last()
             .cloned()
             .unwrap_or_else(|| "[start]".to_owned());
-        *calls.entry((caller, callee)).or_default() += nd.calls;
+        let e = calls.entry((caller, callee)).or_default();
+        *e = u64::saturating_add(*e, nd.calls);
     }
     let mut stacks: Vec<(Vec<String>, u64)> = merged.into_iter().collect();
     stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -148,11 +163,13 @@ pub fn inclusive(s: &Stacks) -> HashMap<String, (u64, u64)> {
         for f in stack {
             if !seen.contains(&f) {
                 seen.push(f);
-                out.entry(f.clone()).or_default().0 += n;
+                let e = out.entry(f.clone()).or_default();
+                e.0 = e.0.saturating_add(*n);
             }
         }
         if let Some(leaf) = stack.last() {
-            out.entry(leaf.clone()).or_default().1 += n;
+            let e = out.entry(leaf.clone()).or_default();
+            e.1 = e.1.saturating_add(*n);
         }
     }
     out
@@ -173,12 +190,14 @@ pub fn edges(s: &Stacks, f: &str, callers: bool) -> Vec<(String, u64)> {
             };
             if hit && !seen.contains(&other) {
                 seen.push(other);
-                *out.entry(other.clone()).or_default() += n;
+                let e = out.entry(other.clone()).or_default();
+                *e = e.saturating_add(*n);
             }
         }
         // Called from nowhere the plugin followed (the reset handler, the root).
         if callers && stack.first().is_some_and(|g| g == f) {
-            *out.entry("[start]".to_owned()).or_default() += n;
+            let e = out.entry("[start]".to_owned()).or_default();
+            *e = e.saturating_add(*n);
         }
     }
     let mut v: Vec<(String, u64)> = out.into_iter().collect();
@@ -292,6 +311,21 @@ mod tests {
         );
         assert_eq!(s.calls[&("left".to_owned(), "leaf".to_owned())], 3);
         assert_eq!(s.calls[&("main".to_owned(), "IRQ".to_owned())], 2);
+    }
+
+    #[test]
+    fn runaway_recursion_keeps_stacks_bounded() {
+        let mut nodes = vec![(0, 0, 0, 0)];
+        for i in 0..3000u32 {
+            nodes.push((i, 0x500, 0, 1));
+        }
+        let t = parse(&file(&nodes, &[(3000, 0x500, 7)])).unwrap();
+        let s = stacks(&t, names);
+        let (deep, n) = &s.stacks[0];
+        assert_eq!(*n, 7);
+        assert!(deep.len() <= MAX_FRAMES, "{}", deep.len());
+        assert!(deep.iter().any(|f| f == "[deeper frames left out]"));
+        assert_eq!(inclusive(&s)["rec"], (7, 7));
     }
 
     #[test]

@@ -39,6 +39,9 @@ struct BenchArgs {
     /// qemu`): attach, download, capture.
     #[arg(long)]
     board_only: bool,
+    /// Only the cost of exact counting (plain QEMU, the plugin, the call graph, the exec log).
+    #[arg(long)]
+    counting_only: bool,
 }
 
 /// A board run through probe-rs and the emulated probe, by method: where its time goes.
@@ -229,6 +232,9 @@ pub struct CountingCost {
     pub plugin_api: u32,
     /// Median plugin time over median plain time, minus one, in percent.
     pub plugin_overhead_percent: f64,
+    /// The plugin following calls too (`--exact`'s call graph): time, and over plain QEMU.
+    pub call_graph: Timing,
+    pub call_graph_overhead_percent: f64,
     pub exec_log_instructions: u64,
     pub exec_log: Timing,
     /// Millions of guest instructions per second through the exec log.
@@ -483,6 +489,7 @@ fn time_qemu(
     meta: &runs::RunMeta,
     kernel: &Path,
     counting: Option<&Counting>,
+    graph: bool,
 ) -> Result<(f64, Option<Counts>)> {
     let work = tempfile::tempdir()?;
     let mut cmd = std::process::Command::new(qemu);
@@ -499,8 +506,16 @@ fn time_qemu(
     let mut log = None;
     match counting {
         Some(Counting::Plugin { path, .. }) => {
-            cmd.arg("-plugin")
-                .arg(format!("{},out={}", path.display(), counts.display()));
+            let graph = if graph {
+                format!(",graph={}", work.path().join("graph.bin").display())
+            } else {
+                String::new()
+            };
+            cmd.arg("-plugin").arg(format!(
+                "{},out={}{graph}",
+                path.display(),
+                counts.display()
+            ));
             cmd.stderr(std::process::Stdio::null());
         }
         Some(Counting::ExecLog { one_insn_flag }) => {
@@ -560,25 +575,33 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         Counting::ExecLog { .. } => 0,
     };
     let kernel = dir.join(runs::LOADED_ELF);
-    let (mut plain, mut with) = (Vec::new(), Vec::new());
+    let (mut plain, mut with, mut graph) = (Vec::new(), Vec::new(), Vec::new());
     let mut instructions = 0;
     for _ in 0..5 {
-        plain.push(time_qemu(&qemu, &meta, &kernel, None)?.0);
-        let (t, counts) = time_qemu(&qemu, &meta, &kernel, Some(&plugin))?;
+        plain.push(time_qemu(&qemu, &meta, &kernel, None, false)?.0);
+        let (t, counts) = time_qemu(&qemu, &meta, &kernel, Some(&plugin), false)?;
         with.push(t);
         instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
+        graph.push(time_qemu(&qemu, &meta, &kernel, Some(&plugin), true)?.0);
     }
     let short = sampled("300")?;
     let log = cargo_sample::cmd::exact::choose_counting(TruthMethod::ExecLog, &qemu, own)?;
     let mut log_times = Vec::new();
     let mut log_instructions = 0;
     for _ in 0..3 {
-        let (t, counts) = time_qemu(&qemu, &meta, &short.join(runs::LOADED_ELF), Some(&log))?;
+        let (t, counts) = time_qemu(
+            &qemu,
+            &meta,
+            &short.join(runs::LOADED_ELF),
+            Some(&log),
+            false,
+        )?;
         log_times.push(t);
         log_instructions = counts.unwrap_or_default().iter().map(|c| c.1).sum();
     }
     let plain = Timing::of(plain);
     let plugin_t = Timing::of(with);
+    let graph_t = Timing::of(graph);
     let exec_log = Timing::of(log_times);
     Ok(CountingCost {
         qemu: String::from_utf8_lossy(
@@ -593,6 +616,8 @@ fn counting_cost(manifest: &Path) -> Result<CountingCost> {
         .to_owned(),
         instructions,
         plugin_overhead_percent: 100.0 * (plugin_t.median_s / plain.median_s - 1.0),
+        call_graph_overhead_percent: 100.0 * (graph_t.median_s / plain.median_s - 1.0),
+        call_graph: graph_t,
         plain_mips: instructions as f64 / plain.median_s / 1e6,
         plain,
         plugin: plugin_t,
@@ -977,6 +1002,19 @@ fn bench(args: &BenchArgs) -> Result<()> {
         print_board(&board_timings(&manifest)?);
         return Ok(());
     }
+    if args.counting_only {
+        let c = counting_cost(&manifest)?;
+        println!(
+            "plain {:.3} s, plugin {:+.1} %, plugin + call graph {:+.1} %, exec log {:.2} MIPS ({} instructions, {})",
+            c.plain.median_s,
+            c.plugin_overhead_percent,
+            c.call_graph_overhead_percent,
+            c.exec_log_mips,
+            c.instructions,
+            c.qemu
+        );
+        return Ok(());
+    }
     if args.timers_only {
         let examples = manifest
             .parent()
@@ -1161,6 +1199,11 @@ fn bench(args: &BenchArgs) -> Result<()> {
                 c.plugin_api,
                 t(&c.plugin),
                 c.plugin_overhead_percent
+            );
+            println!(
+                "  + call graph         {}  overhead {:+.1} % (`--exact` follows every call)",
+                t(&c.call_graph),
+                c.call_graph_overhead_percent
             );
             println!(
                 "  exec log             {}  {:.2} MIPS  ({} instructions)",

@@ -298,3 +298,34 @@ fn colour_is_decided_per_stream_and_never_reaches_a_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: auto, always, never"));
 }
+
+#[test]
+fn pprof_of_an_exact_call_graph_carries_the_real_stacks() {
+    let (r, dir) = profile_in("call-graph", &["--exact", "--instructions", "20M"]);
+    let p = decode_pprof(&report(&dir, "pprof"));
+    let functions: BTreeMap<u64, &Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    let locations: BTreeMap<u64, &Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let name = |id: &u64| {
+        let f = locations[id].line[0].function_id;
+        p.string_table[functions[&f].name as usize].clone()
+    };
+    let mut stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    for s in &p.sample {
+        *stacks
+            .entry(s.location_id.iter().map(name).collect())
+            .or_default() += s.value[0] as u64;
+    }
+    // Innermost first: leaf under left under the entry point, and leaf under the interrupt.
+    let left = ["leaf", "left", "call_graph::__cortex_m_rt_main", "main"].map(String::from);
+    assert!(stacks.contains_key(&left.to_vec()), "{stacks:?}");
+    assert!(
+        stacks
+            .keys()
+            .any(|k| k.len() > 1 && k[0] == "leaf" && k[1] == "IRQ30"),
+        "{stacks:?}"
+    );
+    let total: u64 = stacks.values().sum();
+    assert_eq!(total, r["instructions"].as_u64().unwrap());
+    // The innermost frames' counts are the function table's.
+    assert_eq!(pprof_by_function(&p), by_function(&r, "instructions"));
+}

@@ -102,12 +102,36 @@ pub fn pprof(r: &Report) -> Result<Vec<u8>> {
             loc.bytes(4, &l.0);
         }
         locations.push(loc);
-        if r.tagged.is_empty() {
+        if r.tagged.is_empty() && r.call_stacks.is_empty() {
             let mut sample = Msg::default();
             sample.packed(1, &[id]);
             sample.packed(2, &[s.count]);
             samples.push(sample);
         }
+    }
+    // Real call stacks (exact runs that followed calls): one location per function, each
+    // sample its stack, innermost first.
+    let mut by_name: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for st in &r.call_stacks {
+        let mut ids = Vec::with_capacity(st.chain.len());
+        for name in st.chain.iter().rev() {
+            let next = (locations.len() + 1) as u64;
+            let id = *by_name.entry(name.as_str()).or_insert_with(|| {
+                let f = p.function(name, "");
+                let mut l = Msg::default();
+                l.uint(1, f);
+                let mut loc = Msg::default();
+                loc.uint(1, next);
+                loc.bytes(4, &l.0);
+                locations.push(loc);
+                next
+            });
+            ids.push(id);
+        }
+        let mut sample = Msg::default();
+        sample.packed(1, &ids);
+        sample.packed(2, &[st.count]);
+        samples.push(sample);
     }
     // Tagged samples: one sample per address and tag, the tag as a label (`-tagfocus`).
     let key = p.string("tag");

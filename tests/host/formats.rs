@@ -317,7 +317,7 @@ fn pprof_of_an_exact_call_graph_carries_the_real_stacks() {
     }
     // Innermost first: leaf under left under the entry point, and leaf under the interrupt.
     let left = ["leaf", "left", "call_graph::__cortex_m_rt_main", "main"].map(String::from);
-    assert!(stacks.contains_key(&left.to_vec()), "{stacks:?}");
+    assert!(stacks.contains_key(left.as_slice()), "{stacks:?}");
     assert!(
         stacks
             .keys()

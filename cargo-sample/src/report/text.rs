@@ -104,6 +104,14 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             "taken {} · period and timer not recorded in the dump",
             f.taken
         );
+    } else if f.timer.starts_with("DWT_PCSR") {
+        // The host's reads set the pace: there is no period to state.
+        let _ = writeln!(
+            s,
+            "DWT_PCSR read by the host through the probe, as fast as it allows (no period: the \
+             reads' moments are the probe's)"
+        );
+        let _ = writeln!(s, "taken {} · {}", f.taken, f.stop);
     } else {
         // A board whose clock was not given has cycles and no times.
         let board = f.timer_hz == 0;

@@ -521,8 +521,9 @@ pub(crate) fn load_exact_report(
             )?;
         }
         Err(_) if callers.is_some() || callees.is_some() => bail!(
-            "this run has no call graph (it was counted through QEMU's exec log, or by an older \
-             cargo-sample): `--callers`/`--callees` need a run of `--exact` with the plugin"
+            "this run has no call graph (it was counted through QEMU's exec log, on ARMv8-A, or \
+             by an older cargo-sample): `--callers`/`--callees` need a run of `--exact` with the \
+             plugin on Cortex-M"
         ),
         Err(_) => {}
     }

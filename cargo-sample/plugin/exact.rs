@@ -29,9 +29,12 @@
 //! disassembly) makes the next block a new frame of the calling-context tree; a block that
 //! starts at the return address of a frame on the stack pops to it; a block at one of the
 //! `handlers=A:B:..` addresses (the vector table's) is an exception frame, popped by the
-//! first return at its level (the handler's own return is the exception's). Counts are kept per (node, block start), so
-//! the host can put a tail-called function under its caller. Written at exit as `SMPLCCT1`,
-//! the nodes (parent, entry, flags, calls) then the counts (node, block, instructions).
+//! first return at its level (the handler's own return is the exception's). Counts are kept
+//! per (node, block start), and a node is keyed by its call site too (inside the call
+//! instruction; for an exception, the interrupted block's start), so that the host can name
+//! a function that was tail-called into the parent's frame. Written at exit as `SMPLCCT2`,
+//! the nodes (parent, entry, flags, site, calls) then the counts (node, block,
+//! instructions).
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -251,9 +254,9 @@ struct Frame {
 /// exception entry) under its parent node; instructions counted per node and block start.
 struct Graph {
     out: String,
-    /// parent, entry PC, 1 for an exception entry, calls.
-    nodes: Vec<(u32, u32, u32, u64)>,
-    children: HashMap<(u32, u32, u32), u32>,
+    /// parent, entry PC, 1 for an exception entry, call site, calls.
+    nodes: Vec<(u32, u32, u32, u32, u64)>,
+    children: HashMap<(u32, u32, u32, u32), u32>,
     counts: HashMap<(u32, u32), u64>,
     stack: Vec<Frame>,
     /// The previous block and its node, counted once the next block shows how much of it ran.
@@ -272,11 +275,17 @@ static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
 const MAX_DEPTH: usize = 4096;
 
 impl Graph {
-    fn child(&mut self, parent: u32, entry: u32, exception: u32) -> u32 {
+    /// The node of `entry` entered from `site` (inside the call instruction, or the start of
+    /// the interrupted block) under `parent`. The site tells the host which function made the
+    /// call when a tail call left another function running in the parent's frame.
+    fn child(&mut self, parent: u32, entry: u32, exception: u32, site: u32) -> u32 {
         let n = self.nodes.len() as u32;
-        let id = *self.children.entry((parent, entry, exception)).or_insert(n);
+        let id = *self
+            .children
+            .entry((parent, entry, exception, site))
+            .or_insert(n);
         if id == n {
-            self.nodes.push((parent, entry, exception, 0));
+            self.nodes.push((parent, entry, exception, site, 0));
         }
         id
     }
@@ -325,8 +334,9 @@ impl Graph {
         if self.handlers.contains(&pc) && target != Some(pc) {
             // An exception came in (the call pending, if any, is resumed after it).
             let cut = self.prev.take();
-            let node = self.child(self.current(), pc, 1);
-            self.nodes[node as usize].3 += 1;
+            let site = cut.map(|(_, c)| c.pcs[0]).unwrap_or(0);
+            let node = self.child(self.current(), pc, 1, site);
+            self.nodes[node as usize].4 += 1;
             if self.stack.len() < MAX_DEPTH {
                 self.stack.push(Frame {
                     node,
@@ -341,8 +351,8 @@ impl Graph {
             // Reached by the call the previous block ended with (a block that is not the
             // call's target is the rest of a calling block QEMU cut short, as at an I/O
             // access).
-            let node = self.child(self.current(), pc, 0);
-            self.nodes[node as usize].3 += 1;
+            let node = self.child(self.current(), pc, 0, ret.wrapping_sub(2));
+            self.nodes[node as usize].4 += 1;
             if self.stack.len() < MAX_DEPTH {
                 self.stack.push(Frame {
                     node,
@@ -371,13 +381,14 @@ impl Graph {
 
     fn write(&mut self) {
         self.settle();
-        let mut b = Vec::with_capacity(16 + 20 * self.nodes.len() + 16 * self.counts.len());
-        b.extend_from_slice(b"SMPLCCT1");
+        let mut b = Vec::with_capacity(16 + 24 * self.nodes.len() + 16 * self.counts.len());
+        b.extend_from_slice(b"SMPLCCT2");
         b.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
-        for (parent, entry, flags, calls) in &self.nodes {
+        for (parent, entry, flags, site, calls) in &self.nodes {
             b.extend_from_slice(&parent.to_le_bytes());
             b.extend_from_slice(&entry.to_le_bytes());
             b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&site.to_le_bytes());
             b.extend_from_slice(&calls.to_le_bytes());
         }
         let mut counts: Vec<_> = self.counts.iter().collect();
@@ -617,7 +628,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 *g = Some(Graph {
                     out: v.to_owned(),
                     // Node 0: the root (what runs before any call is followed).
-                    nodes: vec![(0, 0, 0, 0)],
+                    nodes: vec![(0, 0, 0, 0, 0)],
                     children: HashMap::new(),
                     counts: HashMap::new(),
                     stack: Vec::new(),
@@ -639,7 +650,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
                     None => {
                         *g = Some(Graph {
                             out: String::new(),
-                            nodes: vec![(0, 0, 0, 0)],
+                            nodes: vec![(0, 0, 0, 0, 0)],
                             children: HashMap::new(),
                             counts: HashMap::new(),
                             stack: Vec::new(),

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use sampler_rt::wire;
 
-use super::settings::{check_tag_before_build, warn_if_unoptimised};
+use super::settings::{check_stacks_before_build, check_tag_before_build, warn_if_unoptimised};
 use crate::cli::{CargoArgs, RunArgs};
 use crate::exec::qemu;
 use crate::image::elf;
@@ -31,6 +31,7 @@ pub(crate) fn preflight(args: &RunArgs, p: &Project, sampler: bool) -> Result<()
     if sampler {
         check_tag_before_build(args, p)?;
     }
+    check_stacks_before_build(args, p)?;
     warn_if_unoptimised(p, &args.cargo);
     if sampler && (!p.has_feature || !p.has_dependency) {
         bail!(super::stages::missing_setup_help(

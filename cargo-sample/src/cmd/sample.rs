@@ -199,6 +199,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
         timer_base,
         timer_irq,
+        stack_words: args.stacks.unwrap_or(0),
     };
 
     // Samples every N events share out the events, not the instructions.
@@ -301,7 +302,17 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             names: names_at(&elf_bytes, &fw),
         }),
         pmu_in_memory: None,
-        call_graph: None,
+        // With stacks, `--truth` follows the calls too: exact inclusive shares and callers.
+        call_graph: (args.stacks.is_some()
+            && matches!(counting, Some(Counting::Plugin { .. }))
+            && !fw.aarch64)
+            .then(|| {
+                elf::vectors(&elf_bytes)
+                    .iter()
+                    .filter(|v| v.0 >= 2 && v.1 > 1)
+                    .map(|v| v.1 & !1)
+                    .collect()
+            }),
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();
@@ -314,6 +325,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         run.keep(exact::FILE, counts)?;
         if let Some(c) = &outcome.exact_contexts {
             run.keep(exact::CONTEXTS_FILE, c)?;
+        }
+        if let Some(graph) = &outcome.call_graph {
+            run.keep(crate::exec::callgraph::FILE, graph)?;
         }
     } else if args.truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");

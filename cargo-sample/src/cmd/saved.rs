@@ -294,16 +294,18 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     if meta.mode == "exact" {
         return load_exact_report(dir, &meta, opts);
     }
-    if opts.callers.is_some() || opts.callees.is_some() {
-        bail!(
-            "`--callers`/`--callees` need the call graph, which sampled runs do not capture yet: \
-             run with `--exact` (QEMU follows every call and counts the instructions below it)"
-        );
-    }
     let elf_path = dir.join(runs::ELF);
     let elf_bytes =
         std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
     let dump = load_dump(dir)?;
+    let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
+    if (callers.is_some() || callees.is_some()) && dump.stacks.is_empty() {
+        bail!(
+            "`--callers`/`--callees` need call stacks, which this run did not keep: sample with \
+             `--stacks` (each sample's stack, unwound on the host), or run with `--exact` (QEMU \
+             follows every call and counts the instructions below it)"
+        );
+    }
     verify_fingerprint(&elf_bytes, &dump)?;
     let fw = elf::inspect(&elf_bytes)?;
     if !fw.has_symbols {
@@ -374,6 +376,23 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         opts,
         &elf::vectors(&elf_bytes),
     );
+    if !dump.stacks.is_empty() {
+        let graph = match std::fs::read(dir.join(crate::exec::callgraph::FILE)) {
+            Ok(bytes) => Some(crate::exec::callgraph::parse(&bytes).with_context(|| {
+                format!("decoding {}", dir.join(crate::exec::callgraph::FILE).display())
+            })?),
+            Err(_) => None,
+        };
+        report::unwound::apply(
+            &mut report,
+            &dump,
+            &elf_bytes,
+            &sym,
+            graph.as_ref(),
+            callers.as_deref(),
+            callees.as_deref(),
+        )?;
+    }
     if let Some(c) = meta.core.filter(|c| c.faulted()) {
         let at = sym.name_address(c.pc);
         let message = format!(

@@ -75,6 +75,45 @@ pub(crate) fn check_tag_before_build(args: &RunArgs, p: &Project) -> Result<()> 
     Ok(())
 }
 
+/// Refuse `--stacks` where the sampler cannot keep stack windows, before anything is built.
+pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<()> {
+    let Some(words) = args.stacks else {
+        return Ok(());
+    };
+    if words == 0 {
+        bail!("`--stacks 0` keeps no stack: give a window of 1 to 255 words, or drop `--stacks`");
+    }
+    if args.laps || args.exact {
+        bail!(
+            "`--stacks` keeps the stack of each sample; {} takes no samples",
+            if args.laps { "`--laps`" } else { "`--exact` (which follows every call by itself)" }
+        );
+    }
+    if args.mode == crate::cli::Mode::Hist {
+        bail!("`--stacks` keeps the stack of each sample of a ring; bins have none (drop `--mode hist`)");
+    }
+    if !p.triple.starts_with("thumbv7") && !p.triple.starts_with("thumbv8m.main") {
+        bail!(
+            "`--stacks` needs ARMv7-M or ARMv8-M Mainline for now (`{}`): the sampler keeps \
+             stack windows there only",
+            p.triple
+        );
+    }
+    if matches!(&args.tag, Some(t) if *t != Tag::Exception) {
+        bail!(
+            "with `--stacks` each sample's tag is the exception that was running (`--tag \
+             exception`, free: the stacked xPSR is kept anyway); other tags are not recorded"
+        );
+    }
+    if args.live || args.duration.is_some() || args.board.conn.chip.is_some() || args.board.serial.is_some() {
+        bail!(
+            "`--stacks` works with the semihosted dump of a QEMU run for now; drop `--live`, \
+             `--duration`, `--chip` or `--serial`"
+        );
+    }
+    Ok(())
+}
+
 /// The interrupt that paces the sampler with `timer` in this image.
 pub(crate) fn pacer(fw: &elf::Firmware, timer: Timer) -> crate::image::wiring::Pacer {
     use crate::image::wiring::Pacer;

@@ -36,6 +36,25 @@ pub struct Dump {
     pub pmu: Option<crate::dump::pmu::Record>,
     /// Exceptions' priorities at the end of the run: `(exception, priority byte, enabled)`.
     pub priorities: Vec<(u16, u8, bool)>,
+    /// What each stored sample kept of the interrupted stack, parallel to `pcs`, when the run
+    /// kept stack windows (`--stacks`).
+    pub stacks: Vec<StackSample>,
+}
+
+/// What a sample kept of the interrupted context to unwind it on the host (a
+/// [`wire::REC_STACKS`] entry without its PC and xPSR, which are in `pcs` and `tags`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackSample {
+    /// The stacked LR.
+    pub lr: u32,
+    /// The SP of the interrupted code (above the exception frame).
+    pub sp: u32,
+    /// The interrupted r7.
+    pub r7: u32,
+    /// The low byte of the sampler's EXC_RETURN.
+    pub exc_return: u8,
+    /// Words of the interrupted stack from `sp` up.
+    pub window: Vec<u32>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -181,6 +200,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
             // The END header is outside the checksum: it must be exactly what writers write.
             if len != 4 || le16(bytes, off + 2) != 0 {
                 dump.pcs.clear();
+                dump.tags.clear();
+                dump.stacks.clear();
                 return (
                     dump,
                     Some(DumpError::Malformed("damaged END record".into())),
@@ -190,6 +211,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
             let computed = wire::crc32(&bytes[..off]);
             if stored != computed {
                 dump.pcs.clear();
+                dump.tags.clear();
+                dump.stacks.clear();
                 return (dump, Some(DumpError::Checksum { stored, computed }));
             }
             dump.complete = true;
@@ -212,6 +235,14 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
             wire::REC_PCS | wire::REC_PCS_TAGS => {
                 let tagged = kind == wire::REC_PCS_TAGS;
                 let entry = if tagged { 8 } else { 4 };
+                if !dump.stacks.is_empty() {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed(
+                            "STACKS and PCS records in one dump".into(),
+                        )),
+                    );
+                }
                 if payload.len() < 8 {
                     return (dump, Some(DumpError::Truncated { at: bytes.len() }));
                 }
@@ -254,6 +285,11 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     if tagged {
                         dump.tags.push(le32(c, 4));
                     }
+                }
+            }
+            wire::REC_STACKS => {
+                if let Err(e) = decode_stacks(&mut dump, payload, len, cut) {
+                    return (dump, Some(e));
                 }
             }
             wire::REC_PMU if !cut => match pmu::decode(payload) {
@@ -352,6 +388,57 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
 /// target, a snapshot, SWO or PCSR; tests make them too): INFO, the samples (PCS, PCS_TAGS when
 /// there is a tag per sample, or HIST), NAMES when there are names, and END with the CRC of all
 /// before it. The one encoder of the format on the host.
+/// A STACKS record into `dump`: each entry's PC, xPSR (as the tag) and stack.
+fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Result<(), DumpError> {
+    if payload.len() < 12 {
+        return Err(DumpError::Truncated { at: len });
+    }
+    let first = le32(payload, 0);
+    let count = le32(payload, 4) as usize;
+    let words = le32(payload, 8) as usize;
+    let header = wire::STACK_HEADER_WORDS as usize;
+    if !(header..=header + 255).contains(&words) {
+        return Err(DumpError::Malformed(format!(
+            "STACKS record with entries of {words} words"
+        )));
+    }
+    let entry = 4 * words;
+    if !cut && (count as u64) * entry as u64 + 12 != len as u64 {
+        return Err(DumpError::Malformed(format!(
+            "STACKS record of {len} bytes says it holds {count} samples"
+        )));
+    }
+    if dump.stacks.len() != dump.pcs.len() {
+        return Err(DumpError::Malformed(
+            "STACKS and PCS records in one dump".into(),
+        ));
+    }
+    if dump.pcs.is_empty() {
+        dump.first_seq = first;
+    } else {
+        let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
+        if first != next {
+            return Err(DumpError::Malformed(format!(
+                "STACKS record starts at sample {first}, the previous one ended at {next}"
+            )));
+        }
+    }
+    for c in payload[12..].chunks_exact(entry).take(count) {
+        let tail = le32(c, 20);
+        let valid = ((tail >> 8) as usize).min(words - header);
+        dump.pcs.push(le32(c, 0));
+        dump.tags.push(le32(c, 4));
+        dump.stacks.push(StackSample {
+            lr: le32(c, 8),
+            sp: le32(c, 12),
+            r7: le32(c, 16),
+            exc_return: tail as u8,
+            window: (0..valid).map(|i| le32(c, 4 * (header + i))).collect(),
+        });
+    }
+    Ok(())
+}
+
 pub fn encode(d: &Dump) -> Vec<u8> {
     let mut w = VecWriter {
         out: Vec::with_capacity(128 + d.pcs.len() * 8),
@@ -371,6 +458,32 @@ pub fn encode(d: &Dump) -> Vec<u8> {
                 w.put(&[0, 0]);
             }
         }
+        None if !d.stacks.is_empty() => {
+            let window = d.stacks.iter().map(|s| s.window.len()).max().unwrap_or(0);
+            let words = wire::stack_entry_words(window.min(255) as u32);
+            let n = d.pcs.len().min(d.stacks.len());
+            w.record(wire::REC_STACKS, 12 + 4 * words * n as u32);
+            w.put32(d.first_seq);
+            w.put32(n as u32);
+            w.put32(words);
+            for (i, st) in d.stacks.iter().take(n).enumerate() {
+                let valid = st.window.len().min(255);
+                for v in [
+                    d.pcs[i],
+                    d.tags.get(i).copied().unwrap_or(0),
+                    st.lr,
+                    st.sp,
+                    st.r7,
+                    st.exc_return as u32 | (valid as u32) << 8,
+                ] {
+                    w.put32(v);
+                }
+                for j in 0..(words - wire::STACK_HEADER_WORDS) as usize {
+                    w.put32(st.window.get(j).copied().unwrap_or(0));
+                }
+            }
+            encode_names(&mut w, d);
+        }
         None => {
             let tagged = !d.tags.is_empty();
             let (kind, entry) = if tagged {
@@ -387,17 +500,7 @@ pub fn encode(d: &Dump) -> Vec<u8> {
                     w.put32(d.tags.get(i).copied().unwrap_or(0));
                 }
             }
-            if !d.names.is_empty() {
-                let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
-                for (tag, name) in &d.names {
-                    payload.extend_from_slice(&tag.to_le_bytes());
-                    payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
-                    payload.extend_from_slice(name.as_bytes());
-                    payload.resize(payload.len().next_multiple_of(4), 0);
-                }
-                w.record(wire::REC_NAMES, payload.len() as u32);
-                w.put(&payload);
-            }
+            encode_names(&mut w, d);
         }
     }
     if !d.priorities.is_empty() {
@@ -409,6 +512,20 @@ pub fn encode(d: &Dump) -> Vec<u8> {
     }
     w.end();
     w.out
+}
+
+fn encode_names(w: &mut VecWriter, d: &Dump) {
+    if !d.names.is_empty() {
+        let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
+        for (tag, name) in &d.names {
+            payload.extend_from_slice(&tag.to_le_bytes());
+            payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            payload.extend_from_slice(name.as_bytes());
+            payload.resize(payload.len().next_multiple_of(4), 0);
+        }
+        w.record(wire::REC_NAMES, payload.len() as u32);
+        w.put(&payload);
+    }
 }
 
 /// The format's writer (the firmware's, [`wire::DumpWriter`]) into memory.

@@ -2,10 +2,13 @@
 //! (`graph=FILE`: every call and return followed, instructions counted per context), read
 //! and turned into call stacks of function names.
 //!
-//! File `callgraph.bin`: `"SMPLCCT1"`, then `u32` node count and the nodes (parent `u32`,
-//! entry PC `u32`, flags `u32` — bit 0 an exception entry —, calls `u64`), then `u32` count
-//! count and the counts (node `u32`, block start PC `u32`, instructions `u64`), little-endian.
-//! Node 0 is the root (what runs before any call is followed).
+//! File `callgraph.bin`: `"SMPLCCT2"`, then `u32` node count and the nodes (parent `u32`,
+//! entry PC `u32`, flags `u32` — bit 0 an exception entry —, call site `u32`, calls `u64`),
+//! then `u32` count count and the counts (node `u32`, block start PC `u32`, instructions
+//! `u64`), little-endian. Node 0 is the root (what runs before any call is followed). The
+//! call site is an address inside the call instruction (for an exception, the start of the
+//! block it interrupted): the function holding it made the call, which is not the parent's
+//! entry when the parent tail-called it. `"SMPLCCT1"` files (no site) are read too.
 
 use std::collections::HashMap;
 
@@ -17,13 +20,16 @@ const MAX_FRAMES: usize = 256;
 /// The file a run keeps the graph in.
 pub const FILE: &str = "callgraph.bin";
 
-const MAGIC: &[u8; 8] = b"SMPLCCT1";
+const MAGIC: &[u8; 8] = b"SMPLCCT2";
+const MAGIC_V1: &[u8; 8] = b"SMPLCCT1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Node {
     pub parent: u32,
     pub entry: u32,
     pub exception: bool,
+    /// Inside the call instruction (0: not recorded).
+    pub site: u32,
     pub calls: u64,
 }
 
@@ -37,9 +43,10 @@ pub struct Tree {
 
 /// Read a graph file; damaged input is an error, never a panic.
 pub fn parse(b: &[u8]) -> Result<Tree> {
-    if b.len() < 12 || &b[..8] != MAGIC {
-        bail!("not a call-graph file (no SMPLCCT1 header)");
+    if b.len() < 12 || (&b[..8] != MAGIC && &b[..8] != MAGIC_V1) {
+        bail!("not a call-graph file (no SMPLCCT2 header)");
     }
+    let size = if &b[..8] == MAGIC { 24 } else { 20 };
     let u32_at = |o: usize| -> Result<u32> {
         b.get(o..o + 4)
             .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
@@ -48,19 +55,21 @@ pub fn parse(b: &[u8]) -> Result<Tree> {
     let u64_at =
         |o: usize| -> Result<u64> { Ok(u64::from(u32_at(o)?) | u64::from(u32_at(o + 4)?) << 32) };
     let n = u32_at(8)? as usize;
-    if n.saturating_mul(20) > b.len() {
+    if n.saturating_mul(size) > b.len() {
         bail!("the call-graph file claims {n} nodes, more than it holds");
     }
     let mut o = 12;
     let mut nodes = Vec::with_capacity(n);
     for _ in 0..n {
+        let site = if size == 24 { u32_at(o + 12)? } else { 0 };
         nodes.push(Node {
             parent: u32_at(o)?,
             entry: u32_at(o + 4)?,
             exception: u32_at(o + 8)? & 1 != 0,
-            calls: u64_at(o + 12)?,
+            site,
+            calls: u64_at(o + size - 8)?,
         });
-        o += 20;
+        o += size;
     }
     let m = u32_at(o)? as usize;
     o += 4;
@@ -109,6 +118,14 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
             paths[nd.parent as usize].clone()
         };
         if i > 0 {
+            // The function that made the call, when a tail call left it running in the
+            // parent's frame (or the root's code: the reset handler).
+            if nd.site != 0 {
+                let site = name_of(nd.site);
+                if p.last() != Some(&site) {
+                    p.push(site);
+                }
+            }
             p.push(name_of(nd.entry));
             if p.len() > MAX_FRAMES {
                 // Runaway recursion: the outermost frames, a marker, the innermost.
@@ -209,8 +226,9 @@ pub fn edges(s: &Stacks, f: &str, callers: bool) -> Vec<(String, u64)> {
 mod tests {
     use super::*;
 
+    /// A version-1 file (no call sites).
     fn file(nodes: &[(u32, u32, u32, u64)], counts: &[(u32, u32, u64)]) -> Vec<u8> {
-        let mut b = MAGIC.to_vec();
+        let mut b = MAGIC_V1.to_vec();
         b.extend((nodes.len() as u32).to_le_bytes());
         for &(p, e, f, c) in nodes {
             b.extend(p.to_le_bytes());
@@ -311,6 +329,43 @@ mod tests {
         );
         assert_eq!(s.calls[&("left".to_owned(), "leaf".to_owned())], 3);
         assert_eq!(s.calls[&("main".to_owned(), "IRQ".to_owned())], 2);
+    }
+
+    #[test]
+    fn a_call_from_a_tail_called_function_names_it() {
+        // main (entered from the reset handler's code at 0x050) calls jump, which tail-calls
+        // landing; landing calls leaf from 0x6A0.
+        let mut b = MAGIC.to_vec();
+        let nodes: [(u32, u32, u32, u32, u64); 4] = [
+            (0, 0, 0, 0, 0),
+            (0, 0x100, 0, 0x050, 1),
+            (1, 0x600, 0, 0x120, 1),
+            (2, 0x300, 0, 0x6A0, 1),
+        ];
+        b.extend((nodes.len() as u32).to_le_bytes());
+        for (p, e, f, site, c) in nodes {
+            for w in [p, e, f, site] {
+                b.extend(w.to_le_bytes());
+            }
+            b.extend(c.to_le_bytes());
+        }
+        b.extend(1u32.to_le_bytes());
+        for w in [3u32, 0x300] {
+            b.extend(w.to_le_bytes());
+        }
+        b.extend(9u64.to_le_bytes());
+        let t = parse(&b).unwrap();
+        assert_eq!(t.nodes[3].site, 0x6A0);
+        let s = stacks(&t, |pc| if pc < 0x100 { "Reset".into() } else { names(pc) });
+        assert_eq!(
+            s.stacks,
+            [(
+                ["Reset", "main", "jump", "landing", "leaf"]
+                    .map(String::from)
+                    .to_vec(),
+                9
+            )]
+        );
     }
 
     #[test]

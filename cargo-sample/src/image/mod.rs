@@ -6,4 +6,5 @@ pub mod disasm;
 pub mod elf;
 pub mod rtic;
 pub mod symbolize;
+pub mod unwind;
 pub mod wiring;

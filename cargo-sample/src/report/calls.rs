@@ -33,15 +33,20 @@ pub fn apply(
         callgraph::edges(&s, f, up)
             .into_iter()
             .map(|(name, n)| EdgeRow {
-                calls: if up {
-                    s.calls.get(&(name.clone(), f.to_owned())).copied()
-                } else {
-                    s.calls.get(&(f.to_owned(), name.clone())).copied()
-                }
-                .unwrap_or(0),
+                calls: Some(
+                    if up {
+                        s.calls.get(&(name.clone(), f.to_owned())).copied()
+                    } else {
+                        s.calls.get(&(f.to_owned(), name.clone())).copied()
+                    }
+                    .unwrap_or(0),
+                ),
                 name,
-                instructions: n,
+                instructions: Some(n),
+                samples: None,
                 percent: 100.0 * n as f64 / total,
+                ci95: None,
+                exact_percent: None,
             })
             .collect()
     };
@@ -75,7 +80,7 @@ pub fn apply(
 }
 
 /// The function `--callers`/`--callees` names: exactly, or the one name that contains it.
-fn find(names: &[&String], wanted: &str) -> Result<String> {
+pub(crate) fn find(names: &[&String], wanted: &str) -> Result<String> {
     if let Some(n) = names.iter().find(|n| n.as_str() == wanted) {
         return Ok((*n).clone());
     }
@@ -100,27 +105,49 @@ fn find(names: &[&String], wanted: &str) -> Result<String> {
 
 /// `--callers` / `--callees` as text.
 pub fn render(s: &mut String, e: &Edges, callers: bool) {
-    let _ = writeln!(
-        s,
-        "\n{}",
-        crate::term::paint(
-            "1",
-            &format!(
-                "{:>8} {:>14} {:>10}   {} {}",
-                "share",
-                "instructions",
-                "calls",
-                if callers { "callers of" } else { "callees of" },
-                e.function
-            )
+    let what = if callers { "callers of" } else { "callees of" };
+    let sampled = e.rows.iter().any(|r| r.samples.is_some());
+    let truth = e.rows.iter().any(|r| r.exact_percent.is_some());
+    let head = if sampled {
+        format!(
+            "{:>8} {:>17} {:>9}{}   {what} {}",
+            "share",
+            "95% interval",
+            "samples",
+            if truth { "    exact" } else { "" },
+            e.function
         )
-    );
+    } else {
+        format!(
+            "{:>8} {:>14} {:>10}   {what} {}",
+            "share", "instructions", "calls", e.function
+        )
+    };
+    let _ = writeln!(s, "\n{}", crate::term::paint("1", &head));
     for row in &e.rows {
-        let _ = writeln!(
-            s,
-            "{:>7.2}% {:>14} {:>10}   {}",
-            row.percent, row.instructions, row.calls, row.name
-        );
+        if sampled {
+            let [lo, hi] = row.ci95.unwrap_or([0.0, 0.0]);
+            let exact = row
+                .exact_percent
+                .map(|x| format!(" {x:>7.2}%"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "{:>7.2}% [{lo:>6.2}, {hi:>6.2}]% {:>9}{exact}   {}",
+                row.percent,
+                row.samples.unwrap_or(0),
+                row.name
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{:>7.2}% {:>14} {:>10}   {}",
+                row.percent,
+                row.instructions.unwrap_or(0),
+                row.calls.unwrap_or(0),
+                row.name
+            );
+        }
     }
     if e.rows.is_empty() {
         let _ = writeln!(s, "  (none)");

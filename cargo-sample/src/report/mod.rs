@@ -11,6 +11,7 @@ pub mod model;
 pub mod stat;
 pub mod text;
 pub mod tree;
+pub mod unwound;
 
 use std::collections::HashMap;
 
@@ -78,6 +79,9 @@ fn rows(
                 error_sigma,
                 inclusive_instructions: None,
                 inclusive_percent: None,
+                inclusive_samples: None,
+                inclusive_ci95: None,
+                exact_inclusive_percent: None,
             }
         })
         .collect();
@@ -464,6 +468,7 @@ pub fn build_samples(
         callees: None,
         call_stacks: Vec::new(),
         call_counts: Vec::new(),
+        unwinding: None,
     }
 }
 
@@ -545,6 +550,7 @@ pub fn build_exact(
         callees: None,
         call_stacks: Vec::new(),
         call_counts: Vec::new(),
+        unwinding: None,
     }
 }
 

@@ -142,6 +142,15 @@ pub struct Row {
     pub inclusive_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_percent: Option<f64>,
+    /// Sampled reports with stacks (`--stacks`): samples whose stack holds this function.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_samples: Option<u64>,
+    /// 95 % interval of the inclusive share, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_ci95: Option<[f64; 2]>,
+    /// With `--stacks --truth`: the exact inclusive share, from the exact call graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_inclusive_percent: Option<f64>,
 }
 
 /// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).
@@ -150,12 +159,45 @@ pub struct EdgeRow {
     /// The caller (or callee).
     pub name: String,
     /// Instructions of the function's time on this edge (callers), or of the callee's time
-    /// under the function (callees).
-    pub instructions: u64,
-    /// Of all instructions counted.
+    /// under the function (callees): exact reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
+    /// The same in samples: sampled reports with stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// Of all instructions counted (or samples taken).
     pub percent: f64,
-    /// Calls along the edge (an exception entry counts as one).
-    pub calls: u64,
+    /// 95 % interval of the share, in percent (sampled reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
+    /// With `--truth`: the exact share of the edge, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_percent: Option<f64>,
+    /// Calls along the edge (an exception entry counts as one): exact reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
+}
+
+/// How the stacks of a sampled run unwound (`--stacks`).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Unwinding {
+    /// Words of stack kept with each sample.
+    pub window_words: u32,
+    /// Samples unwound.
+    pub samples: u64,
+    /// Stacks that reached the reset handler (or where the call-frame information ends).
+    pub complete: u64,
+    /// Stacks that reached the root of an interrupt handler whose interrupted code ran on the
+    /// process stack.
+    pub handler_root: u64,
+    /// Stacks cut short by the window.
+    pub truncated: u64,
+    /// Stacks unwinding could not follow, by reason.
+    pub failed: Vec<(String, u64)>,
+    /// Tail calls put back from the `bl` before a return address.
+    pub tail_calls: u64,
+    /// Exception frames unwound through.
+    pub exception_frames: u64,
 }
 
 /// `--callers FN` / `--callees FN`: the edges of one function.
@@ -233,6 +275,9 @@ pub struct Report {
     /// Calls per (caller, callee), with the call stacks.
     #[serde(skip)]
     pub call_counts: Vec<((String, String), u64)>,
+    /// How the stacks of a sampled run with `--stacks` unwound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwinding: Option<Unwinding>,
 }
 
 /// One inline chain (outermost first) and its count.

@@ -170,6 +170,30 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             "exact: {n} instructions counted (sampler-rt's own excluded) · largest error {max:.2} points ({worst})"
         );
     }
+    if let Some(u) = &r.unwinding {
+        let rooted = u.complete + u.handler_root;
+        let failed: u64 = u.failed.iter().map(|f| f.1).sum();
+        let _ = writeln!(
+            s,
+            "stacks: {rooted} of {} unwound to their root ({:.2} %){}{} · {} tail calls put \
+             back · {} exception frames · window {} words",
+            u.samples,
+            100.0 * rooted as f64 / u.samples.max(1) as f64,
+            if u.truncated > 0 {
+                format!(" · {} cut short by the window", u.truncated)
+            } else {
+                String::new()
+            },
+            if failed > 0 {
+                format!(" · {failed} failed")
+            } else {
+                String::new()
+            },
+            u.tail_calls,
+            u.exception_frames,
+            u.window_words
+        );
+    }
 }
 
 fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
@@ -198,6 +222,18 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         String::new()
     };
     let inclusive = rows.iter().any(|r| r.inclusive_percent.is_some());
+    // Sampled with stacks: the inclusive share beside the self share (and the exact one).
+    let sampled_inclusive = rows.iter().any(|r| r.inclusive_samples.is_some());
+    let exact_inclusive = rows.iter().any(|r| r.exact_inclusive_percent.is_some());
+    let extra = if sampled_inclusive {
+        format!(
+            "{extra} {:>9}{}",
+            "inclusive",
+            if exact_inclusive { "    exact" } else { "" }
+        )
+    } else {
+        extra
+    };
     let head = if exact_mode && inclusive {
         format!(
             "{:>8} {:>14} {:>9}   {title}",
@@ -216,7 +252,9 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     let mut hidden = (0usize, 0u64);
     for row in rows {
         // Code that ran a negligible share and was never sampled says nothing.
-        let negligible = row.count == 0 && row.exact_percent.is_none_or(|x| x < 0.005);
+        let negligible = row.count == 0
+            && row.exact_percent.is_none_or(|x| x < 0.005)
+            && row.inclusive_samples.unwrap_or(0) == 0;
         if (opts.top != 0 && shown >= opts.top) || row.percent < opts.min_percent || negligible {
             hidden.0 += 1;
             hidden.1 += row.count;
@@ -237,6 +275,12 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
             cols = format!(" {x:>7.2}% {e:>+7.2} {sg:>+5.1}{mark}");
             if sg.abs() > 3.0 {
                 cols = paint("1;31", &cols);
+            }
+        }
+        if let (Some(inc), true) = (row.inclusive_percent, sampled_inclusive) {
+            cols.push_str(&format!(" {inc:>8.2}%"));
+            if let Some(x) = row.exact_inclusive_percent {
+                cols.push_str(&format!(" {x:>7.2}%"));
             }
         }
         match row.ci95 {

@@ -17,7 +17,11 @@ pub(crate) static mut WRITER: Option<fn(&[u8])> = None;
 /// `s` is the sampler state.
 pub(crate) unsafe fn entry_bytes(s: *mut State) -> u32 {
     // SAFETY: see the function's contract.
-    if unsafe { (*s).tag_kind } == wire::TAG_NONE as u32 {
+    let kind = unsafe { (*s).tag_kind };
+    let window = (kind >> 8) & 0xFF;
+    if window != 0 {
+        4 * wire::stack_entry_words(window)
+    } else if kind == wire::TAG_NONE as u32 {
         4
     } else {
         8
@@ -239,14 +243,22 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         let bytes = |a: u32, b: u32| {
             core::slice::from_raw_parts(ring.add(e * a as usize), e * (b - a) as usize)
         };
-        let kind = if e == 8 {
-            wire::REC_PCS_TAGS
+        let window = ((*s).tag_kind >> 8) & 0xFF;
+        if window != 0 {
+            st.record(wire::REC_STACKS, 12 + e as u32 * (to - from));
+            st.put32(from);
+            st.put32(to - from);
+            st.put32(e as u32 / 4);
         } else {
-            wire::REC_PCS
-        };
-        st.record(kind, 8 + e as u32 * (to - from));
-        st.put32(from);
-        st.put32(to - from);
+            let kind = if e == 8 {
+                wire::REC_PCS_TAGS
+            } else {
+                wire::REC_PCS
+            };
+            st.record(kind, 8 + e as u32 * (to - from));
+            st.put32(from);
+            st.put32(to - from);
+        }
         let (a, b) = (from % cap, to % cap);
         if b > a {
             st.put(bytes(a, b));

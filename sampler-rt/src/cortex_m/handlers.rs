@@ -83,6 +83,78 @@ pub(crate) unsafe extern "C" fn sample_ring() {
     )
 }
 
+/// Ring of stack samples (ARMv7-M, either period): the exception frame, EXC_RETURN and the
+/// interrupted r7 (the frame pointer the call-frame information may name) go to
+/// [`sampler_rt_stack`], which writes the entry; the slow path follows when the chunk is full.
+#[cfg(not(armv6m))]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_stack() {
+    naked_asm!(
+        "mov r0, r12",
+        "mov r1, lr",
+        "mov r2, r7",
+        "push {{r3, lr}}",
+        "bl {entry}",
+        "pop {{r3, lr}}",
+        "cmp r0, #0",
+        "bne {slow}",
+        "bx lr",
+        entry = sym sampler_rt_stack,
+        slow = sym sampler_rt_slow,
+    )
+}
+
+/// Write one stack entry (see `wire::REC_STACKS`) for the exception frame at `frame`, start the
+/// next period, and say whether the chunk is full.
+#[cfg(not(armv6m))]
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u32 {
+    let s = state();
+    // SAFETY: inside the sampling interrupt, which cannot preempt itself; `frame` is the
+    // exception frame the core stacked; `wptr` has room for one entry (the chunk rule); the
+    // window is read between the interrupted SP and the initial main stack pointer.
+    unsafe {
+        let window = ((*s).tag_kind >> 8) & 0xFF;
+        let out = (*s).wptr as *mut u32;
+        let xpsr = *frame.add(7);
+        // Bit 4 clear: an FP-extended frame (18 more words); xPSR bit 9: an alignment word.
+        let mut sp = frame as u32 + if exc_return & 0x10 == 0 { 0x68 } else { 0x20 };
+        if xpsr & (1 << 9) != 0 {
+            sp += 4;
+        }
+        let top = *core::ptr::addr_of!(STACK_TOP);
+        let valid = if sp < top {
+            window.min((top - sp) / 4)
+        } else {
+            0
+        };
+        *out = *frame.add(6);
+        *out.add(1) = xpsr;
+        *out.add(2) = *frame.add(5);
+        *out.add(3) = sp;
+        *out.add(4) = r7;
+        *out.add(5) = (exc_return & 0xFF) | valid << 8;
+        // Word by word and volatile: a `memcpy` call would be compiler-builtins' code, which
+        // the host cannot tell from the application's.
+        let from = sp as *const u32;
+        for i in 0..valid as usize {
+            core::ptr::write_volatile(out.add(6 + i), core::ptr::read_volatile(from.add(i)));
+        }
+        (*s).wptr = out.add(wire::stack_entry_words(window) as usize) as u32;
+        (*s).remaining -= 1;
+        if (*s).jitter > 1 {
+            let mut x = (*s).rng;
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (*s).rng = x;
+            let extra = ((x as u64 * (*s).jitter as u64) >> 32) as u32;
+            core::ptr::write_volatile((*s).reload_reg as *mut u32, (*s).reload + extra);
+        }
+        ((*s).remaining == 0) as u32
+    }
+}
+
 /// Ring of (PC, stacked xPSR) pairs, constant period (ARMv7-M): one `ldrd` loads both, one
 /// `strd` stores both, so the tag costs no instruction.
 #[cfg(not(armv6m))]
@@ -409,6 +481,9 @@ pub(crate) use sample_ring as sample_ring_xpsr;
 pub(crate) use sample_ring as sample_ring_word;
 #[cfg(armv6m)]
 pub(crate) use sample_ring_jitter as sample_ring_jitter_xpsr;
+/// ARMv6-M keeps no stack windows (`start` never picks it there).
+#[cfg(armv6m)]
+pub(crate) use sample_ring_jitter as sample_stack;
 #[cfg(armv6m)]
 pub(crate) use sample_ring_jitter as sample_ring_jitter_word;
 

@@ -105,13 +105,27 @@ pub fn start() {
         (*s).timer = cfg.timer;
         (*s).priority = cfg.priority;
         (*s).limit = cfg.limit;
+        // Stack windows (ARMv7-M, ring mode): entries of `stack_entry_words` words, the tag
+        // being the stacked xPSR they hold anyway.
+        let window = if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+            cfg.stack_words as u32
+        } else {
+            0
+        };
         // A tagged ring holds (pc, tag) pairs: half as many samples in the same RAM.
-        (*s).capacity =
-            if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
-                RING_SLOTS as u32 / 2
-            } else {
-                RING_SLOTS as u32
-            };
+        (*s).capacity = if window != 0 {
+            RING_SLOTS as u32 / wire::stack_entry_words(window)
+        } else if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m)
+        {
+            RING_SLOTS as u32 / 2
+        } else {
+            RING_SLOTS as u32
+        };
+        if window != 0 {
+            // The initial main stack pointer: no window reaches above it.
+            const VTOR: *const u32 = 0xE000_ED08 as *const u32;
+            STACK_TOP = read_volatile((read_volatile(VTOR) & !0x7F) as *const u32);
+        }
         (*s).ring = addr_of_mut!(SAMPLER_RT_RING) as u32;
         (*s).rng = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         (*s).jitter = jitter_operand(cfg.jitter_mask);
@@ -123,12 +137,14 @@ pub fn start() {
         // needs unaligned halfword accesses for odd shifts.
         let fast_hist = cfg.jitter_mask == 0 && unaligned_halfwords(cfg.hist_shift);
         // Tags need ARMv7-M's `ldrd`/`strd`; ARMv6-M samples without them.
-        let tag = if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+        let tag = if window != 0 {
+            wire::TAG_XPSR
+        } else if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
             cfg.tag_kind
         } else {
             wire::TAG_NONE
         };
-        (*s).tag_kind = tag as u32;
+        (*s).tag_kind = tag as u32 | window << 8;
         // A word tag at address 0 is the firmware's own (`set_tag`).
         (*s).tag_addr = if cfg.tag_addr == 0 {
             crate::tags::tag_word_address() as u32
@@ -140,6 +156,7 @@ pub fn start() {
             (wire::MODE_HIST, true, _) if fast_hist => sample_hist,
             (wire::MODE_HIST, true, _) => sample_hist_aligned,
             (wire::MODE_HIST, false, _) => sample_hist_jitter,
+            _ if window != 0 => sample_stack,
             (_, true, wire::TAG_XPSR) => sample_ring_xpsr,
             (_, true, wire::TAG_WORD) => sample_ring_word,
             (_, false, wire::TAG_XPSR) => sample_ring_jitter_xpsr,

@@ -44,7 +44,8 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// 72 bins        MODE_HIST: the bins array
 /// 76 last_bin    MODE_HIST: index of the outside counter
 /// 80 tag_addr    TAG_WORD: the word recorded with each sample
-/// 84 tag_kind    TAG_*: ring entries are (pc, tag) pairs unless TAG_NONE
+/// 84 tag_kind    byte 0: TAG_* (ring entries are (pc, tag) pairs unless TAG_NONE); byte 1:
+///                words of stack window per sample (entries are then REC_STACKS entries)
 /// ```
 ///
 /// In `MODE_HIST`, `wptr` holds `hist_base` and, at a constant period, `rng` holds `hist_word`,
@@ -169,6 +170,10 @@ pub(crate) static SAMPLER_RT_HIST_COUNTERS: u32 = HIST_BINS as u32;
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".data.SAMPLER_RT_CONFIG")]
 pub(crate) static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = [0; wire::CONFIG_LEN];
+
+/// The initial main stack pointer (the vector table's first word), read by `start` when the
+/// run keeps stack windows: a window never reads above it.
+pub(crate) static mut STACK_TOP: u32 = 0;
 
 #[cfg(armv6m)]
 pub(crate) const ARCH: u8 = 6;
@@ -311,6 +316,7 @@ pub(crate) fn defaults() -> Config {
         hist_shift: 0,
         tag_kind: wire::TAG_NONE,
         tag_addr: 0,
+        stack_words: 0,
     }
 }
 

@@ -35,7 +35,9 @@ pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 ///  36     4  hist_base    MODE_HIST: address of the first bin (a multiple of the bin size)
 ///  40     1  hist_shift   MODE_HIST: log2 of the bin size in bytes, 1 ..= 16
 ///  41     1  tag_kind     TAG_*: what to record beside each sample (ring mode)
-///  42     2  reserved     zero
+///  42     1  stack_words  ring mode, ARMv7-M: words of the interrupted stack kept with each
+///                         sample (0 = none; entries then go out as REC_STACKS)
+///  43     1  reserved     zero
 ///  44     4  tag_addr     TAG_WORD: address of the word to record
 ///  48     4  reserved     zero
 ///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
@@ -70,6 +72,8 @@ pub struct Config {
     pub tag_kind: u8,
     /// `TAG_WORD`: address of the word recorded with each sample.
     pub tag_addr: u32,
+    /// Words of the interrupted stack kept with each sample (0: none).
+    pub stack_words: u8,
 }
 
 impl Config {
@@ -92,6 +96,7 @@ impl Config {
         put32(&mut b, 36, self.hist_base);
         b[40] = self.hist_shift;
         b[41] = self.tag_kind;
+        b[42] = self.stack_words;
         put32(&mut b, 44, self.tag_addr);
         let words = words_of(&b);
         put32(&mut b, 52, check_word(&words));
@@ -126,6 +131,7 @@ impl Config {
             hist_shift: b[40],
             tag_kind: b[41],
             tag_addr: get32(b, 44),
+            stack_words: b[42],
         })
     }
 }

@@ -68,6 +68,7 @@ mod tests {
             hist_shift: 4,
             tag_kind: TAG_WORD,
             tag_addr: 0x2000_0100,
+            stack_words: 48,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

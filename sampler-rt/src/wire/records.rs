@@ -38,6 +38,19 @@ pub const REC_PRIORITIES: u16 = 9;
 pub const fn priority_entry(exception: u16, priority: u8, enabled: bool) -> u32 {
     exception as u32 | (priority as u32) << 16 | (enabled as u32) << 24
 }
+/// Samples with what the host needs to unwind the interrupted stack: `first_seq: u32`,
+/// `count: u32`, `entry_words: u32`, then `count` entries of `entry_words` words, oldest
+/// first. An entry is [`STACK_HEADER_WORDS`] words — the stacked PC, the stacked xPSR, the
+/// stacked LR, the SP the exception frame came from (past the FP-extended part and the
+/// alignment word), the interrupted r7, and `exc_return & 0xFF | valid << 8` — then the window:
+/// `valid` words of the interrupted stack from that SP up (the rest of the entry is stale).
+pub const REC_STACKS: u16 = 10;
+/// Words before the stack window in a [`REC_STACKS`] entry.
+pub const STACK_HEADER_WORDS: u32 = 6;
+/// Words of a [`REC_STACKS`] entry with a window of `window` words.
+pub const fn stack_entry_words(window: u32) -> u32 {
+    STACK_HEADER_WORDS + window
+}
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

@@ -36,8 +36,10 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 /// 28 ack_reg     CMSDK acknowledge     60 magic      STATE_MAGIC
 /// 64 hist_word   bins address + shift  72 bins       address of counter 0
 /// 68 hist_base   first bin's address   76 last_bin   index of the outside counter
-/// 80 tag_addr    TAG_WORD: the word    84 tag_kind    TAG_* (ring entries are 8 bytes
-///                                                      when not TAG_NONE)
+/// 80 tag_addr    TAG_WORD: the word    84 tag_kind    byte 0: TAG_* (ring entries are 8
+///                                                      bytes when not TAG_NONE); byte 1:
+///                                                      stack window words (entries of
+///                                                      REC_STACKS when not 0)
 /// ```
 ///
 /// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
@@ -89,13 +91,26 @@ pub struct StateView {
     pub last_bin: u32,
     /// `TAG_WORD`: the address of the word recorded.
     pub tag_addr: u32,
-    /// `TAG_*`: ring entries are `(pc, tag)` pairs unless `TAG_NONE`.
+    /// Byte 0: `TAG_*` (ring entries are `(pc, tag)` pairs unless `TAG_NONE`); byte 1: the
+    /// words of stack window per sample (ring entries are [`REC_STACKS`] entries unless 0).
     pub tag_kind: u32,
     /// ARMv8-A: interrupts the sampler's vectors took that were not its own.
     pub foreign: u32,
 }
 
 impl StateView {
+    /// Bytes of one ring entry.
+    pub fn entry_bytes(&self) -> u32 {
+        let window = (self.tag_kind >> 8) & 0xFF;
+        if window != 0 {
+            4 * stack_entry_words(window)
+        } else if self.tag_kind & 0xFF != TAG_NONE as u32 {
+            8
+        } else {
+            4
+        }
+    }
+
     /// `MODE_HIST`: log2 of the bin size.
     pub fn hist_shift(&self) -> u32 {
         self.hist_word & 0xFF

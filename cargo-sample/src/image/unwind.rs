@@ -1,0 +1,465 @@
+//! Unwinding a sampled Cortex-M stack on the host by the ELF's own call-frame information
+//! (`.debug_frame`, else `.eh_frame`): from the registers the sampler kept (PC, LR, SP, r7)
+//! and its window of the interrupted stack, to the call sites of every caller.
+//!
+//! What it handles and how it ends (every sample's end is counted, never hidden):
+//! - a leaf that never saved LR (the first frame's return address is the stacked LR);
+//! - CFA on SP or on the frame pointer (r7, r11), restored registers followed frame by frame;
+//! - exception frames: a return address that is an EXC_RETURN value continues in the code the
+//!   handler interrupted (its frame read from the window, FP-extended and padded frames
+//!   sized), marked as such; into the process stack it ends at the handler's root;
+//! - tail calls: when the instruction before a return address is a `bl` to another function
+//!   than the frame above it, that function (which branched away) is put back between them;
+//! - the outermost frame: the reset handler's function, or an explicitly undefined return
+//!   address.
+//!
+//! A window too short ends the stack as truncated; no call-frame information, a frame pointer
+//! not known, a stack that does not grow towards its base or a runaway depth as failed, with
+//! the reason.
+
+use std::collections::HashMap;
+
+use gimli::{
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, LittleEndian, Register, RegisterRule,
+    UnwindContext, UnwindSection,
+};
+use object::{Object, ObjectSection, SectionKind};
+
+/// Frames followed at most before a stack is called runaway.
+pub const MAX_DEPTH: usize = 256;
+
+/// Where a register of the caller is found, relative to the CFA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    /// Not saved: the register keeps its value (also: no rule given).
+    Same,
+    /// Explicitly undefined (for the return address: the outermost frame).
+    Undefined,
+    /// Saved at CFA + offset.
+    At(i32),
+    /// A rule this unwinder does not evaluate (an expression, another register).
+    Other,
+}
+
+/// One row of the call-frame table, reduced to what a Cortex-M stack needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Row {
+    /// `None`: a CFA rule this unwinder does not evaluate.
+    cfa: Option<(u16, i32)>,
+    ra: Loc,
+    r7: Loc,
+    r11: Loc,
+}
+
+/// How an unwound stack ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum End {
+    /// At the reset handler, or where the call-frame information says the stack begins.
+    Complete,
+    /// At the root of an interrupt handler that interrupted code on the process stack (PSP),
+    /// which the sampler's window does not hold.
+    HandlerRoot,
+    /// The window of stack the sampler kept ended before the next return address.
+    Truncated,
+    /// Unwinding could not go on: the reason.
+    Failed(String),
+}
+
+impl End {
+    /// Whether the stack reached its root (the entry point or a handler's root).
+    pub fn reached_root(&self) -> bool {
+        matches!(self, End::Complete | End::HandlerRoot)
+    }
+}
+
+/// What a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The sampled PC.
+    Sampled,
+    /// A call site (the return address less 2: inside the call instruction).
+    Call,
+    /// A function that tail-called the frame above it (its `bl` target).
+    TailCall,
+    /// The PC an exception interrupted (from an exception frame).
+    Interrupted,
+}
+
+/// One frame of an unwound stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    pub pc: u32,
+    pub kind: Kind,
+}
+
+/// An unwound stack, innermost frame first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwound {
+    pub frames: Vec<Frame>,
+    pub end: End,
+}
+
+/// The registers and stack window one sample kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub pc: u32,
+    pub lr: u32,
+    pub sp: u32,
+    pub r7: u32,
+    pub window: &'a [u32],
+}
+
+/// The call-frame table and code of one ELF.
+pub struct Unwinder {
+    /// `(start, end, row)`, sorted by start.
+    rows: Vec<(u32, u32, Row)>,
+    /// Functions `(start, end)`, sorted, for tail calls and the entry.
+    functions: Vec<(u32, u32)>,
+    /// The reset handler's function.
+    entry: Option<(u32, u32)>,
+    /// Executable sections: `(address, bytes)`.
+    code: Vec<(u32, Vec<u8>)>,
+    /// Why the table is empty, when it is.
+    pub missing: Option<String>,
+    cache: HashMap<u32, Option<Row>>,
+}
+
+fn loc(rule: Option<RegisterRule<usize>>) -> Loc {
+    match rule {
+        None | Some(RegisterRule::SameValue) => Loc::Same,
+        Some(RegisterRule::Undefined) => Loc::Undefined,
+        Some(RegisterRule::Offset(o)) => i32::try_from(o).map(Loc::At).unwrap_or(Loc::Other),
+        Some(_) => Loc::Other,
+    }
+}
+
+fn table<'a, S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>>(
+    section: &S,
+    out: &mut Vec<(u32, u32, Row)>,
+) -> Result<(), gimli::Error> {
+    let bases = BaseAddresses::default();
+    let mut ctx = Box::new(UnwindContext::new());
+    let mut entries = section.entries(&bases);
+    while let Some(entry) = entries.next()? {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let Ok(fde) = partial.parse(S::cie_from_offset) else {
+            continue;
+        };
+        let Ok(mut rows) = fde.rows(section, &bases, &mut ctx) else {
+            continue;
+        };
+        // A damaged FDE ends its own rows, not the table.
+        while let Ok(Some(row)) = rows.next_row() {
+            let cfa = match row.cfa() {
+                CfaRule::RegisterAndOffset { register, offset } => {
+                    i32::try_from(*offset).ok().map(|o| (register.0, o))
+                }
+                CfaRule::Expression(_) => None,
+            };
+            let (Ok(start), Ok(end)) = (
+                u32::try_from(row.start_address()),
+                u32::try_from(row.end_address()),
+            ) else {
+                continue;
+            };
+            if start < end {
+                out.push((
+                    start,
+                    end,
+                    Row {
+                        cfa,
+                        ra: loc(row.register(Register(14))),
+                        r7: loc(row.register(Register(7))),
+                        r11: loc(row.register(Register(11))),
+                    },
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Unwinder {
+    /// Read the call-frame information and code of `data` (an ELF); `functions` are the
+    /// function symbols' `(start, end)`, `reset` the reset vector (Thumb bit ignored).
+    pub fn new(data: &[u8], functions: &[(u64, u64)], reset: Option<u32>) -> Unwinder {
+        let mut rows = Vec::new();
+        let mut code = Vec::new();
+        let mut missing = None;
+        match object::File::parse(data) {
+            Ok(file) => {
+                let section = |name: &str| -> Option<Vec<u8>> {
+                    let d = file.section_by_name(name)?.data().ok()?;
+                    (!d.is_empty()).then(|| d.to_vec())
+                };
+                if let Some(d) = section(".debug_frame") {
+                    let mut s = DebugFrame::new(&d, LittleEndian);
+                    s.set_address_size(4);
+                    if let Err(e) = table(&s, &mut rows) {
+                        missing = Some(format!("its .debug_frame is damaged ({e})"));
+                    }
+                } else if let Some(d) = section(".eh_frame") {
+                    let mut s = EhFrame::new(&d, LittleEndian);
+                    s.set_address_size(4);
+                    if let Err(e) = table(&s, &mut rows) {
+                        missing = Some(format!("its .eh_frame is damaged ({e})"));
+                    }
+                }
+                for sec in file.sections() {
+                    if sec.kind() == SectionKind::Text
+                        && let (Ok(a), Ok(d)) = (u32::try_from(sec.address()), sec.data())
+                    {
+                        code.push((a, d.to_vec()));
+                    }
+                }
+            }
+            Err(e) => missing = Some(format!("it is not an ELF ({e})")),
+        }
+        if rows.is_empty() && missing.is_none() {
+            missing = Some(
+                "it has no call-frame information (.debug_frame or .eh_frame): build with \
+                 debug information (`debug = 2` or `debug = \"line-tables-only\"` in the profile)"
+                    .into(),
+            );
+        }
+        rows.sort_by_key(|r| r.0);
+        let functions: Vec<(u32, u32)> = functions
+            .iter()
+            .filter_map(|&(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?)))
+            .collect();
+        let entry = reset.and_then(|r| {
+            let r = r & !1;
+            functions.iter().copied().find(|f| f.0 <= r && r < f.1)
+        });
+        Unwinder {
+            rows,
+            functions,
+            entry,
+            code,
+            missing,
+            cache: HashMap::new(),
+        }
+    }
+
+    fn row(&mut self, pc: u32) -> Option<Row> {
+        if let Some(r) = self.cache.get(&pc) {
+            return *r;
+        }
+        let i = self.rows.partition_point(|r| r.0 <= pc);
+        let found = i
+            .checked_sub(1)
+            .map(|j| self.rows[j])
+            .filter(|r| pc < r.1)
+            .map(|r| r.2);
+        self.cache.insert(pc, found);
+        found
+    }
+
+    fn function(&self, pc: u32) -> Option<(u32, u32)> {
+        let i = self.functions.partition_point(|f| f.0 <= pc);
+        let f = *self.functions.get(i.checked_sub(1)?)?;
+        (pc < f.1).then_some(f)
+    }
+
+    fn halfword(&self, addr: u32) -> Option<u16> {
+        self.code.iter().find_map(|(a, d)| {
+            let off = addr.checked_sub(*a)? as usize;
+            let b = d.get(off..off + 2)?;
+            Some(u16::from_le_bytes([b[0], b[1]]))
+        })
+    }
+
+    /// The target of the Thumb-2 `bl` whose 4 bytes end at `ret` (a return address), if it is
+    /// one.
+    pub fn bl_target(&self, ret: u32) -> Option<u32> {
+        let at = ret.checked_sub(4)?;
+        let (h1, h2) = (self.halfword(at)? as u32, self.halfword(at + 2)? as u32);
+        // BL (T1): 11110 S imm10 | 11 J1 1 J2 imm11.
+        if h1 & 0xF800 != 0xF000 || h2 & 0xD000 != 0xD000 {
+            return None;
+        }
+        let s = (h1 >> 10) & 1;
+        let (j1, j2) = ((h2 >> 13) & 1, (h2 >> 11) & 1);
+        let (i1, i2) = (1 ^ j1 ^ s, 1 ^ j2 ^ s);
+        let imm = (s << 24) | (i1 << 23) | (i2 << 22) | ((h1 & 0x3FF) << 12) | ((h2 & 0x7FF) << 1);
+        // Sign-extend the 25-bit offset.
+        let off = ((imm << 7) as i32) >> 7;
+        Some(ret.wrapping_add(off as u32))
+    }
+
+    /// Unwind one sample.
+    pub fn unwind(&mut self, c: &Context) -> Unwound {
+        let base = c.sp;
+        let read = |addr: u32| -> Option<u32> {
+            let off = addr.checked_sub(base)?;
+            if off % 4 != 0 {
+                return None;
+            }
+            c.window.get((off / 4) as usize).copied()
+        };
+        let mut frames = vec![Frame {
+            pc: c.pc & !1,
+            kind: Kind::Sampled,
+        }];
+        let (mut pc, mut sp) = (c.pc & !1, c.sp);
+        let mut lr = Some(c.lr);
+        let (mut r7, mut r11) = (Some(c.r7), None::<u32>);
+        // Whether `pc` is an address that was executing (the sampled PC, or an interrupted
+        // one) rather than a return address.
+        let mut exact_pc = true;
+        let end = loop {
+            if frames.len() > MAX_DEPTH {
+                break End::Failed(format!("deeper than {MAX_DEPTH} frames"));
+            }
+            if self.entry.is_some_and(|(a, b)| a <= pc && pc < b) {
+                break End::Complete;
+            }
+            let look = if exact_pc { pc } else { pc.wrapping_sub(2) };
+            let Some(row) = self.row(look) else {
+                break End::Failed(match &self.missing {
+                    Some(why) => format!("the ELF cannot be unwound: {why}"),
+                    None => format!("no call-frame information at {look:#010x}"),
+                });
+            };
+            let Some((reg, off)) = row.cfa else {
+                break End::Failed(format!("a CFA rule not followed at {look:#010x}"));
+            };
+            let base_value = match reg {
+                13 => Some(sp),
+                7 => r7,
+                11 => r11,
+                _ => None,
+            };
+            let Some(cfa) = base_value.map(|v| v.wrapping_add(off as u32)) else {
+                break End::Failed(format!(
+                    "the CFA at {look:#010x} is based on r{reg}, whose value is not known there"
+                ));
+            };
+            // A register the window does not hold (or that an epilogue already popped, below
+            // the SP) becomes unknown: that ends unwinding only if a CFA is based on it.
+            let restore = |l: Loc, now: Option<u32>| -> Option<u32> {
+                match l {
+                    Loc::Same => now,
+                    Loc::Undefined | Loc::Other => None,
+                    Loc::At(o) => read(cfa.wrapping_add(o as u32)),
+                }
+            };
+            let ra = match row.ra {
+                Loc::Undefined => break End::Complete,
+                Loc::Other => {
+                    break End::Failed(format!(
+                        "a return-address rule not followed at {look:#010x}"
+                    ));
+                }
+                Loc::Same => match lr {
+                    Some(v) => v,
+                    None => {
+                        break End::Failed(format!(
+                            "the return address at {look:#010x} was neither saved nor in LR"
+                        ));
+                    }
+                },
+                Loc::At(o) => match read(cfa.wrapping_add(o as u32)) {
+                    Some(v) => v,
+                    None => break End::Truncated,
+                },
+            };
+            (r7, r11) = (restore(row.r7, r7), restore(row.r11, r11));
+            if ra >= 0xFFFF_FF00 {
+                // EXC_RETURN: the handler returns to the code it interrupted.
+                if ra & 4 != 0 {
+                    break End::HandlerRoot;
+                }
+                let word = |i: u32| read(cfa.wrapping_add(4 * i));
+                let (Some(slr), Some(spc), Some(xpsr)) = (word(5), word(6), word(7)) else {
+                    break End::Truncated;
+                };
+                let mut next = cfa + if ra & 0x10 == 0 { 0x68 } else { 0x20 };
+                if xpsr & (1 << 9) != 0 {
+                    next += 4;
+                }
+                sp = next;
+                pc = spc & !1;
+                lr = Some(slr);
+                exact_pc = true;
+                frames.push(Frame {
+                    pc,
+                    kind: Kind::Interrupted,
+                });
+                continue;
+            }
+            // The caller's frame is above this one (a leaf's CFA may equal its SP).
+            if cfa < sp {
+                break End::Failed(format!(
+                    "the stack does not grow towards its base at {look:#010x}"
+                ));
+            }
+            let ret = ra & !1;
+            if ret == 0 {
+                break End::Complete;
+            }
+            if !exact_pc && cfa == sp && ret == pc {
+                break End::Failed(format!("a frame returns to itself at {look:#010x}"));
+            }
+            // A `bl` before the return address to a function other than this frame's: that
+            // function branched to this one (a tail call) and is put back.
+            let here = self.function(pc);
+            if let Some(t) = self.bl_target(ret)
+                && let Some(tf) = self.function(t & !1)
+                && Some(tf) != here
+                && t & !1 == tf.0
+            {
+                frames.push(Frame {
+                    pc: tf.0,
+                    kind: Kind::TailCall,
+                });
+            }
+            sp = cfa;
+            pc = ret;
+            lr = None;
+            exact_pc = false;
+            frames.push(Frame {
+                pc: ret.wrapping_sub(2),
+                kind: Kind::Call,
+            });
+        };
+        Unwound { frames, end }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bl_targets_decode_both_directions() {
+        // `bl` +0x100 at 0x1000 (return address 0x1004): F000 F880.
+        let mut u = Unwinder::new(&[], &[], None);
+        u.code = vec![(0x1000, vec![0x00, 0xF0, 0x80, 0xF8])];
+        assert_eq!(u.bl_target(0x1004), Some(0x1104));
+        // `bl` -0x8 at 0x1000: F7FF FFFA (to 0x0FFC).
+        u.code = vec![(0x1000, vec![0xFF, 0xF7, 0xFA, 0xFF])];
+        assert_eq!(u.bl_target(0x1004), Some(0x0FFC));
+        // Not a bl.
+        u.code = vec![(0x1000, vec![0x00, 0xBF, 0x00, 0xBF])];
+        assert_eq!(u.bl_target(0x1004), None);
+        assert_eq!(u.bl_target(0x2), None);
+    }
+
+    #[test]
+    fn garbage_is_a_failure_with_a_reason_not_a_panic() {
+        let mut u = Unwinder::new(b"not an elf", &[], None);
+        let w = [0xFFFF_FFFFu32; 8];
+        let r = u.unwind(&Context {
+            pc: 0x100,
+            lr: 0xFFFF_FFF9,
+            sp: 0x2000_0000,
+            r7: 0,
+            window: &w,
+        });
+        assert!(matches!(r.end, End::Failed(ref why) if why.contains("not an ELF")));
+        assert_eq!(r.frames.len(), 1);
+    }
+}

@@ -1,0 +1,213 @@
+//! The call stacks of a sampled run (`--stacks`): each sample's stack unwound by the ELF's
+//! call-frame information, then the views the exact call graph has — inclusive shares with
+//! their intervals, `--callers`/`--callees`, real stacks for folded stacks, flamegraphs, pprof
+//! and callgrind — and, with `--truth`, the exact graph's shares beside them.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+
+use crate::analysis::stats::{Z95, wilson};
+use crate::dump::Dump;
+use crate::exec::callgraph::{self, Stacks, Tree};
+use crate::image::symbolize::Symbolizer;
+use crate::image::unwind::{Context, End, Kind, Unwinder};
+use crate::report::model::{EdgeRow, Edges, OUTSIDE, Report, Stack, Unwinding};
+
+/// The outermost frame of a stack that the window cut short.
+pub const TRUNCATED: &str = "[stack cut short by the window]";
+/// The outermost frame of a stack that could not be unwound further.
+pub const FAILED: &str = "[unwinding failed]";
+/// What the exact graph names sampler-rt's own code (left out of the comparison).
+const SAMPLER: &str = "[sampler-rt]";
+
+/// Unwind every sample of `dump` and build the call stacks, function names outermost first.
+/// Returns the stacks and how they ended.
+pub fn unwind_all(dump: &Dump, elf: &[u8], sym: &Symbolizer) -> (Stacks, Unwinding) {
+    let functions: Vec<(u64, u64)> = sym
+        .all_functions()
+        .into_iter()
+        .map(|(a, b, _)| (a, b))
+        .collect();
+    let reset = crate::image::elf::vectors(elf)
+        .iter()
+        .find(|v| v.0 == 1)
+        .map(|v| v.1);
+    let mut u = Unwinder::new(elf, &functions, reset);
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut name = |pc: u32| -> String {
+        names
+            .entry(pc)
+            .or_insert_with(|| sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned())
+            .clone()
+    };
+    let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut how = Unwinding {
+        window_words: dump
+            .stacks
+            .iter()
+            .map(|s| s.window.len() as u32)
+            .max()
+            .unwrap_or(0),
+        ..Unwinding::default()
+    };
+    let mut failed: HashMap<String, u64> = HashMap::new();
+    for (pc, st) in dump.pcs.iter().zip(&dump.stacks) {
+        let w = u.unwind(&Context {
+            pc: *pc,
+            lr: st.lr,
+            sp: st.sp,
+            r7: st.r7,
+            window: &st.window,
+        });
+        how.samples += 1;
+        let mut chain: Vec<String> = Vec::with_capacity(w.frames.len() + 1);
+        match &w.end {
+            End::Complete => how.complete += 1,
+            End::HandlerRoot => how.handler_root += 1,
+            End::Truncated => {
+                how.truncated += 1;
+                chain.push(TRUNCATED.to_owned());
+            }
+            End::Failed(why) => {
+                *failed.entry(why.clone()).or_default() += 1;
+                chain.push(FAILED.to_owned());
+            }
+        }
+        for f in w.frames.iter().rev() {
+            match f.kind {
+                Kind::TailCall => how.tail_calls += 1,
+                Kind::Interrupted => how.exception_frames += 1,
+                _ => {}
+            }
+            chain.push(name(f.pc));
+        }
+        *merged.entry(chain).or_default() += 1;
+    }
+    let mut failed: Vec<(String, u64)> = failed.into_iter().collect();
+    failed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    how.failed = failed;
+    let mut stacks: Vec<(Vec<String>, u64)> = merged.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    (
+        Stacks {
+            stacks,
+            calls: HashMap::new(),
+            total: how.samples,
+        },
+        how,
+    )
+}
+
+/// The exact graph's stacks without sampler-rt's own code (its interrupt is the measurement,
+/// not the program).
+fn exact_stacks(tree: &Tree, sym: &Symbolizer) -> Stacks {
+    let mut s = callgraph::stacks(tree, |pc| {
+        if sym.is_sampler(pc as u64) {
+            SAMPLER.to_owned()
+        } else {
+            sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
+        }
+    });
+    s.stacks.retain(|(chain, _)| !chain.iter().any(|f| f == SAMPLER));
+    s.total = s.stacks.iter().map(|x| x.1).sum();
+    s
+}
+
+/// Add the sampled stacks' views to `r`, and the exact graph's shares when the run has one.
+pub fn apply(
+    r: &mut Report,
+    dump: &Dump,
+    elf: &[u8],
+    sym: &Symbolizer,
+    graph: Option<&Tree>,
+    callers: Option<&str>,
+    callees: Option<&str>,
+) -> Result<()> {
+    let (s, how) = unwind_all(dump, elf, sym);
+    let n = s.total;
+    let exact = graph.map(|t| exact_stacks(t, sym));
+    let share = |k: u64| 100.0 * k as f64 / n.max(1) as f64;
+    let interval = |k: u64| {
+        let (lo, hi) = wilson(k, n, Z95);
+        [100.0 * lo, 100.0 * hi]
+    };
+    let inc = callgraph::inclusive(&s);
+    let exact_inc = exact.as_ref().map(callgraph::inclusive);
+    let exact_total = exact.as_ref().map(|e| e.total.max(1) as f64);
+    for row in &mut r.functions {
+        let k = inc.get(&row.name).map(|x| x.0).unwrap_or(0);
+        row.inclusive_samples = Some(k);
+        row.inclusive_percent = Some(share(k));
+        row.inclusive_ci95 = Some(interval(k));
+        if let (Some(e), Some(t)) = (&exact_inc, exact_total) {
+            let x = e.get(&row.name).map(|x| x.0).unwrap_or(0);
+            row.exact_inclusive_percent = Some(100.0 * x as f64 / t);
+        }
+    }
+    let edge_rows = |f: &str, up: bool| -> Vec<EdgeRow> {
+        let exact_edges: HashMap<String, u64> = exact
+            .as_ref()
+            .map(|e| callgraph::edges(e, f, up).into_iter().collect())
+            .unwrap_or_default();
+        callgraph::edges(&s, f, up)
+            .into_iter()
+            .map(|(name, k)| EdgeRow {
+                exact_percent: exact_total
+                    .map(|t| 100.0 * exact_edges.get(&name).copied().unwrap_or(0) as f64 / t),
+                name,
+                instructions: None,
+                samples: Some(k),
+                percent: share(k),
+                ci95: Some(interval(k)),
+                calls: None,
+            })
+            .collect()
+    };
+    let names: Vec<&String> = inc.keys().collect();
+    if let Some(f) = callers {
+        let f = super::calls::find(&names, f)?;
+        r.callers = Some(Edges {
+            rows: edge_rows(&f, true),
+            function: f,
+        });
+    }
+    if let Some(f) = callees {
+        let f = super::calls::find(&names, f)?;
+        r.callees = Some(Edges {
+            rows: edge_rows(&f, false),
+            function: f,
+        });
+    }
+    r.call_stacks = s
+        .stacks
+        .iter()
+        .map(|(chain, k)| Stack {
+            chain: chain.clone(),
+            count: *k,
+        })
+        .collect();
+    let rooted = how.complete + how.handler_root;
+    if how.samples > 0 && rooted * 100 < how.samples * 99 {
+        let mut why: Vec<String> = Vec::new();
+        if how.truncated > 0 {
+            why.push(format!(
+                "{} cut short by the {}-word window (a larger `--stacks WORDS` keeps more)",
+                how.truncated, how.window_words
+            ));
+        }
+        for (reason, k) in how.failed.iter().take(3) {
+            why.push(format!("{k} failed: {reason}"));
+        }
+        r.warnings.push(format!(
+            "only {rooted} of {} stacks ({:.1} %) were unwound to their root: {}. Inclusive \
+             shares and callers count what was unwound; the rest shows as `{TRUNCATED}` or \
+             `{FAILED}`",
+            how.samples,
+            100.0 * rooted as f64 / how.samples as f64,
+            why.join("; ")
+        ));
+    }
+    r.unwinding = Some(how);
+    Ok(())
+}

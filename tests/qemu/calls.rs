@@ -144,7 +144,7 @@ fn callers_need_a_run_that_followed_calls_and_a_name_that_ran() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("--exact"), "{err}");
+    assert!(err.contains("--exact") && err.contains("--stacks"), "{err}");
     let (_, dir) = profile_in("call-graph", &["--exact", "--instructions", "5M"]);
     let out = cargo_sample(
         &scenarios(),
@@ -167,4 +167,143 @@ fn callers_need_a_run_that_followed_calls_and_a_name_that_ran() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("give more of the name"), "{err}");
+}
+
+/// The binomial deviation of a sampled share (percent) from an exact one, in sigmas.
+fn sigmas(sampled: f64, exact: f64, n: f64) -> f64 {
+    let p = exact / 100.0;
+    let sd = (p * (1.0 - p) / n).sqrt() * 100.0;
+    if sd == 0.0 {
+        if (sampled - exact).abs() < 1e-9 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        (sampled - exact) / sd
+    }
+}
+
+#[test]
+fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
+    // The same run samples with stacks and follows every call: inclusive shares and the
+    // split of leaf's time between its callers against the exact graph.
+    let (r, dir) = profile_in(
+        "call-graph",
+        &["--stacks", "--truth", "-n", "10000", "--callers", "leaf"],
+    );
+    let n = r["samples"].as_f64().unwrap();
+    let u = &r["unwinding"];
+    let rooted = u["complete"].as_u64().unwrap() + u["handler_root"].as_u64().unwrap();
+    assert!(
+        rooted * 100 >= u["samples"].as_u64().unwrap() * 99,
+        "fewer than 99 % of the stacks reached their root: {u}"
+    );
+    // The tail call (jumper → landing, and cortex-m-rt's main → __cortex_m_rt_main) and the
+    // interrupt were unwound through.
+    assert!(u["tail_calls"].as_u64().unwrap() > 0, "{u}");
+    assert!(u["exception_frames"].as_u64().unwrap() > 0, "{u}");
+    for f in r["functions"].as_array().unwrap() {
+        let (s, x) = (
+            f["inclusive_percent"].as_f64().unwrap(),
+            f["exact_inclusive_percent"].as_f64().unwrap(),
+        );
+        let z = sigmas(s, x, n);
+        assert!(
+            z.abs() <= 3.0,
+            "{}: inclusive {s:.3} % vs exact {x:.3} % ({z:+.1} sigma)",
+            f["name"]
+        );
+        let [lo, hi] = [
+            f["inclusive_ci95"][0].as_f64().unwrap(),
+            f["inclusive_ci95"][1].as_f64().unwrap(),
+        ];
+        assert!(lo <= s && s <= hi, "{f}");
+    }
+    // Inclusive against the construction: leaf calls nothing, recursion counts once, the
+    // tail-called landing runs under jumper, main holds everything sampled.
+    let row = |name: &str| function(&r, name);
+    assert_eq!(row("leaf")["inclusive_samples"], row("leaf")["samples"]);
+    assert_eq!(
+        row("recurse")["inclusive_samples"],
+        row("recurse")["samples"]
+    );
+    assert_eq!(
+        row("jumper")["inclusive_samples"].as_u64().unwrap(),
+        row("jumper")["samples"].as_u64().unwrap() + row("landing")["samples"].as_u64().unwrap()
+    );
+    assert_eq!(
+        row("call_graph::__cortex_m_rt_main")["inclusive_samples"]
+            .as_u64()
+            .unwrap(),
+        rooted
+    );
+    // leaf's callers: left, right and the interrupt, each within 3 sigma of its exact share,
+    // left about three times right.
+    let rows = r["callers"]["rows"].as_array().unwrap();
+    for name in ["left", "right", "IRQ30"] {
+        let e = rows
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no caller {name}: {rows:?}"));
+        let (s, x) = (
+            e["percent"].as_f64().unwrap(),
+            e["exact_percent"].as_f64().unwrap(),
+        );
+        let z = sigmas(s, x, n);
+        assert!(
+            z.abs() <= 3.0,
+            "caller {name}: {s:.3} % vs exact {x:.3} % ({z:+.1} sigma)"
+        );
+    }
+    let share = |name: &str| {
+        rows.iter().find(|e| e["name"] == name).unwrap()["samples"]
+            .as_f64()
+            .unwrap()
+    };
+    let ratio = share("left") / share("right");
+    assert!((2.5..3.6).contains(&ratio), "left/right = {ratio}");
+
+    // Real stacks in the folded output, the interrupt unwound into the code it interrupted.
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "folded"],
+    );
+    let folded = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        folded.contains("Reset;main;call_graph::__cortex_m_rt_main;left;leaf "),
+        "{folded}"
+    );
+    assert!(folded.contains(";IRQ30;leaf "), "{folded}");
+    assert!(
+        folded.contains("call_graph::__cortex_m_rt_main;jumper;landing "),
+        "{folded}"
+    );
+    let total: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total as f64, n);
+}
+
+#[test]
+fn stacks_are_refused_where_they_cannot_be_kept() {
+    for (args, words) in [
+        (&["--stacks", "--mode", "hist"][..], "bins have none"),
+        (
+            &["--stacks", "--tag", "api"][..],
+            "other tags are not recorded",
+        ),
+        (&["--stacks", "--live"][..], "drop `--live`"),
+        (&["--stacks", "0"][..], "keeps no stack"),
+    ] {
+        let mut all = vec!["--release", "--bin", "hot-loops"];
+        all.extend_from_slice(args);
+        let out = cargo_sample(&scenarios(), &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(words), "{args:?}: {err}");
+        // Refused before anything was built.
+        assert!(!err.contains("Compiling"), "{args:?}: {err}");
+    }
 }

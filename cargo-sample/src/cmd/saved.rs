@@ -379,7 +379,10 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     if !dump.stacks.is_empty() {
         let graph = match std::fs::read(dir.join(crate::exec::callgraph::FILE)) {
             Ok(bytes) => Some(crate::exec::callgraph::parse(&bytes).with_context(|| {
-                format!("decoding {}", dir.join(crate::exec::callgraph::FILE).display())
+                format!(
+                    "decoding {}",
+                    dir.join(crate::exec::callgraph::FILE).display()
+                )
             })?),
             Err(_) => None,
         };

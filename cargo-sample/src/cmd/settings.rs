@@ -86,11 +86,17 @@ pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<(
     if args.laps || args.exact {
         bail!(
             "`--stacks` keeps the stack of each sample; {} takes no samples",
-            if args.laps { "`--laps`" } else { "`--exact` (which follows every call by itself)" }
+            if args.laps {
+                "`--laps`"
+            } else {
+                "`--exact` (which follows every call by itself)"
+            }
         );
     }
     if args.mode == crate::cli::Mode::Hist {
-        bail!("`--stacks` keeps the stack of each sample of a ring; bins have none (drop `--mode hist`)");
+        bail!(
+            "`--stacks` keeps the stack of each sample of a ring; bins have none (drop `--mode hist`)"
+        );
     }
     if !p.triple.starts_with("thumbv7") && !p.triple.starts_with("thumbv8m.main") {
         bail!(
@@ -105,7 +111,11 @@ pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<(
              exception`, free: the stacked xPSR is kept anyway); other tags are not recorded"
         );
     }
-    if args.live || args.duration.is_some() || args.board.conn.chip.is_some() || args.board.serial.is_some() {
+    if args.live
+        || args.duration.is_some()
+        || args.board.conn.chip.is_some()
+        || args.board.serial.is_some()
+    {
         bail!(
             "`--stacks` works with the semihosted dump of a QEMU run for now; drop `--live`, \
              `--duration`, `--chip` or `--serial`"

@@ -596,6 +596,53 @@ mod tests {
     }
 
     #[test]
+    fn stack_samples_round_trip_and_damage_is_named() {
+        let info = Info {
+            mode: wire::MODE_RING,
+            tag_kind: wire::TAG_XPSR,
+            taken: 2,
+            ..Info::default()
+        };
+        let mut d = Dump::of_samples(info, 7, vec![0x100, 0x202], vec![0x0100_0000, 0x0100_002E]);
+        d.stacks = vec![
+            StackSample {
+                lr: 0x105,
+                sp: 0x2000_FF00,
+                r7: 0x2000_FF10,
+                exc_return: 0xF9,
+                window: vec![1, 2, 3],
+            },
+            StackSample {
+                lr: 0xFFFF_FFF9,
+                sp: 0x2000_FE00,
+                r7: 0,
+                exc_return: 0xE9,
+                window: Vec::new(),
+            },
+        ];
+        let bytes = encode(&d);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.pcs, d.pcs);
+        assert_eq!(back.tags, d.tags);
+        assert_eq!(back.stacks, d.stacks);
+        assert_eq!(back.first_seq, 7);
+        // Cut anywhere: whole entries kept, never a panic, never more than were sent.
+        for cut in 0..bytes.len() {
+            let (part, _) = decode_partial(&bytes[..cut]);
+            assert!(part.stacks.len() <= 2 && part.stacks.len() == part.pcs.len());
+        }
+        // An entry size outside the format is named.
+        let mut bad = bytes.clone();
+        let at = wire::FILE_HEADER_LEN + wire::RECORD_HEADER_LEN + wire::INFO_LEN;
+        assert_eq!(u16::from_le_bytes([bad[at], bad[at + 1]]), wire::REC_STACKS);
+        bad[at + wire::RECORD_HEADER_LEN + 8] = 2;
+        assert!(matches!(
+            decode_partial(&bad).1,
+            Some(DumpError::Malformed(m)) if m.contains("entries of 2 words")
+        ));
+    }
+
+    #[test]
     fn priorities_round_trip_and_a_short_record_keeps_what_it_has() {
         let mut d = Dump::of_samples(Info::default(), 0, vec![0x100], Vec::new());
         d.priorities = vec![(15, 0x00, true), (14, 0xE0, true), (35, 0x40, true)];

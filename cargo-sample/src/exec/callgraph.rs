@@ -356,7 +356,13 @@ mod tests {
         b.extend(9u64.to_le_bytes());
         let t = parse(&b).unwrap();
         assert_eq!(t.nodes[3].site, 0x6A0);
-        let s = stacks(&t, |pc| if pc < 0x100 { "Reset".into() } else { names(pc) });
+        let s = stacks(&t, |pc| {
+            if pc < 0x100 {
+                "Reset".into()
+            } else {
+                names(pc)
+            }
+        });
         assert_eq!(
             s.stacks,
             [(

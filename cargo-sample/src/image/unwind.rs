@@ -405,7 +405,9 @@ impl Unwinder {
             }
             // A `bl` before the return address to a function other than this frame's: that
             // function branched to this one (a tail call) and is put back.
-            let here = self.function(pc);
+            // (A return address may be the next function's start after a call that does not
+            // return: the call is 2 bytes before it.)
+            let here = self.function(look);
             if let Some(t) = self.bl_target(ret)
                 && let Some(tf) = self.function(t & !1)
                 && Some(tf) != here
@@ -439,13 +441,66 @@ mod tests {
         let mut u = Unwinder::new(&[], &[], None);
         u.code = vec![(0x1000, vec![0x00, 0xF0, 0x80, 0xF8])];
         assert_eq!(u.bl_target(0x1004), Some(0x1104));
-        // `bl` -0x8 at 0x1000: F7FF FFFA (to 0x0FFC).
-        u.code = vec![(0x1000, vec![0xFF, 0xF7, 0xFA, 0xFF])];
+        // `bl` -0x8 at 0x1000: F7FF FFFC (to 0x0FFC).
+        u.code = vec![(0x1000, vec![0xFF, 0xF7, 0xFC, 0xFF])];
         assert_eq!(u.bl_target(0x1004), Some(0x0FFC));
         // Not a bl.
         u.code = vec![(0x1000, vec![0x00, 0xBF, 0x00, 0xBF])];
         assert_eq!(u.bl_target(0x1004), None);
         assert_eq!(u.bl_target(0x2), None);
+    }
+
+    /// Windows of garbage, cycles and runaway stacks over a real image: every stack ends,
+    /// within the depth bound, with a reason.
+    #[test]
+    fn hostile_windows_end_within_bounds() {
+        let elf = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/hot-loops.elf"
+        ))
+        .unwrap();
+        let functions: Vec<(u64, u64)> = {
+            use object::{Object, ObjectSymbol};
+            let f = object::File::parse(&*elf).unwrap();
+            f.symbols()
+                .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+                .map(|s| (s.address() & !1, (s.address() & !1) + s.size()))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        let mut u = Unwinder::new(&elf, &functions, Some(0xC1));
+        assert!(u.missing.is_none());
+        let mut x = 0x1234_5678u32;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        let sp = 0x2000_0000;
+        for round in 0..2000 {
+            let code = 0x154 + (next() % 0x540) & !1;
+            let window: Vec<u32> = (0..64)
+                .map(|i| match round % 3 {
+                    // Return addresses into code, frame words pointing back into the window.
+                    0 => 0x155 + (next() % 0x540),
+                    1 => sp + 4 * (i & !3),
+                    _ => next(),
+                })
+                .collect();
+            let r = u.unwind(&Context {
+                pc: code,
+                lr: next() | 1,
+                sp,
+                r7: sp + 4 * (next() % 64),
+                window: &window,
+            });
+            assert!(r.frames.len() <= MAX_DEPTH + 2, "{}", r.frames.len());
+            if let End::Failed(why) = &r.end {
+                assert!(!why.is_empty());
+            }
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ pub fn callgrind(r: &Report) -> Result<String> {
     if r.call_stacks.is_empty() {
         bail!(
             "`--format callgrind` needs call stacks: run with `--exact` (the QEMU plugin follows \
-             every call); sampled runs do not capture stacks yet"
+             every call), or sample with `--stacks`"
         );
     }
     let mut own: HashMap<&str, u64> = HashMap::new();
@@ -197,7 +197,15 @@ pub fn callgrind(r: &Report) -> Result<String> {
     let _ = writeln!(s, "creator: cargo-sample");
     let _ = writeln!(s, "cmd: {} on {}", r.facts_firmware(), r.facts_machine());
     let _ = writeln!(s, "positions: line");
-    let _ = writeln!(s, "events: Instructions");
+    let _ = writeln!(
+        s,
+        "events: {}",
+        if r.mode == "exact" {
+            "Instructions"
+        } else {
+            "Samples"
+        }
+    );
     let _ = writeln!(s, "summary: {}", own.values().sum::<u64>());
     let mut edges: Vec<(&(&str, &str), &u64)> = below.iter().collect();
     edges.sort();

@@ -176,7 +176,7 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
         let _ = writeln!(
             s,
             "stacks: {rooted} of {} unwound to their root ({:.2} %){}{} · {} tail calls put \
-             back · {} exception frames · window {} words",
+             back · {} exception frames · deepest stack kept {} words",
             u.samples,
             100.0 * rooted as f64 / u.samples.max(1) as f64,
             if u.truncated > 0 {

@@ -109,7 +109,8 @@ fn exact_stacks(tree: &Tree, sym: &Symbolizer) -> Stacks {
             sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
         }
     });
-    s.stacks.retain(|(chain, _)| !chain.iter().any(|f| f == SAMPLER));
+    s.stacks
+        .retain(|(chain, _)| !chain.iter().any(|f| f == SAMPLER));
     s.total = s.stacks.iter().map(|x| x.1).sum();
     s
 }

@@ -115,8 +115,7 @@ pub fn start() {
         // A tagged ring holds (pc, tag) pairs: half as many samples in the same RAM.
         (*s).capacity = if window != 0 {
             RING_SLOTS as u32 / wire::stack_entry_words(window)
-        } else if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m)
-        {
+        } else if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
             RING_SLOTS as u32 / 2
         } else {
             RING_SLOTS as u32

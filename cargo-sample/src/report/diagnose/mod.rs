@@ -385,9 +385,9 @@ mod tests {
             error_sigma: None,
             inclusive_instructions: None,
             inclusive_percent: None,
-                inclusive_samples: None,
-                inclusive_ci95: None,
-                exact_inclusive_percent: None,
+            inclusive_samples: None,
+            inclusive_ci95: None,
+            exact_inclusive_percent: None,
         }
     }
 

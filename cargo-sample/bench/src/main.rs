@@ -42,6 +42,118 @@ struct BenchArgs {
     /// Only the cost of exact counting (plain QEMU, the plugin, the call graph, the exec log).
     #[arg(long)]
     counting_only: bool,
+    /// Only the cost of stack capture (`--stacks`): instructions and bytes per sample on the
+    /// target, and the host's unwinding of a million samples.
+    #[arg(long)]
+    stacks_only: bool,
+}
+
+/// The newest saved run of `bin`.
+fn latest_run(manifest: &Path, bin: &str) -> Result<PathBuf> {
+    let runs_dir = manifest
+        .parent()
+        .context("no crate directory")?
+        .join("target/cargo-sample/runs");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs_dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains(&format!("-{bin}-")) && !n.contains("synthetic"))
+        })
+        .collect();
+    dirs.sort();
+    dirs.pop().context("no saved run")
+}
+
+/// Stack capture's cost on the target, by window size, and the host's unwinding throughput.
+fn stack_costs(manifest: &Path) -> Result<()> {
+    println!("stack capture (--stacks), exact in QEMU mps2-an385 with a random period:");
+    let (plain, _, _) = measure(manifest, &[])?;
+    println!(
+        "  {:<26} {:>8.2} instructions/sample {:>5} bytes/sample",
+        "no stacks", plain, 4
+    );
+    for words in ["16", "64"] {
+        let (per, n, elf) = measure(manifest, &["--stacks", words, "--truth"])?;
+        let bytes = 4 * (6 + words.parse::<u32>()?);
+        // The handler alone, from the exact counts of its two functions over the whole run
+        // (the rest is the dump's CRC and the write of each full chunk).
+        let dir = latest_run(manifest, "cost")?;
+        let dump = cargo_sample::dump::decode(&std::fs::read(dir.join(runs::DUMP))?)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let sym =
+            cargo_sample::image::symbolize::Symbolizer::new(&dir.join(runs::ELF), &elf, None)?;
+        let handler: u64 = exact::parse(&std::fs::read(dir.join(exact::FILE))?)?
+            .into_iter()
+            .filter(|&(pc, _)| {
+                matches!(
+                    sym.function_of(pc as u64),
+                    Some(f) if f.ends_with("sample_stack") || f.ends_with("sampler_rt_stack") || f == "sampler_rt_entry"
+                )
+            })
+            .map(|x| x.1)
+            .sum();
+        let chunk = 10240 / (6 + words.parse::<u32>()?);
+        println!(
+            "  {:<26} {:>8.2} instructions/sample {:>5} bytes/sample ({n} samples); the handler \
+             alone {:.2}, the rest the dump's CRC and write of each full chunk ({chunk} samples)",
+            format!("stacks, {words}-word window"),
+            per,
+            bytes,
+            handler as f64 / dump.info.taken.max(1) as f64
+        );
+    }
+    // Host: a real run's stacks, repeated to a million samples, reported.
+    let cli = release_args(
+        manifest,
+        &["--bin", "call-graph", "--samples", "10000", "--stacks"],
+    )?;
+    let real = sample::capture(&cli.run)?;
+    let dump = cargo_sample::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let n = 1_000_000usize;
+    let mut big = cargo_sample::dump::Dump::of_samples(dump.info, 0, Vec::new(), Vec::new());
+    for i in 0..n {
+        let j = i % dump.pcs.len();
+        big.pcs.push(dump.pcs[j]);
+        big.tags.push(dump.tags[j]);
+        big.stacks.push(dump.stacks[j].clone());
+    }
+    big.info.taken = n as u32;
+    big.info.limit = n as u32;
+    let dir = real.with_file_name(format!(
+        "{}-stacks-{n}",
+        real.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    for f in [runs::ELF, runs::META] {
+        std::fs::copy(real.join(f), dir.join(f))?;
+    }
+    runs::write_atomic(&dir.join(runs::DUMP), &cargo_sample::dump::encode(&big))?;
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let r = cargo_sample::cmd::saved::load_report(
+            &dir,
+            cargo_sample::report::Options {
+                callers: Some("leaf".into()),
+                ..cargo_sample::report::Options::default()
+            },
+        )?;
+        times.push(t0.elapsed().as_secs_f64());
+        let u = r.unwinding.context("no unwinding in the report")?;
+        if u.samples != n as u64 {
+            bail!("{} of {n} stacks unwound", u.samples);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "  host: {n} samples with stacks loaded, unwound and reported (with --callers) in {:.2} s (median of 3; min {:.2} s)",
+        times[1], times[0]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
 }
 
 /// A board run through probe-rs and the emulated probe, by method: where its time goes.
@@ -1001,6 +1113,9 @@ fn bench(args: &BenchArgs) -> Result<()> {
     if args.board_only {
         print_board(&board_timings(&manifest)?);
         return Ok(());
+    }
+    if args.stacks_only {
+        return stack_costs(&manifest);
     }
     if args.counting_only {
         let c = counting_cost(&manifest)?;

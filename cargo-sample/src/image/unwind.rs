@@ -480,7 +480,7 @@ mod tests {
         };
         let sp = 0x2000_0000;
         for round in 0..2000 {
-            let code = 0x154 + (next() % 0x540) & !1;
+            let code = (0x154 + (next() % 0x540)) & !1;
             let window: Vec<u32> = (0..64)
                 .map(|i| match round % 3 {
                     // Return addresses into code, frame words pointing back into the window.

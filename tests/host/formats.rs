@@ -316,7 +316,14 @@ fn pprof_of_an_exact_call_graph_carries_the_real_stacks() {
             .or_default() += s.value[0] as u64;
     }
     // Innermost first: leaf under left under the entry point, and leaf under the interrupt.
-    let left = ["leaf", "left", "call_graph::__cortex_m_rt_main", "main"].map(String::from);
+    let left = [
+        "leaf",
+        "left",
+        "call_graph::__cortex_m_rt_main",
+        "main",
+        "Reset",
+    ]
+    .map(String::from);
     assert!(stacks.contains_key(left.as_slice()), "{stacks:?}");
     assert!(
         stacks

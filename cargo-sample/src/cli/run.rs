@@ -242,11 +242,12 @@ pub struct RunArgs {
     /// an ELF symbol, e.g. `symbol:pxCurrentTCB`), or an address (`0x20000100`).
     #[arg(long, value_name = "WHAT")]
     pub tag: Option<Tag>,
-    /// Keep WORDS words of the interrupted stack with each sample (default 64, at most 255)
-    /// and unwind them on the host by the ELF's call-frame information: inclusive shares,
-    /// `--callers`/`--callees`, real stacks in folded, SVG, pprof and callgrind output.
-    /// Cortex-M (ARMv7-M and later), ring mode, QEMU runs.
-    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "64")]
+    /// Keep WORDS words of the interrupted stack with each sample (default 32, at most 255),
+    /// and the frame records of the r7 chain above them, and unwind them on the host by the
+    /// ELF's call-frame information: inclusive shares, `--callers`/`--callees`, real stacks in
+    /// folded, SVG, pprof and callgrind output. Cortex-M (ARMv7-M and later), ring mode, QEMU
+    /// runs.
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "32")]
     pub stacks: Option<u8>,
     /// Exception priority byte of the sampling timer (0 = most urgent, the default).
     #[arg(long, value_name = "PRIO", value_parser = parse_u8)]

@@ -12,8 +12,8 @@ use super::capture::{self, Image, Run, project_meta};
 use super::exact::{check_plugin_loaded, choose_counting};
 use super::saved::render_run;
 use super::settings::{
-    DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer, event_name, hist_layout,
-    names_at, pacer, resolve_timer, tag_for, timer_settings,
+    DEFAULT_FRAME_RECORDS, DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer,
+    event_name, hist_layout, names_at, pacer, resolve_timer, tag_for, timer_settings,
 };
 use super::stages::{choose_machine, note_live};
 use crate::capture::snapshot;
@@ -200,6 +200,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         timer_base,
         timer_irq,
         stack_words: args.stacks.unwrap_or(0),
+        frame_records: if args.stacks.is_some() {
+            DEFAULT_FRAME_RECORDS
+        } else {
+            0
+        },
     };
 
     // Samples every N events share out the events, not the instructions.

@@ -18,6 +18,9 @@ pub const DEFAULT_SAMPLES: u32 = 10_000;
 /// Default mean period in QEMU, in instructions.
 pub const DEFAULT_PERIOD_INSTRUCTIONS: f64 = 10_000.0;
 
+/// Frame records (the r7 chain) each sample keeps beyond its stack window with `--stacks`.
+pub const DEFAULT_FRAME_RECORDS: u8 = 64;
+
 /// Default random-generator seed (fixed, so that runs repeat exactly).
 pub const DEFAULT_SEED: u32 = 0x2545_F491;
 

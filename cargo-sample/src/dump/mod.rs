@@ -55,6 +55,9 @@ pub struct StackSample {
     pub exc_return: u8,
     /// Words of the interrupted stack from `sp` up.
     pub window: Vec<u32>,
+    /// The r7 chain's frame records beyond the window: `(saved r7, saved LR)`, the first at
+    /// `r7`, each next one at the saved r7 of the one before.
+    pub records: Vec<(u32, u32)>,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -395,19 +398,6 @@ fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Resu
     }
     let first = le32(payload, 0);
     let count = le32(payload, 4) as usize;
-    let words = le32(payload, 8) as usize;
-    let header = wire::STACK_HEADER_WORDS as usize;
-    if !(header..=header + 255).contains(&words) {
-        return Err(DumpError::Malformed(format!(
-            "STACKS record with entries of {words} words"
-        )));
-    }
-    let entry = 4 * words;
-    if !cut && (count as u64) * entry as u64 + 12 != len as u64 {
-        return Err(DumpError::Malformed(format!(
-            "STACKS record of {len} bytes says it holds {count} samples"
-        )));
-    }
     if dump.stacks.len() != dump.pcs.len() {
         return Err(DumpError::Malformed(
             "STACKS and PCS records in one dump".into(),
@@ -423,18 +413,38 @@ fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Resu
             )));
         }
     }
-    for c in payload[12..].chunks_exact(entry).take(count) {
-        let tail = le32(c, 20);
-        let valid = ((tail >> 8) as usize).min(words - header);
-        dump.pcs.push(le32(c, 0));
-        dump.tags.push(le32(c, 4));
+    let header = 4 * wire::STACK_HEADER_WORDS as usize;
+    let mut at = 12;
+    for _ in 0..count {
+        if at + header > payload.len() {
+            break;
+        }
+        let tail = le32(payload, at + 20);
+        let used = 4 * wire::stack_entry_used(tail) as usize;
+        if at + used > payload.len() {
+            break;
+        }
+        let valid = ((tail >> 8) & 0xFF) as usize;
+        let records = ((tail >> 16) & 0xFF) as usize;
+        let word = |i: usize| le32(payload, at + 4 * i);
+        dump.pcs.push(word(0));
+        dump.tags.push(word(1));
         dump.stacks.push(StackSample {
-            lr: le32(c, 8),
-            sp: le32(c, 12),
-            r7: le32(c, 16),
+            lr: word(2),
+            sp: word(3),
+            r7: word(4),
             exc_return: tail as u8,
-            window: (0..valid).map(|i| le32(c, 4 * (header + i))).collect(),
+            window: (0..valid).map(|i| word(6 + i)).collect(),
+            records: (0..records)
+                .map(|i| (word(6 + valid + 2 * i), word(7 + valid + 2 * i)))
+                .collect(),
         });
+        at += used;
+    }
+    if !cut && at != payload.len() {
+        return Err(DumpError::Malformed(format!(
+            "STACKS record of {len} bytes does not hold the {count} samples it says"
+        )));
     }
     Ok(())
 }
@@ -459,27 +469,36 @@ pub fn encode(d: &Dump) -> Vec<u8> {
             }
         }
         None if !d.stacks.is_empty() => {
-            let window = d.stacks.iter().map(|s| s.window.len()).max().unwrap_or(0);
-            let words = wire::stack_entry_words(window.min(255) as u32);
             let n = d.pcs.len().min(d.stacks.len());
-            w.record(wire::REC_STACKS, 12 + 4 * words * n as u32);
+            let used = |st: &StackSample| {
+                wire::STACK_HEADER_WORDS as usize
+                    + st.window.len().min(255)
+                    + 2 * st.records.len().min(255)
+            };
+            let words: usize = d.stacks.iter().take(n).map(used).sum();
+            let stride = d.stacks.iter().map(used).max().unwrap_or(0);
+            w.record(wire::REC_STACKS, 12 + 4 * words as u32);
             w.put32(d.first_seq);
             w.put32(n as u32);
-            w.put32(words);
+            w.put32(stride as u32);
             for (i, st) in d.stacks.iter().take(n).enumerate() {
-                let valid = st.window.len().min(255);
+                let (valid, records) = (st.window.len().min(255), st.records.len().min(255));
                 for v in [
                     d.pcs[i],
                     d.tags.get(i).copied().unwrap_or(0),
                     st.lr,
                     st.sp,
                     st.r7,
-                    st.exc_return as u32 | (valid as u32) << 8,
+                    st.exc_return as u32 | (valid as u32) << 8 | (records as u32) << 16,
                 ] {
                     w.put32(v);
                 }
-                for j in 0..(words - wire::STACK_HEADER_WORDS) as usize {
-                    w.put32(st.window.get(j).copied().unwrap_or(0));
+                for &v in &st.window[..valid] {
+                    w.put32(v);
+                }
+                for &(a, b) in &st.records[..records] {
+                    w.put32(a);
+                    w.put32(b);
                 }
             }
             encode_names(&mut w, d);
@@ -611,6 +630,7 @@ mod tests {
                 r7: 0x2000_FF10,
                 exc_return: 0xF9,
                 window: vec![1, 2, 3],
+                records: vec![(0x2000_FF40, 0x1235), (0x2000_FF80, 0x1301)],
             },
             StackSample {
                 lr: 0xFFFF_FFF9,
@@ -618,6 +638,7 @@ mod tests {
                 r7: 0,
                 exc_return: 0xE9,
                 window: Vec::new(),
+                records: Vec::new(),
             },
         ];
         let bytes = encode(&d);
@@ -631,14 +652,14 @@ mod tests {
             let (part, _) = decode_partial(&bytes[..cut]);
             assert!(part.stacks.len() <= 2 && part.stacks.len() == part.pcs.len());
         }
-        // An entry size outside the format is named.
+        // An entry that claims more words than the record holds is named.
         let mut bad = bytes.clone();
         let at = wire::FILE_HEADER_LEN + wire::RECORD_HEADER_LEN + wire::INFO_LEN;
         assert_eq!(u16::from_le_bytes([bad[at], bad[at + 1]]), wire::REC_STACKS);
-        bad[at + wire::RECORD_HEADER_LEN + 8] = 2;
+        bad[at + wire::RECORD_HEADER_LEN + 12 + 22] = 40;
         assert!(matches!(
             decode_partial(&bad).1,
-            Some(DumpError::Malformed(m)) if m.contains("entries of 2 words")
+            Some(DumpError::Malformed(m)) if m.contains("does not hold")
         ));
     }
 

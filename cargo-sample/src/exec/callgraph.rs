@@ -171,6 +171,65 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
     }
 }
 
+/// The stacks as unwinding a sampled stack sees them, to compare with sampled stacks: each
+/// frame named by the function that was running in it (at its call, or at the counted
+/// block), and by the function its call entered only when `direct(site, entry)` says the
+/// call was a direct `bl` (an unwinder reads that target back from the code; a call through
+/// a register or an exception entry that then tail-called leaves no trace on the stack).
+pub fn observable_stacks(
+    t: &Tree,
+    mut name: impl FnMut(u32) -> String,
+    direct: impl Fn(u32, u32) -> bool,
+) -> Stacks {
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut name_of = |pc: u32| -> String { names.entry(pc).or_insert_with(|| name(pc)).clone() };
+    let push = |p: &mut Vec<String>, f: String| {
+        if p.last() != Some(&f) {
+            p.push(f);
+            if p.len() > MAX_FRAMES {
+                p.drain(MAX_FRAMES / 4..MAX_FRAMES / 4 + 1);
+            }
+        }
+    };
+    // Per node: its callers' frames and its own entry's name when observable.
+    let mut heads: Vec<Vec<String>> = Vec::with_capacity(t.nodes.len());
+    for (i, nd) in t.nodes.iter().enumerate() {
+        let mut p = if i == 0 {
+            Vec::new()
+        } else {
+            heads[nd.parent as usize].clone()
+        };
+        if i > 0 {
+            if nd.site != 0 {
+                let f = name_of(nd.site);
+                push(&mut p, f);
+            }
+            if !nd.exception && nd.site != 0 && direct(nd.site, nd.entry) {
+                let f = name_of(nd.entry);
+                push(&mut p, f);
+            }
+        }
+        heads.push(p);
+    }
+    let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut total = 0;
+    for &(node, pc, n) in &t.counts {
+        let mut s = heads[node as usize].clone();
+        let f = name_of(pc);
+        push(&mut s, f);
+        let e = merged.entry(s).or_default();
+        *e = e.saturating_add(n);
+        total = u64::saturating_add(total, n);
+    }
+    let mut stacks: Vec<(Vec<String>, u64)> = merged.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Stacks {
+        stacks,
+        calls: HashMap::new(),
+        total,
+    }
+}
+
 /// Per function: instructions in it and below it (each stack counted once, however often the
 /// function recurs in it), and in it alone.
 pub fn inclusive(s: &Stacks) -> HashMap<String, (u64, u64)> {

@@ -11,7 +11,10 @@
 //! - tail calls: when the instruction before a return address is a `bl` to another function
 //!   than the frame above it, that function (which branched away) is put back between them;
 //! - the outermost frame: the reset handler's function, or an explicitly undefined return
-//!   address.
+//!   address;
+//! - code without call-frame information (hand-written assembly): its prologue is read
+//!   (pushes, stack adjustments, the frame pointer's set-up) and the frames so unwound are
+//!   counted.
 //!
 //! A window too short ends the stack as truncated; no call-frame information, a frame pointer
 //! not known, a stack that does not grow towards its base or a runaway depth as failed, with
@@ -97,6 +100,8 @@ pub struct Frame {
 pub struct Unwound {
     pub frames: Vec<Frame>,
     pub end: End,
+    /// Frames without call-frame information, unwound by reading their prologue.
+    pub prologue: u32,
 }
 
 /// The registers and stack window one sample kept.
@@ -107,6 +112,9 @@ pub struct Context<'a> {
     pub sp: u32,
     pub r7: u32,
     pub window: &'a [u32],
+    /// The r7 chain's frame records beyond the window (`(saved r7, saved LR)`, the first at
+    /// `r7`): stack words the sampler read at those addresses.
+    pub records: &'a [(u32, u32)],
 }
 
 /// The call-frame table and code of one ELF.
@@ -257,6 +265,102 @@ impl Unwinder {
         found
     }
 
+    /// A row for code without call-frame information (hand-written assembly such as
+    /// compiler-builtins' `__aeabi_uldivmod`), from its prologue: the pushes, stack
+    /// adjustments and frame-pointer set-up between the function's start and `pc`. `None`
+    /// when anything else moves the stack pointer there.
+    fn prologue_row(&self, pc: u32) -> Option<Row> {
+        let (start, _) = self.function(pc)?;
+        let mut at = start;
+        // Bytes below the CFA (the SP at entry), and where registers were saved.
+        let (mut below, mut ra, mut r7, mut fp) = (0i32, Loc::Same, Loc::Same, None::<i32>);
+        let push = |list: u32, below: &mut i32, ra: &mut Loc, r7: &mut Loc| {
+            let n = list.count_ones() as i32;
+            *below += 4 * n;
+            let mut slot = -*below;
+            for r in 0..16 {
+                if list & (1 << r) != 0 {
+                    match r {
+                        14 => *ra = Loc::At(slot),
+                        7 => *r7 = Loc::At(slot),
+                        _ => {}
+                    }
+                    slot += 4;
+                }
+            }
+        };
+        for _ in 0..32 {
+            if at >= pc {
+                break;
+            }
+            let h = self.halfword(at)? as u32;
+            let wide = matches!(h >> 11, 0x1D..=0x1F);
+            let h2 = if wide {
+                self.halfword(at + 2)? as u32
+            } else {
+                0
+            };
+            if h & 0xFE00 == 0xB400 {
+                // PUSH {rlist, lr?}
+                push(
+                    (h & 0xFF) | ((h >> 8) & 1) << 14,
+                    &mut below,
+                    &mut ra,
+                    &mut r7,
+                );
+            } else if h == 0xE92D {
+                // PUSH.W {rlist}
+                push(h2 & 0x5FFF, &mut below, &mut ra, &mut r7);
+            } else if h == 0xF84D && h2 & 0x0FFF == 0x0D04 {
+                // STR.W Rt, [SP, #-4]!
+                push(1 << (h2 >> 12), &mut below, &mut ra, &mut r7);
+            } else if h & 0xFF80 == 0xB080 {
+                // SUB SP, SP, #imm7 * 4
+                below += 4 * (h & 0x7F) as i32;
+            } else if h & 0xFBFF == 0xF2AD && h2 & 0x8F00 == 0x0D00 {
+                // SUBW SP, SP, #imm12
+                below += (((h >> 10) & 1) << 11 | ((h2 >> 12) & 7) << 8 | (h2 & 0xFF)) as i32;
+            } else if h & 0xFFBF == 0xED2D {
+                // VPUSH
+                below += 4 * (h2 & 0xFF) as i32;
+            } else if h & 0xFF00 == 0xAF00 {
+                // ADD R7, SP, #imm8 * 4: the frame pointer.
+                fp = Some(below - 4 * (h & 0xFF) as i32);
+            } else if h == 0x466F {
+                // MOV R7, SP
+                fp = Some(below);
+            } else if wide {
+                // Another 32-bit data-processing instruction that writes SP: not followed.
+                let data = (h & 0xF800 == 0xF000 && h2 & 0x8000 == 0)
+                    || h & 0xFE00 == 0xEA00
+                    || h & 0xFE00 == 0xEB00;
+                if data && (h2 >> 8) & 0xF == 13 {
+                    return None;
+                }
+            } else if h & 0xFF80 == 0xB000 {
+                // ADD SP, SP, #imm7 * 4 (straight-line code: an epilogue's release).
+                below -= 4 * (h & 0x7F) as i32;
+                if below < 0 {
+                    return None;
+                }
+            } else if h & 0xFF78 == 0x4468 || h & 0xFF87 == 0x4685 {
+                // ADD SP, Rm / MOV SP, Rm: not followed.
+                return None;
+            }
+            at += if wide { 4 } else { 2 };
+        }
+        let cfa = match fp {
+            Some(off) => (7, off),
+            None => (13, below),
+        };
+        Some(Row {
+            cfa: Some(cfa),
+            ra,
+            r7,
+            r11: Loc::Same,
+        })
+    }
+
     fn function(&self, pc: u32) -> Option<(u32, u32)> {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = *self.functions.get(i.checked_sub(1)?)?;
@@ -292,12 +396,29 @@ impl Unwinder {
     /// Unwind one sample.
     pub fn unwind(&mut self, c: &Context) -> Unwound {
         let base = c.sp;
+        // The frame records' words, by address (the chain goes up the stack).
+        let mut sparse: Vec<(u32, u32)> = Vec::with_capacity(2 * c.records.len());
+        let mut at = c.r7;
+        for &(next, lr) in c.records {
+            sparse.push((at, next));
+            sparse.push((at.wrapping_add(4), lr));
+            at = next;
+        }
+        sparse.sort_unstable_by_key(|w| w.0);
         let read = |addr: u32| -> Option<u32> {
-            let off = addr.checked_sub(base)?;
-            if off % 4 != 0 {
+            if addr % 4 != 0 {
                 return None;
             }
-            c.window.get((off / 4) as usize).copied()
+            let off = addr.wrapping_sub(base);
+            if addr >= base
+                && let Some(&v) = c.window.get((off / 4) as usize)
+            {
+                return Some(v);
+            }
+            sparse
+                .binary_search_by_key(&addr, |w| w.0)
+                .ok()
+                .map(|i| sparse[i].1)
         };
         let mut frames = vec![Frame {
             pc: c.pc & !1,
@@ -309,6 +430,7 @@ impl Unwinder {
         // Whether `pc` is an address that was executing (the sampled PC, or an interrupted
         // one) rather than a return address.
         let mut exact_pc = true;
+        let mut prologue = 0u32;
         let end = loop {
             if frames.len() > MAX_DEPTH {
                 break End::Failed(format!("deeper than {MAX_DEPTH} frames"));
@@ -317,7 +439,11 @@ impl Unwinder {
                 break End::Complete;
             }
             let look = if exact_pc { pc } else { pc.wrapping_sub(2) };
-            let Some(row) = self.row(look) else {
+            let Some(row) = self.row(look).or_else(|| {
+                let r = self.prologue_row(look);
+                prologue += r.is_some() as u32;
+                r
+            }) else {
                 break End::Failed(match &self.missing {
                     Some(why) => format!("the ELF cannot be unwound: {why}"),
                     None => format!("no call-frame information at {look:#010x}"),
@@ -427,7 +553,11 @@ impl Unwinder {
                 kind: Kind::Call,
             });
         };
-        Unwound { frames, end }
+        Unwound {
+            frames,
+            end,
+            prologue,
+        }
     }
 }
 
@@ -495,12 +625,46 @@ mod tests {
                 sp,
                 r7: sp + 4 * (next() % 64),
                 window: &window,
+                records: &[(sp + 0x200, 0x155), (sp + 0x100, 0x201)],
             });
             assert!(r.frames.len() <= MAX_DEPTH + 2, "{}", r.frames.len());
             if let End::Failed(why) = &r.end {
                 assert!(!why.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn a_prologue_stands_in_for_missing_call_frame_information() {
+        // push {r4, lr}; sub sp, #16; bl ... (compiler-builtins' __aeabi_uldivmod's shape).
+        let mut u = Unwinder::new(&[], &[(0x1000, 0x1014)], None);
+        u.functions = vec![(0x1000, 0x1014)];
+        u.code = vec![(
+            0x1000,
+            vec![
+                0x10, 0xB5, 0x84, 0xB0, 0x00, 0xF0, 0x00, 0xF8, 0x04, 0xB0, 0x10, 0xBD,
+            ],
+        )];
+        let row = u.prologue_row(0x1006).unwrap();
+        assert_eq!(row.cfa, Some((13, 24)));
+        assert_eq!(row.ra, Loc::At(-4));
+        // push {r4-r7, lr}; add r7, sp, #12: the CFA on the frame pointer.
+        u.code = vec![(0x1000, vec![0xF0, 0xB5, 0x03, 0xAF, 0x00, 0xBF])];
+        let row = u.prologue_row(0x1004).unwrap();
+        assert_eq!(row.cfa, Some((7, 8)));
+        assert_eq!((row.ra, row.r7), (Loc::At(-4), Loc::At(-8)));
+        // At the epilogue's `pop {r4, pc}`, after `add sp, #16`.
+        u.code = vec![(
+            0x1000,
+            vec![
+                0x10, 0xB5, 0x84, 0xB0, 0x00, 0xF0, 0x00, 0xF8, 0x04, 0xB0, 0x10, 0xBD,
+            ],
+        )];
+        let row = u.prologue_row(0x100A).unwrap();
+        assert_eq!((row.cfa, row.ra), (Some((13, 8)), Loc::At(-4)));
+        // Before the push: nothing saved yet, the return address is still in LR.
+        let row = u.prologue_row(0x1000).unwrap();
+        assert_eq!((row.cfa, row.ra), (Some((13, 0)), Loc::Same));
     }
 
     #[test]
@@ -513,6 +677,7 @@ mod tests {
             sp: 0x2000_0000,
             r7: 0,
             window: &w,
+            records: &[],
         });
         assert!(matches!(r.end, End::Failed(ref why) if why.contains("not an ELF")));
         assert_eq!(r.frames.len(), 1);

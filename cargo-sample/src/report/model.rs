@@ -198,6 +198,8 @@ pub struct Unwinding {
     pub tail_calls: u64,
     /// Exception frames unwound through.
     pub exception_frames: u64,
+    /// Frames of code without call-frame information, unwound by reading its prologue.
+    pub prologue_frames: u64,
 }
 
 /// `--callers FN` / `--callees FN`: the edges of one function.

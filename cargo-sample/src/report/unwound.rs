@@ -23,17 +23,7 @@ const SAMPLER: &str = "[sampler-rt]";
 
 /// Unwind every sample of `dump` and build the call stacks, function names outermost first.
 /// Returns the stacks and how they ended.
-pub fn unwind_all(dump: &Dump, elf: &[u8], sym: &Symbolizer) -> (Stacks, Unwinding) {
-    let functions: Vec<(u64, u64)> = sym
-        .all_functions()
-        .into_iter()
-        .map(|(a, b, _)| (a, b))
-        .collect();
-    let reset = crate::image::elf::vectors(elf)
-        .iter()
-        .find(|v| v.0 == 1)
-        .map(|v| v.1);
-    let mut u = Unwinder::new(elf, &functions, reset);
+pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &Symbolizer) -> (Stacks, Unwinding) {
     let mut names: HashMap<u32, String> = HashMap::new();
     let mut name = |pc: u32| -> String {
         names
@@ -59,8 +49,10 @@ pub fn unwind_all(dump: &Dump, elf: &[u8], sym: &Symbolizer) -> (Stacks, Unwindi
             sp: st.sp,
             r7: st.r7,
             window: &st.window,
+            records: &st.records,
         });
         how.samples += 1;
+        how.prologue_frames += w.prologue as u64;
         let mut chain: Vec<String> = Vec::with_capacity(w.frames.len() + 1);
         match &w.end {
             End::Complete => how.complete += 1,
@@ -99,16 +91,22 @@ pub fn unwind_all(dump: &Dump, elf: &[u8], sym: &Symbolizer) -> (Stacks, Unwindi
     )
 }
 
-/// The exact graph's stacks without sampler-rt's own code (its interrupt is the measurement,
-/// not the program).
-fn exact_stacks(tree: &Tree, sym: &Symbolizer) -> Stacks {
-    let mut s = callgraph::stacks(tree, |pc| {
-        if sym.is_sampler(pc as u64) {
-            SAMPLER.to_owned()
-        } else {
-            sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
-        }
-    });
+/// The exact graph's stacks as unwinding would see them (see
+/// [`callgraph::observable_stacks`]), without sampler-rt's own code (its interrupt is the
+/// measurement, not the program).
+fn exact_stacks(tree: &Tree, sym: &Symbolizer, u: &Unwinder) -> Stacks {
+    let mut s = callgraph::observable_stacks(
+        tree,
+        |pc| {
+            if sym.is_sampler(pc as u64) {
+                SAMPLER.to_owned()
+            } else {
+                sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
+            }
+        },
+        // The site is inside the call instruction: a 4-byte `bl` ends 2 bytes after it.
+        |site, entry| u.bl_target(site.wrapping_add(2)) == Some(entry),
+    );
     s.stacks
         .retain(|(chain, _)| !chain.iter().any(|f| f == SAMPLER));
     s.total = s.stacks.iter().map(|x| x.1).sum();
@@ -125,9 +123,19 @@ pub fn apply(
     callers: Option<&str>,
     callees: Option<&str>,
 ) -> Result<()> {
-    let (s, how) = unwind_all(dump, elf, sym);
+    let functions: Vec<(u64, u64)> = sym
+        .all_functions()
+        .into_iter()
+        .map(|(a, b, _)| (a, b))
+        .collect();
+    let reset = crate::image::elf::vectors(elf)
+        .iter()
+        .find(|v| v.0 == 1)
+        .map(|v| v.1);
+    let mut u = Unwinder::new(elf, &functions, reset);
+    let (s, how) = unwind_all(dump, &mut u, sym);
     let n = s.total;
-    let exact = graph.map(|t| exact_stacks(t, sym));
+    let exact = graph.map(|t| exact_stacks(t, sym, &u));
     let share = |k: u64| 100.0 * k as f64 / n.max(1) as f64;
     let interval = |k: u64| {
         let (lo, hi) = wilson(k, n, Z95);

@@ -20,7 +20,7 @@ pub(crate) unsafe fn entry_bytes(s: *mut State) -> u32 {
     let kind = unsafe { (*s).tag_kind };
     let window = (kind >> 8) & 0xFF;
     if window != 0 {
-        4 * wire::stack_entry_words(window)
+        4 * wire::stack_entry_words(window, (kind >> 16) & 0xFF)
     } else if kind == wire::TAG_NONE as u32 {
         4
     } else {
@@ -245,20 +245,34 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         };
         let window = ((*s).tag_kind >> 8) & 0xFF;
         if window != 0 {
-            st.record(wire::REC_STACKS, 12 + e as u32 * (to - from));
+            // Each entry as far as it is used: its header says how far.
+            let entry = |q: u32| ring.add(e * (q % cap) as usize) as *const u32;
+            let used = |q: u32| wire::stack_entry_used(*entry(q).add(5));
+            let mut words = 0u32;
+            for q in from..to {
+                words += used(q);
+            }
+            st.record(wire::REC_STACKS, 12 + 4 * words);
             st.put32(from);
             st.put32(to - from);
             st.put32(e as u32 / 4);
-        } else {
-            let kind = if e == 8 {
-                wire::REC_PCS_TAGS
-            } else {
-                wire::REC_PCS
-            };
-            st.record(kind, 8 + e as u32 * (to - from));
-            st.put32(from);
-            st.put32(to - from);
+            for q in from..to {
+                st.put(core::slice::from_raw_parts(
+                    entry(q) as *const u8,
+                    4 * used(q) as usize,
+                ));
+            }
+            st.sent = to;
+            return;
         }
+        let kind = if e == 8 {
+            wire::REC_PCS_TAGS
+        } else {
+            wire::REC_PCS
+        };
+        st.record(kind, 8 + e as u32 * (to - from));
+        st.put32(from);
+        st.put32(to - from);
         let (a, b) = (from % cap, to % cap);
         if b > a {
             st.put(bytes(a, b));

@@ -133,14 +133,30 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
         *out.add(2) = *frame.add(5);
         *out.add(3) = sp;
         *out.add(4) = r7;
-        *out.add(5) = (exc_return & 0xFF) | valid << 8;
         // Word by word and volatile: a `memcpy` call would be compiler-builtins' code, which
         // the host cannot tell from the application's.
         let from = sp as *const u32;
         for i in 0..valid as usize {
             core::ptr::write_volatile(out.add(6 + i), core::ptr::read_volatile(from.add(i)));
         }
-        (*s).wptr = out.add(wire::stack_entry_words(window) as usize) as u32;
+        // The frame records beyond the window: the chain of (saved r7, saved LR) pairs that
+        // r7 points to, followed while it stays on the stack and goes up.
+        let records = ((*s).tag_kind >> 16) & 0xFF;
+        let rec = out.add(6 + valid as usize);
+        let (mut fp, mut low, mut n) = (r7, sp, 0u32);
+        while n < records && fp >= low && fp & 3 == 0 && fp < top.saturating_sub(4) {
+            let next = core::ptr::read_volatile(fp as *const u32);
+            core::ptr::write_volatile(rec.add(2 * n as usize), next);
+            core::ptr::write_volatile(
+                rec.add(2 * n as usize + 1),
+                core::ptr::read_volatile((fp + 4) as *const u32),
+            );
+            n += 1;
+            low = fp + 8;
+            fp = next;
+        }
+        *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16;
+        (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
         (*s).remaining -= 1;
         if (*s).jitter > 1 {
             let mut x = (*s).rng;

@@ -112,9 +112,14 @@ pub fn start() {
         } else {
             0
         };
+        let records = if window != 0 {
+            cfg.frame_records as u32
+        } else {
+            0
+        };
         // A tagged ring holds (pc, tag) pairs: half as many samples in the same RAM.
         (*s).capacity = if window != 0 {
-            RING_SLOTS as u32 / wire::stack_entry_words(window)
+            RING_SLOTS as u32 / wire::stack_entry_words(window, records)
         } else if cfg.tag_kind != wire::TAG_NONE && cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
             RING_SLOTS as u32 / 2
         } else {
@@ -143,7 +148,7 @@ pub fn start() {
         } else {
             wire::TAG_NONE
         };
-        (*s).tag_kind = tag as u32 | window << 8;
+        (*s).tag_kind = tag as u32 | window << 8 | records << 16;
         // A word tag at address 0 is the firmware's own (`set_tag`).
         (*s).tag_addr = if cfg.tag_addr == 0 {
             crate::tags::tag_word_address() as u32

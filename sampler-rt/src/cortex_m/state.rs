@@ -317,6 +317,7 @@ pub(crate) fn defaults() -> Config {
         tag_kind: wire::TAG_NONE,
         tag_addr: 0,
         stack_words: 0,
+        frame_records: 0,
     }
 }
 

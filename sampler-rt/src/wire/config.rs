@@ -37,7 +37,7 @@ pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 ///  41     1  tag_kind     TAG_*: what to record beside each sample (ring mode)
 ///  42     1  stack_words  ring mode, ARMv7-M: words of the interrupted stack kept with each
 ///                         sample (0 = none; entries then go out as REC_STACKS)
-///  43     1  reserved     zero
+///  43     1  frame_records  with stack_words: frame records (r7 chain) kept beyond the window
 ///  44     4  tag_addr     TAG_WORD: address of the word to record
 ///  48     4  reserved     zero
 ///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
@@ -74,6 +74,8 @@ pub struct Config {
     pub tag_addr: u32,
     /// Words of the interrupted stack kept with each sample (0: none).
     pub stack_words: u8,
+    /// Frame records (the r7 chain's saved r7 and LR) kept beyond the window.
+    pub frame_records: u8,
 }
 
 impl Config {
@@ -97,6 +99,7 @@ impl Config {
         b[40] = self.hist_shift;
         b[41] = self.tag_kind;
         b[42] = self.stack_words;
+        b[43] = self.frame_records;
         put32(&mut b, 44, self.tag_addr);
         let words = words_of(&b);
         put32(&mut b, 52, check_word(&words));
@@ -132,6 +135,7 @@ impl Config {
             tag_kind: b[41],
             tag_addr: get32(b, 44),
             stack_words: b[42],
+            frame_records: b[43],
         })
     }
 }

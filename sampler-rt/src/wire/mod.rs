@@ -69,6 +69,7 @@ mod tests {
             tag_kind: TAG_WORD,
             tag_addr: 0x2000_0100,
             stack_words: 48,
+            frame_records: 20,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

@@ -39,17 +39,24 @@ pub const fn priority_entry(exception: u16, priority: u8, enabled: bool) -> u32 
     exception as u32 | (priority as u32) << 16 | (enabled as u32) << 24
 }
 /// Samples with what the host needs to unwind the interrupted stack: `first_seq: u32`,
-/// `count: u32`, `entry_words: u32`, then `count` entries of `entry_words` words, oldest
-/// first. An entry is [`STACK_HEADER_WORDS`] words — the stacked PC, the stacked xPSR, the
-/// stacked LR, the SP the exception frame came from (past the FP-extended part and the
-/// alignment word), the interrupted r7, and `exc_return & 0xFF | valid << 8` — then the window:
-/// `valid` words of the interrupted stack from that SP up (the rest of the entry is stale).
+/// `count: u32`, `stride: u32` (the words of a ring slot, for information), then `count`
+/// entries, oldest first, each [`STACK_HEADER_WORDS`] words — the stacked PC, the stacked
+/// xPSR, the stacked LR, the SP the exception frame came from (past the FP-extended part and
+/// the alignment word), the interrupted r7, and `exc_return & 0xFF | valid << 8 | records <<
+/// 16` — then `valid` words of the interrupted stack from that SP up, then `records` frame
+/// records: the `(saved r7, saved LR)` pairs of the r7 chain starting at the interrupted r7,
+/// each at the address the previous one's saved r7 gives.
 pub const REC_STACKS: u16 = 10;
 /// Words before the stack window in a [`REC_STACKS`] entry.
 pub const STACK_HEADER_WORDS: u32 = 6;
-/// Words of a [`REC_STACKS`] entry with a window of `window` words.
-pub const fn stack_entry_words(window: u32) -> u32 {
-    STACK_HEADER_WORDS + window
+/// Words of a ring slot for [`REC_STACKS`] entries with a window of `window` words and up to
+/// `records` frame records.
+pub const fn stack_entry_words(window: u32, records: u32) -> u32 {
+    STACK_HEADER_WORDS + window + 2 * records
+}
+/// Words an entry uses in a [`REC_STACKS`] record, from its sixth word.
+pub const fn stack_entry_used(tail: u32) -> u32 {
+    STACK_HEADER_WORDS + ((tail >> 8) & 0xFF) + 2 * ((tail >> 16) & 0xFF)
 }
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;

@@ -39,7 +39,8 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 /// 80 tag_addr    TAG_WORD: the word    84 tag_kind    byte 0: TAG_* (ring entries are 8
 ///                                                      bytes when not TAG_NONE); byte 1:
 ///                                                      stack window words (entries of
-///                                                      REC_STACKS when not 0)
+///                                                      REC_STACKS when not 0); byte 2:
+///                                                      frame records per entry
 /// ```
 ///
 /// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
@@ -92,7 +93,8 @@ pub struct StateView {
     /// `TAG_WORD`: the address of the word recorded.
     pub tag_addr: u32,
     /// Byte 0: `TAG_*` (ring entries are `(pc, tag)` pairs unless `TAG_NONE`); byte 1: the
-    /// words of stack window per sample (ring entries are [`REC_STACKS`] entries unless 0).
+    /// words of stack window per sample (ring entries are [`REC_STACKS`] entries unless 0);
+    /// byte 2: the frame records each entry has room for.
     pub tag_kind: u32,
     /// ARMv8-A: interrupts the sampler's vectors took that were not its own.
     pub foreign: u32,
@@ -103,7 +105,7 @@ impl StateView {
     pub fn entry_bytes(&self) -> u32 {
         let window = (self.tag_kind >> 8) & 0xFF;
         if window != 0 {
-            4 * stack_entry_words(window)
+            4 * stack_entry_words(window, (self.tag_kind >> 16) & 0xFF)
         } else if self.tag_kind & 0xFF != TAG_NONE as u32 {
             8
         } else {

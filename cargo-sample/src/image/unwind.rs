@@ -331,9 +331,7 @@ impl Unwinder {
                 fp = Some(below);
             } else if wide {
                 // Another 32-bit data-processing instruction that writes SP: not followed.
-                let data = (h & 0xF800 == 0xF000 && h2 & 0x8000 == 0)
-                    || h & 0xFE00 == 0xEA00
-                    || h & 0xFE00 == 0xEB00;
+                let data = (h & 0xF800 == 0xF000 && h2 & 0x8000 == 0) || h & 0xFE00 == 0xEA00;
                 if data && (h2 >> 8) & 0xF == 13 {
                     return None;
                 }
@@ -406,7 +404,7 @@ impl Unwinder {
         }
         sparse.sort_unstable_by_key(|w| w.0);
         let read = |addr: u32| -> Option<u32> {
-            if addr % 4 != 0 {
+            if !addr.is_multiple_of(4) {
                 return None;
             }
             let off = addr.wrapping_sub(base);

@@ -74,9 +74,10 @@ fn stack_costs(manifest: &Path) -> Result<()> {
         "  {:<26} {:>8.2} instructions/sample {:>5} bytes/sample",
         "no stacks", plain, 4
     );
-    for words in ["16", "64"] {
+    for words in ["16", "32", "64"] {
         let (per, n, elf) = measure(manifest, &["--stacks", words, "--truth"])?;
-        let bytes = 4 * (6 + words.parse::<u32>()?);
+        // The ring slot: header, window and 64 frame records.
+        let bytes = 4 * (6 + words.parse::<u32>()? + 2 * 64);
         // The handler alone, from the exact counts of its two functions over the whole run
         // (the rest is the dump's CRC and the write of each full chunk).
         let dir = latest_run(manifest, "cost")?;
@@ -94,10 +95,10 @@ fn stack_costs(manifest: &Path) -> Result<()> {
             })
             .map(|x| x.1)
             .sum();
-        let chunk = 10240 / (6 + words.parse::<u32>()?);
+        let chunk = 10240 / (6 + words.parse::<u32>()? + 2 * 64);
         println!(
-            "  {:<26} {:>8.2} instructions/sample {:>5} bytes/sample ({n} samples); the handler \
-             alone {:.2}, the rest the dump's CRC and write of each full chunk ({chunk} samples)",
+            "  {:<26} {:>8.2} instructions/sample {:>5} bytes of ring a sample ({n} samples); the \
+             handler alone {:.2}, the rest the dump's CRC and write of each full chunk ({chunk} samples)",
             format!("stacks, {words}-word window"),
             per,
             bytes,

@@ -310,3 +310,41 @@ fn dwt_over_a_slow_swo_line_counts_the_samples_it_drops() {
     let swo = std::fs::read(dir.join("swo.bin")).unwrap();
     assert!(swo.contains(&0x70), "no overflow packet in the SWO capture");
 }
+
+#[test]
+fn stacks_read_through_probe_rs_match_the_exact_call_graph() {
+    // Each sample's stack window and frame records read live out of the ring by probe-rs,
+    // unwound on the host, against the exact call graph of the same QEMU.
+    let mut args = vec![
+        "--release",
+        "--bin",
+        "call-graph",
+        "--stacks",
+        "-n",
+        "3000",
+        "--period",
+        "100000",
+        "--truth",
+        "--callers",
+        "leaf",
+    ];
+    args.extend(AN385);
+    let (r, _, _) = on_chip(&scenarios(), &args);
+    let (samples, taken, lost) = counts(&r);
+    assert_eq!(samples + lost, taken);
+    assert_eq!(r["unwinding"]["samples"].as_u64().unwrap(), samples);
+    crate::calls::inclusive_within_3_sigma(&r);
+    let n = samples as f64;
+    for e in r["callers"]["rows"].as_array().unwrap() {
+        let (s, x) = (
+            e["percent"].as_f64().unwrap(),
+            e["exact_percent"].as_f64().unwrap(),
+        );
+        let z = crate::calls::sigmas(s, x, n);
+        assert!(
+            z.abs() <= 3.0,
+            "caller {}: {s:.2} % vs {x:.2} % ({z:+.1} sigma)",
+            e["name"]
+        );
+    }
+}

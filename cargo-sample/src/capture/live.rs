@@ -40,6 +40,8 @@ pub struct Live {
     pub first_seq: u32,
     pub pcs: Vec<u32>,
     pub tags: Vec<u32>,
+    /// With stacks (`--stacks`): each sample's, parallel to `pcs`.
+    pub stacks: Vec<crate::dump::StackSample>,
     /// Samples the host could not read in time.
     pub lost: u64,
     /// The state as last read.
@@ -115,7 +117,7 @@ impl Live {
         if s.mode != wire::MODE_RING {
             bail!("the sampler is neither sampling into a ring nor counting bins");
         }
-        let entry = if s.tag_kind == 0 { 4 } else { 8 };
+        let entry = s.entry_bytes();
         // Begin with what the ring still holds; older samples are gone.
         let gone = s.taken().saturating_sub(s.capacity);
         let next = gone;
@@ -128,6 +130,7 @@ impl Live {
             first_seq: next,
             pcs: Vec::new(),
             tags: Vec::new(),
+            stacks: Vec::new(),
             lost: gone as u64,
             state: s,
             state_bytes: b,
@@ -174,8 +177,20 @@ impl Live {
         let spoiled = (advanced + count).saturating_sub(cap).min(count);
         self.lost += spoiled as u64;
         let e = self.entry as usize;
+        let stacked = (self.state.tag_kind >> 8) & 0xFF != 0;
         for k in spoiled as usize..count as usize {
             let w = |o: usize| read_u32(&bytes, o).unwrap_or(0);
+            if stacked {
+                if let Some((pc, xpsr, st)) = bytes
+                    .get(k * e..(k + 1) * e)
+                    .and_then(crate::dump::stack_slot)
+                {
+                    self.pcs.push(pc);
+                    self.tags.push(xpsr);
+                    self.stacks.push(st);
+                }
+                continue;
+            }
             self.pcs.push(w(k * e));
             if e == 8 {
                 self.tags.push(w(k * e + 4));
@@ -240,6 +255,9 @@ impl Live {
         let info = crate::capture::snapshot::info_of(&self.state, stop, self.next, lost, code);
         let mut d = Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone());
         d.names = self.names.clone();
+        if self.stacks.len() == d.pcs.len() {
+            d.stacks = self.stacks.clone();
+        }
         d
     }
 

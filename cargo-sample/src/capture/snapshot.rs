@@ -14,16 +14,7 @@ pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
         // The counters, the outside one included.
         return Some((s.counters() as u64, (s.last_bin as u64 + 1) * 2));
     }
-    Some((s.ring as u64, s.capacity as u64 * entry_bytes(&s) as u64))
-}
-
-/// Bytes of a ring entry: a PC, or a PC and its tag.
-fn entry_bytes(s: &StateView) -> usize {
-    if s.tag_kind == u32::from(wire::TAG_NONE) {
-        4
-    } else {
-        8
-    }
+    Some((s.ring as u64, s.capacity as u64 * s.entry_bytes() as u64))
 }
 
 /// The INFO of samples read off a target whose sampler's state is `s`.
@@ -66,7 +57,7 @@ pub fn to_dump(
     if s.mode == wire::MODE_HIST {
         return hist_dump(&s, ring, code);
     }
-    let e = entry_bytes(&s);
+    let e = s.entry_bytes() as usize;
     let cap = s.capacity.min((ring.len() / e) as u32);
     if cap == 0 {
         return None;
@@ -88,12 +79,32 @@ pub fn to_dump(
         }
         None => (in_ring, Vec::new(), Vec::new(), in_ring),
     };
-    pcs.extend((from..taken).map(word));
-    if e == 8 {
-        tags.extend((from..taken).map(tag));
+    let stacked = (s.tag_kind >> 8) & 0xFF != 0;
+    let mut stacks = match streamed {
+        Some(d) if !pcs.is_empty() => d.stacks.clone(),
+        _ => Vec::new(),
+    };
+    if stacked {
+        for q in from..taken {
+            let at = e * (q % cap) as usize;
+            if let Some((pc, xpsr, st)) = ring.get(at..at + e).and_then(crate::dump::stack_slot) {
+                pcs.push(pc);
+                tags.push(xpsr);
+                stacks.push(st);
+            }
+        }
+    } else {
+        pcs.extend((from..taken).map(word));
+        if e == 8 {
+            tags.extend((from..taken).map(tag));
+        }
     }
     let info = info_of(&s, wire::STOP_SNAPSHOT, taken, 0, code);
-    Some(Dump::of_samples(info, first_seq, pcs, tags))
+    let mut d = Dump::of_samples(info, first_seq, pcs, tags);
+    if stacked && stacks.len() == d.pcs.len() {
+        d.stacks = stacks;
+    }
+    Some(d)
 }
 
 /// A histogram dump from a state block and the counters' bytes.

@@ -332,6 +332,19 @@ fn emulated_clock(
     }
 }
 
+/// The exception handlers' entries of the image in the run directory, for the plugin's
+/// call graph.
+fn plugin_graph_handlers(dir: &std::path::Path) -> Option<Vec<u32>> {
+    let elf = std::fs::read(dir.join(runs::ELF)).ok()?;
+    Some(
+        crate::image::elf::vectors(&elf)
+            .iter()
+            .filter(|v| v.0 >= 2 && v.1 > 1)
+            .map(|v| v.1 & !1)
+            .collect(),
+    )
+}
+
 /// How to start the QEMU machine behind `--probe qemu`: its output and the exact counts go
 /// to the run directory.
 fn emulated_chip(
@@ -368,6 +381,13 @@ fn emulated_chip(
         log: dir.join(runs::OUTPUT),
         plugin,
         exact_out: args.truth.then(|| dir.join(crate::exec::exact::FILE)),
+        graph: match (
+            args.truth && args.stacks.is_some(),
+            plugin_graph_handlers(dir),
+        ) {
+            (true, Some(h)) => Some((dir.join(crate::exec::callgraph::FILE), h)),
+            _ => None,
+        },
         faults: match std::env::var(qemu_probe::FAULTS_ENV) {
             Ok(v) => qemu_probe::dap::Faults::parse(&v)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", qemu_probe::FAULTS_ENV))?,

@@ -114,14 +114,10 @@ pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<(
              exception`, free: the stacked xPSR is kept anyway); other tags are not recorded"
         );
     }
-    if args.live
-        || args.duration.is_some()
-        || args.board.conn.chip.is_some()
-        || args.board.serial.is_some()
-    {
+    if args.board.method != crate::exec::probe::Method::Timer {
         bail!(
-            "`--stacks` works with the semihosted dump of a QEMU run for now; drop `--live`, \
-             `--duration`, `--chip` or `--serial`"
+            "`--stacks` keeps what the sampler's interrupt sees of the stack; `--method dwt` \
+             and `--method pcsr` sample without it (drop `--stacks`)"
         );
     }
     Ok(())

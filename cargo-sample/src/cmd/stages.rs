@@ -143,10 +143,21 @@ pub(crate) fn choose_machine(args: &RunArgs, p: &Project) -> Result<QemuTarget> 
 pub(crate) fn warn_overwritten(l: &crate::capture::live::Live) {
     let read = l.pcs.len() as u64;
     if l.lost > 0 {
+        let window = (l.state.tag_kind >> 8) & 0xFF;
+        let stacks = if window != 0 {
+            format!(
+                "; with `--stacks {window}` a sample takes {} bytes of the ring, which holds {} \
+                 of them (a smaller window leaves room for more)",
+                l.state.entry_bytes(),
+                l.state.capacity
+            )
+        } else {
+            String::new()
+        };
         term::warn(format!(
             "{} of {} samples were overwritten before the host read them (counted as lost): \
              lower the rate (`--period`), read more often (`--poll-interval`) or enlarge the \
-             ring (`SAMPLER_RT_RING_SLOTS`)",
+             ring (`SAMPLER_RT_RING_SLOTS`){stacks}",
             l.lost,
             read + l.lost
         ));
@@ -199,6 +210,12 @@ pub(crate) fn board_config(
         seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
         tag_kind,
         tag_addr,
+        stack_words: args.stacks.unwrap_or(0),
+        frame_records: if args.stacks.is_some() {
+            super::settings::DEFAULT_FRAME_RECORDS
+        } else {
+            0
+        },
         ..wire::Config::default()
     })
 }

@@ -391,6 +391,36 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
 /// target, a snapshot, SWO or PCSR; tests make them too): INFO, the samples (PCS, PCS_TAGS when
 /// there is a tag per sample, or HIST), NAMES when there are names, and END with the CRC of all
 /// before it. The one encoder of the format on the host.
+/// One ring slot of a sampler that keeps stacks (read off a target's memory): its PC, xPSR
+/// and stack, as far as the slot holds them.
+pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
+    let word = |i: usize| le::read_u32(slot, 4 * i);
+    let tail = word(5)?;
+    let header = wire::STACK_HEADER_WORDS as usize;
+    let room = (slot.len() / 4).saturating_sub(header);
+    let valid = (((tail >> 8) & 0xFF) as usize).min(room);
+    let records = (((tail >> 16) & 0xFF) as usize).min((room - valid) / 2);
+    Some((
+        word(0)?,
+        word(1)?,
+        StackSample {
+            lr: word(2)?,
+            sp: word(3)?,
+            r7: word(4)?,
+            exc_return: tail as u8,
+            window: (0..valid).filter_map(|i| word(header + i)).collect(),
+            records: (0..records)
+                .filter_map(|i| {
+                    Some((
+                        word(header + valid + 2 * i)?,
+                        word(header + valid + 2 * i + 1)?,
+                    ))
+                })
+                .collect(),
+        },
+    ))
+}
+
 /// A STACKS record into `dump`: each entry's PC, xPSR (as the tag) and stack.
 fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Result<(), DumpError> {
     if payload.len() < 12 {

@@ -70,6 +70,9 @@ pub struct Emulated {
     pub plugin: Option<PathBuf>,
     /// Where the plugin writes the exact per-PC counts (`--truth`), at QEMU's exit.
     pub exact_out: Option<PathBuf>,
+    /// With `--truth --stacks`: where the plugin writes the exact call graph, and the
+    /// exception handlers' entries it opens exception frames at.
+    pub graph: Option<(PathBuf, Vec<u32>)>,
     /// Faults to inject (tests).
     pub faults: dap::Faults,
     /// The DWT PC-sampling plugin and where it writes its ticks (`--method dwt`).
@@ -184,6 +187,10 @@ impl QemuProbe {
             let mut arg = plugin.display().to_string();
             if let Some(out) = &e.exact_out {
                 arg += &format!(",out={}", out.display());
+            }
+            if let Some((file, handlers)) = &e.graph {
+                let list: Vec<String> = handlers.iter().map(|h| format!("{h:x}")).collect();
+                arg += &format!(",graph={},handlers={}", file.display(), list.join(":"));
             }
             if let Some(s) = &e.swo {
                 arg += &format!(",ticks={}", s.ticks.display());

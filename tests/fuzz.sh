@@ -10,7 +10,7 @@ export RUSTC_BOOTSTRAP=1
 echo "== fuzz: building the targets" >&2
 cargo fuzz build -O -a >&2
 failed=()
-for t in dump itm textdump elf cargo_config pmu_data; do
+for t in dump itm textdump elf cargo_config pmu_data unwind; do
   extra=()
   [ "$t" = elf ] && extra=(../tests/fixtures)
   log=$(mktemp)

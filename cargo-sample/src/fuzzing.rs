@@ -138,11 +138,74 @@ pub fn pmu_data(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz/fuzz_targets` and the corpus directories call them.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("dump", dump),
     ("itm", itm),
     ("textdump", textdump),
     ("elf", elf),
     ("cargo_config", cargo_config),
     ("pmu_data", pmu_data),
+    ("unwind", unwind),
 ];
+
+/// The image the unwinder is fuzzed against: a real firmware's call-frame information and code
+/// (the checkout's test fixture, read once; without it there is nothing to fuzz).
+fn unwind_elf() -> &'static [u8] {
+    use std::sync::OnceLock;
+    static ELF: OnceLock<Vec<u8>> = OnceLock::new();
+    ELF.get_or_init(|| {
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/hot-loops.elf"
+        ))
+        .unwrap_or_default()
+    })
+}
+
+/// The stack unwinder, on registers, a window and frame records made of the input's words
+/// (garbage, cycles, runaway chains), against a real image's call-frame information: every
+/// stack ends within the depth bound, with a reason when it fails.
+pub fn unwind(data: &[u8]) {
+    use crate::image::unwind::{Context, End, MAX_DEPTH, Unwinder};
+    use std::sync::OnceLock;
+    static FUNCTIONS: OnceLock<Vec<(u64, u64)>> = OnceLock::new();
+    let elf = unwind_elf();
+    if elf.is_empty() {
+        return;
+    }
+    let functions = FUNCTIONS.get_or_init(|| {
+        symbolize::Symbolizer::new(std::path::Path::new("fixture.elf"), elf, None)
+            .map(|s| s.all_functions().into_iter().map(|f| (f.0, f.1)).collect())
+            .unwrap_or_default()
+    });
+    let words: Vec<u32> = data
+        .chunks(4)
+        .map(|c| {
+            let mut b = [0u8; 4];
+            b[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(b)
+        })
+        .collect();
+    if words.len() < 5 {
+        return;
+    }
+    let (regs, rest) = words.split_at(5);
+    let split = (regs[4] as usize % (rest.len() + 1)) & !1;
+    let (window, rec) = rest.split_at(split);
+    let records: Vec<(u32, u32)> = rec.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let mut u = Unwinder::new(elf, functions, Some(0xC1));
+    // Addresses near the image's code and stack, so that many inputs unwind a few frames.
+    let sp = 0x2000_0000 | (regs[2] & 0xFFFC);
+    let r = u.unwind(&Context {
+        pc: regs[0] & 0xFFF,
+        lr: regs[1],
+        sp,
+        r7: regs[3],
+        window,
+        records: &records,
+    });
+    assert!(r.frames.len() <= MAX_DEPTH + 2, "{} frames", r.frames.len());
+    if let End::Failed(why) = &r.end {
+        assert!(!why.is_empty());
+    }
+}

@@ -71,7 +71,7 @@ fn stack_costs(manifest: &Path) -> Result<()> {
     println!("stack capture (--stacks), exact in QEMU mps2-an385 with a random period:");
     let (plain, _, _) = measure(manifest, &[])?;
     println!(
-        "  {:<26} {:>8.2} instructions/sample {:>5} bytes/sample",
+        "  {:<26} {:>8.2} instructions/sample {:>5} bytes of ring a sample",
         "no stacks", plain, 4
     );
     for words in ["16", "32", "64"] {

@@ -51,19 +51,36 @@ pub fn apply(
             .collect()
     };
     let names: Vec<&String> = inc.keys().collect();
-    if let Some(f) = callers {
-        let f = find(&names, f)?;
-        r.callers = Some(Edges {
-            rows: edge_rows(&f, true),
-            function: f,
-        });
-    }
-    if let Some(f) = callees {
-        let f = find(&names, f)?;
-        r.callees = Some(Edges {
-            rows: edge_rows(&f, false),
-            function: f,
-        });
+    set_edges(r, &s, &names, callers, callees, edge_rows)?;
+    let mut calls: Vec<((String, String), u64)> = s.calls.into_iter().collect();
+    calls.sort();
+    r.call_counts = calls;
+    Ok(())
+}
+
+/// The edges `--callers FN` / `--callees FN` ask for (rows made by `rows(function, callers)`),
+/// and the stacks for folded stacks, flamegraphs and callgrind, from either graph.
+pub(crate) fn set_edges(
+    r: &mut Report,
+    s: &callgraph::Stacks,
+    names: &[&String],
+    callers: Option<&str>,
+    callees: Option<&str>,
+    rows: impl Fn(&str, bool) -> Vec<EdgeRow>,
+) -> Result<()> {
+    for (wanted, up) in [(callers, true), (callees, false)] {
+        if let Some(f) = wanted {
+            let function = find(names, f)?;
+            let e = Some(Edges {
+                rows: rows(&function, up),
+                function,
+            });
+            if up {
+                r.callers = e;
+            } else {
+                r.callees = e;
+            }
+        }
     }
     r.call_stacks = s
         .stacks
@@ -73,9 +90,6 @@ pub fn apply(
             count: *n,
         })
         .collect();
-    let mut calls: Vec<((String, String), u64)> = s.calls.into_iter().collect();
-    calls.sort();
-    r.call_counts = calls;
     Ok(())
 }
 

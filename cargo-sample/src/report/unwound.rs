@@ -12,7 +12,7 @@ use crate::dump::Dump;
 use crate::exec::callgraph::{self, Stacks, Tree};
 use crate::image::symbolize::Symbolizer;
 use crate::image::unwind::{Context, End, Kind, Unwinder};
-use crate::report::model::{EdgeRow, Edges, OUTSIDE, Report, Stack, Unwinding};
+use crate::report::model::{EdgeRow, OUTSIDE, Report, Unwinding};
 
 /// The outermost frame of a stack that the window cut short.
 pub const TRUNCATED: &str = "[stack cut short by the window]";
@@ -174,28 +174,7 @@ pub fn apply(
             .collect()
     };
     let names: Vec<&String> = inc.keys().collect();
-    if let Some(f) = callers {
-        let f = super::calls::find(&names, f)?;
-        r.callers = Some(Edges {
-            rows: edge_rows(&f, true),
-            function: f,
-        });
-    }
-    if let Some(f) = callees {
-        let f = super::calls::find(&names, f)?;
-        r.callees = Some(Edges {
-            rows: edge_rows(&f, false),
-            function: f,
-        });
-    }
-    r.call_stacks = s
-        .stacks
-        .iter()
-        .map(|(chain, k)| Stack {
-            chain: chain.clone(),
-            count: *k,
-        })
-        .collect();
+    super::calls::set_edges(r, &s, &names, callers, callees, edge_rows)?;
     let rooted = how.complete + how.handler_root;
     if how.samples > 0 && rooted * 100 < how.samples * 99 {
         let mut why: Vec<String> = Vec::new();

@@ -269,19 +269,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                         )),
                     );
                 }
-                if dump.pcs.is_empty() {
-                    dump.first_seq = first;
-                } else {
-                    // Records of a streamed dump follow each other without gaps or overlaps.
-                    let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
-                    if first != next {
-                        return (
-                            dump,
-                            Some(DumpError::Malformed(format!(
-                                "PCS record starts at sample {first}, the previous one ended at {next}"
-                            ))),
-                        );
-                    }
+                if let Err(e) = continue_at(&mut dump, first, "PCS") {
+                    return (dump, Some(e));
                 }
                 for c in payload[8..].chunks_exact(entry).take(count) {
                     dump.pcs.push(le32(c, 0));
@@ -421,6 +410,22 @@ pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
     ))
 }
 
+/// A record of samples from sample `first` on: the first one sets the dump's first sample;
+/// the records of a streamed dump follow each other without gaps or overlaps.
+fn continue_at(dump: &mut Dump, first: u32, kind: &str) -> Result<(), DumpError> {
+    if dump.pcs.is_empty() {
+        dump.first_seq = first;
+        return Ok(());
+    }
+    let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
+    if first != next {
+        return Err(DumpError::Malformed(format!(
+            "{kind} record starts at sample {first}, the previous one ended at {next}"
+        )));
+    }
+    Ok(())
+}
+
 /// A STACKS record into `dump`: each entry's PC, xPSR (as the tag) and stack.
 fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Result<(), DumpError> {
     if payload.len() < 12 {
@@ -433,16 +438,7 @@ fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Resu
             "STACKS and PCS records in one dump".into(),
         ));
     }
-    if dump.pcs.is_empty() {
-        dump.first_seq = first;
-    } else {
-        let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
-        if first != next {
-            return Err(DumpError::Malformed(format!(
-                "STACKS record starts at sample {first}, the previous one ended at {next}"
-            )));
-        }
-    }
+    continue_at(dump, first, "STACKS")?;
     let header = 4 * wire::STACK_HEADER_WORDS as usize;
     let mut at = 12;
     for _ in 0..count {

@@ -405,6 +405,37 @@ fn probe_reads_that_fail_now_and_then_lose_nothing() {
 }
 
 #[test]
+fn a_host_slower_than_the_firmwares_end_still_gets_or_counts_every_sample() {
+    // The first read comes 10 s in: long after the firmware stopped sampling and began its
+    // bounded wait for the host. The host's beats keep it waiting; without them it ends QEMU
+    // and the last samples are neither read nor counted.
+    let (out, err, dir) = through_probe(
+        "hot-loops",
+        &[
+            "-n",
+            "30000",
+            "--poll-interval",
+            "10000",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("went away"), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (samples, lost) = (r["samples"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
+    assert_eq!(samples + lost, 30_000, "{err}");
+    // Most were overwritten in those 10 s: a ring's worth is read.
+    assert!(samples > 1000 && lost > 1000, "{samples} {lost}");
+    summary(
+        "board: host reads only after the firmware ended",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
 fn a_hardfault_on_the_board_is_found_by_looking_at_the_stalled_core() {
     let (out, err, dir) = through_probe("hardfault", &[], "");
     assert!(out.status.success(), "{err}");

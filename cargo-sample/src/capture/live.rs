@@ -11,6 +11,8 @@
 //! them (it reads the count again after the ring and keeps only what could not have changed).
 //! Every sample is either delivered or counted: `taken = delivered + lost`.
 
+use std::time::{Duration, Instant};
+
 use anyhow::{Result, bail};
 use sampler_rt::wire::{self, StateView};
 
@@ -25,6 +27,11 @@ pub trait Memory {
     /// works all the same, only a firmware that ends waits its bounded time for the host.
     fn write(&mut self, addr: u32, bytes: &[u8]) -> Result<()>;
 }
+
+/// How often a host between two reads shows a firmware waiting at its end that it is there
+/// (the firmware waits about 2^24 turns of its loop after the last sign: a second or more on
+/// a board, and in QEMU).
+pub const BEAT: Duration = Duration::from_millis(50);
 
 /// Where the capture stands.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +59,8 @@ pub struct Live {
     /// `MODE_HIST`: the counters' bytes, read at the end (and for progress saves); the state
     /// alone is polled meanwhile.
     pub bins: Option<Vec<u8>>,
+    /// The host's beat, changed at every read (see [`Live::beat`]).
+    beat: u8,
 }
 
 /// Where the firmware keeps its tag names: the table's address, and whether its pointers are
@@ -79,6 +88,19 @@ pub fn read_names(t: &mut dyn Memory, at: NamesAt) -> Result<Vec<(u32, String)>>
     Ok(names)
 }
 
+/// The state block was read and says the sampler has not started yet (as opposed to a read
+/// that failed: the link, or the target, is gone).
+#[derive(Debug)]
+pub struct NotStarted(pub u32);
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the sampler has not started (no state at {:#x})", self.0)
+    }
+}
+
+impl std::error::Error for NotStarted {}
+
 /// Read the state block, twice if needed, until it is consistent (a block read is not atomic:
 /// the sampler may move its counters between the words).
 fn read_state(t: &mut dyn Memory, addr: u32) -> Result<(StateView, Vec<u8>)> {
@@ -87,7 +109,7 @@ fn read_state(t: &mut dyn Memory, addr: u32) -> Result<(StateView, Vec<u8>)> {
         let mut b = vec![0u8; wire::STATE_LEN];
         t.read(addr, &mut b)?;
         let Some(s) = StateView::decode(&b) else {
-            bail!("the sampler has not started (no state at {addr:#x})");
+            return Err(NotStarted(addr).into());
         };
         if let Some((p, _)) = &prev {
             let d = s.taken().wrapping_sub(p.taken());
@@ -136,6 +158,7 @@ impl Live {
             state_bytes: b,
             names: Vec::new(),
             bins: None,
+            beat: 0,
         })
     }
 
@@ -203,6 +226,20 @@ impl Live {
     /// Whether the sampler has stopped (after the poll that saw it stop, nothing more comes).
     pub fn stopped(&self) -> bool {
         self.state.phase == wire::PHASE_STOPPED
+    }
+
+    /// A sign of life for a firmware waiting at its end: it waits as long as this byte keeps
+    /// changing, so a host slowed down (a loaded machine, a probe's retries) still gets the
+    /// last samples. Links that cannot write (QEMU's monitor) leave the firmware its bounded
+    /// wait; a write that fails is tried again at the next read.
+    pub fn beat(&mut self, t: &mut dyn Memory) {
+        self.beat = self.beat.wrapping_add(1);
+        let at = if self.state.arch == 8 {
+            wire::state_offsets::A64_HOST_BEAT
+        } else {
+            wire::state_offsets::HOST_BEAT
+        };
+        let _ = t.write(self.state_addr + at as u32, &[self.beat]);
     }
 
     /// Tell a firmware waiting at its end that the host has read everything (it waits for a
@@ -392,10 +429,15 @@ impl Reader {
             Some(l) => l,
             None => match Live::attach(t, self.state_addr) {
                 Ok(l) => self.live.insert(l),
-                Err(e) => return Ok(Step::Waiting(e)),
+                Err(e) if e.is::<NotStarted>() => return Ok(Step::Waiting(e)),
+                // The link failed: the caller decides whether to try again.
+                Err(e) => return Err(e),
             },
         };
         l.poll(t)?;
+        if !l.stopped() {
+            l.beat(t);
+        }
         if let Some(r) = &mut self.app_rtt {
             // The application's output is a courtesy: a read that fails is tried next turn.
             let _ = r.forward(t);
@@ -406,6 +448,25 @@ impl Reader {
             return Ok(Step::Stopped);
         }
         Ok(Step::Running)
+    }
+
+    /// Wait `d` before the next read, with a sign of life to a firmware waiting at its end at
+    /// least every [`BEAT`]: a poll interval longer than the firmware's bounded wait then
+    /// loses nothing either.
+    pub fn pause(&mut self, t: &mut dyn Memory, d: Duration) {
+        let until = Instant::now() + d;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(BEAT));
+            if let Some(l) = self.live.as_mut().filter(|l| !l.stopped())
+                && Instant::now() < until
+            {
+                l.beat(t);
+            }
+        }
     }
 
     /// The host ends the run (a duration, a timeout, Ctrl-C): read the bins and names so far.
@@ -609,6 +670,49 @@ mod tests {
         assert!(l.stopped());
         l.release(&mut f).unwrap();
         assert_eq!(f.state[wire::state_offsets::SINK], wire::SINK_NONE);
+    }
+
+    #[test]
+    fn a_reading_host_beats_until_the_sampler_stops_and_the_beat_is_not_a_tag() {
+        let mut f = Fake::new(16);
+        f.state[wire::state_offsets::SINK] = wire::SINK_HOST;
+        let beat = wire::state_offsets::HOST_BEAT;
+        let mut r = Reader::new(STATE, None, None);
+        let mut seen = vec![f.state[beat]];
+        for _ in 0..3 {
+            f.take(5);
+            assert!(matches!(r.step(&mut f).unwrap(), Step::Running));
+            seen.push(f.state[beat]);
+            // Between reads too, at least every `BEAT`.
+            r.pause(&mut f, BEAT * 3);
+            seen.push(f.state[beat]);
+        }
+        assert!(seen.windows(2).all(|w| w[0] != w[1]), "{seen:?}");
+        // A beat byte that is set leaves the ring's entries plain PCs.
+        assert_eq!(r.live().unwrap().state.entry_bytes(), 4);
+        assert_eq!(r.live().unwrap().pcs.len(), 15);
+        f.state[58] = wire::PHASE_STOPPED;
+        let before = f.state[beat];
+        assert!(matches!(r.step(&mut f).unwrap(), Step::Stopped));
+        r.pause(&mut f, BEAT * 2);
+        assert_eq!(
+            (f.state[beat], f.state[wire::state_offsets::SINK]),
+            (before, wire::SINK_NONE)
+        );
+    }
+
+    #[test]
+    fn a_failed_read_before_the_sampler_is_found_is_an_error_not_a_wait() {
+        let mut r = Reader::new(0x3000_0000, None, None);
+        let mut ram = testing::Ram {
+            base: STATE,
+            bytes: vec![0; 256],
+        };
+        // Readable and empty: not started yet.
+        let mut at_state = Reader::new(STATE, None, None);
+        assert!(matches!(at_state.step(&mut ram).unwrap(), Step::Waiting(_)));
+        // Unreadable: the link (or the target) failed.
+        assert!(r.step(&mut ram).is_err());
     }
 
     #[test]

@@ -277,6 +277,11 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         } else {
             format!("the probe lost the target mid-run ({e}); reporting the samples read before")
         });
+        if let Some(l) = cap.live.as_ref().filter(|l| !l.stopped())
+            && !e.starts_with("the target was reset")
+        {
+            super::stages::warn_unread_tail(l);
+        }
         runs::RunState::Failed
     } else if let Some(c) = cap.core {
         term::warn(format!(

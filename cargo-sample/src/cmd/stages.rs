@@ -167,12 +167,25 @@ pub(crate) fn warn_overwritten(l: &crate::capture::live::Live) {
 pub(crate) fn note_live(l: &crate::capture::live::Live, lo: &qemu::LiveOutcome) {
     warn_overwritten(l);
     if lo.unread_tail {
-        term::warn(
-            "the firmware ended between two reads: its last samples (at most one poll's worth) \
-             are not in the capture. Call `sampler_rt::flush()` before it ends: the firmware then \
-             waits for the host",
-        );
+        warn_unread_tail(l);
     }
+}
+
+/// The target went away (the firmware ended, the link broke) before the host saw the sampler
+/// stop: the samples taken after the last read are neither in the capture nor counted.
+pub(crate) fn warn_unread_tail(l: &crate::capture::live::Live) {
+    let limit = l.state.limit;
+    let of = if limit > 0 {
+        format!(" of the {limit} asked for")
+    } else {
+        String::new()
+    };
+    term::warn(format!(
+        "the target went away before the host saw the sampler stop: the last read found {} \
+         samples taken{of}; any taken after it are not in the capture (nor counted as lost). \
+         A firmware that ends after `sampler_rt::flush()` waits for a host that keeps reading",
+        l.taken()
+    ));
 }
 
 /// The sampler's configuration on a board (through a probe or a serial port): SysTick at the

@@ -48,6 +48,7 @@ pub struct State {
     /// the counters' address, `ring` the code address of bin 0, `capacity` the outside
     /// counter's index, `sent` the shift.
     pub(crate) mode: u8,
+    /// Byte 0: the host's beat (`wire::state_offsets::A64_HOST_BEAT`).
     pub(crate) _pad: [u8; 2],
     /// `TAG_WORD`: the word recorded with each sample (ring entries are then (pc, tag)
     /// pairs); 0 = no tag.
@@ -70,6 +71,7 @@ const _: () = {
     assert!(offset_of!(State, phase) == 48);
     assert!(offset_of!(State, sink) == wire::state_offsets::SINK);
     assert!(offset_of!(State, config_found) == 64);
+    assert!(offset_of!(State, _pad) == wire::state_offsets::A64_HOST_BEAT);
     assert!(offset_of!(State, mode) == 65);
     assert!(offset_of!(State, sent) == 52);
     assert!(offset_of!(State, tag_addr) == 68);

@@ -94,7 +94,8 @@ pub struct StateView {
     pub tag_addr: u32,
     /// Byte 0: `TAG_*` (ring entries are `(pc, tag)` pairs unless `TAG_NONE`); byte 1: the
     /// words of stack window per sample (ring entries are [`REC_STACKS`] entries unless 0);
-    /// byte 2: the frame records each entry has room for.
+    /// byte 2: the frame records each entry has room for. (Byte 3 is the host's beat,
+    /// [`state_offsets::HOST_BEAT`], left out here.)
     pub tag_kind: u32,
     /// ARMv8-A: interrupts the sampler's vectors took that were not its own.
     pub foreign: u32,
@@ -164,6 +165,13 @@ pub mod state_offsets {
     pub const TAG_ADDR: usize = 80;
     /// `tag_kind`.
     pub const TAG_KIND: usize = 84;
+    /// The host's beat: the top byte of `tag_kind`, which a host reading the ring changes at
+    /// every read. A firmware waiting at its end for the host (`SINK_HOST`) keeps waiting as
+    /// long as it changes, so a slow host loses nothing while a vanished one holds the
+    /// firmware for a bounded time only.
+    pub const HOST_BEAT: usize = 87;
+    /// The ARMv8-A block's beat (a byte of its padding after `mode`).
+    pub const A64_HOST_BEAT: usize = 66;
 }
 
 /// The jitter mask a state's `jitter` word stands for: ARMv7-M and later keep the span
@@ -224,7 +232,7 @@ impl StateView {
             bins: get32(b, 72),
             last_bin: get32(b, 76),
             tag_addr: get32(b, 80),
-            tag_kind: get32(b, 84),
+            tag_kind: get32(b, 84) & 0x00FF_FFFF,
             foreign: 0,
         })
     }

@@ -71,7 +71,9 @@ pub(crate) fn capture_ring(
         };
         match step {
             Step::Waiting(_) if started.elapsed() < Duration::from_secs(10) => {
-                std::thread::sleep(opts.interval);
+                // A sampler about to start is looked for often, whatever the poll interval:
+                // a short run may end before a long interval does.
+                std::thread::sleep(opts.interval.min(Duration::from_millis(5)));
                 if should_stop(opts, started, out) {
                     break;
                 }
@@ -118,7 +120,7 @@ pub(crate) fn capture_ring(
             save_progress(&opts.dir, l);
             saved = Instant::now();
         }
-        std::thread::sleep(opts.interval);
+        reader.pause(&mut target, opts.interval);
     }
     bar.finish_and_clear();
     out.live = reader.into_live();

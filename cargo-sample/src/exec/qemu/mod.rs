@@ -492,7 +492,13 @@ impl LiveRun {
         let Some(m) = self.monitor.as_mut() else {
             return Ok(false);
         };
-        Ok(matches!(self.reader.step(m)?, Step::Stopped))
+        match self.reader.step(m) {
+            Ok(step) => Ok(matches!(step, Step::Stopped)),
+            // Before the sampler is found a failed read is looked at again next turn (QEMU's
+            // exit, if that is why, is seen by the caller).
+            Err(_) if self.reader.live().is_none() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// A run ended from here (its duration, a timeout, Ctrl-C): the bins and names so far.

@@ -224,6 +224,47 @@ fn an_exact_profile_counts_instructions_in_every_format() {
     assert_eq!(total, r["instructions"].as_u64().unwrap());
 }
 
+/// Sampled call stacks reach pprof whole: every sample's locations, innermost first, name the
+/// same frames (functions and what was inlined at each level) as the folded stacks of the
+/// same run, with the same counts.
+#[test]
+fn sampled_call_stacks_reach_pprof_with_their_inlined_frames() {
+    let (r, dir) = profile_in("call-graph", &["--stacks", "-n", "2000"]);
+    let p = decode_pprof(&report(&dir, "pprof"));
+    let functions: BTreeMap<u64, &Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    let locations: BTreeMap<u64, &Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let mut from_pprof: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &p.sample {
+        let mut names: Vec<&str> = Vec::new();
+        for id in s.location_id.iter().rev() {
+            // A location's lines are innermost first: outermost first here.
+            for l in locations[id].line.iter().rev() {
+                names.push(&p.string_table[functions[&l.function_id].name as usize]);
+            }
+        }
+        *from_pprof.entry(names.join(";")).or_default() += s.value[0] as u64;
+    }
+    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
+    let from_folded: BTreeMap<String, u64> = folded
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_owned(), n.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(from_pprof, from_folded);
+    assert_eq!(
+        from_pprof.values().sum::<u64>(),
+        r["samples"].as_u64().unwrap()
+    );
+    assert!(
+        from_pprof
+            .keys()
+            .any(|k| k.contains(";right;call_graph::through_inline;leaf")),
+        "{from_pprof:?}"
+    );
+}
+
 /// Colour is decided per stream: a report written with `-o` never carries escape codes, even
 /// with `--color always` or when standard error is a terminal; standard output gets them only
 /// when it takes colour; `--color` is checked.

@@ -298,16 +298,49 @@ fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
         folded.contains("Reset;main;call_graph::__cortex_m_rt_main;left;leaf "),
         "{folded}"
     );
-    assert!(folded.contains(";IRQ30;leaf "), "{folded}");
+    assert!(folded.contains(";IRQ30;leaf"), "{folded}");
     assert!(
         folded.contains("call_graph::__cortex_m_rt_main;jumper;landing "),
         "{folded}"
     );
+    // What was inlined at a caller's call site is a frame of its own: `right` reaches `leaf`
+    // through the inlined `through_inline`, never directly.
+    assert!(
+        folded.contains(";right;call_graph::through_inline;leaf"),
+        "{folded}"
+    );
+    assert!(!folded.contains(";right;leaf"), "{folded}");
     let total: u64 = folded
         .lines()
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
     assert_eq!(total as f64, n);
+
+    // The tree has real callers: the reset handler at its root holds every rooted sample, and
+    // `leaf` sits below the inlined frame below `right`.
+    let tree = r["tree"].as_array().unwrap();
+    let reset = tree.iter().find(|t| t["name"] == "Reset").unwrap();
+    assert_eq!(reset["total_count"].as_u64().unwrap(), rooted);
+    let path = [
+        "main",
+        "call_graph::__cortex_m_rt_main",
+        "right",
+        "call_graph::through_inline",
+        "leaf",
+    ];
+    let mut node = reset;
+    for name in path {
+        node = node["children"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == name))
+            .unwrap_or_else(|| panic!("no {name} below {}", node["name"]));
+    }
+    let below_right = function(&r, "right")["inclusive_samples"].as_u64().unwrap();
+    assert!(node["total_count"].as_u64().unwrap() <= below_right);
+    assert!(
+        node["total_count"].as_u64().unwrap() * 2 > below_right,
+        "{node}"
+    );
 }
 
 #[test]

@@ -390,7 +390,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
             &mut report,
             &dump,
             &elf_bytes,
-            &sym,
+            &mut sym,
             graph.as_ref(),
             callers.as_deref(),
             callees.as_deref(),

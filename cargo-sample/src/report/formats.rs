@@ -2,9 +2,11 @@
 //! speedscope), an SVG flamegraph (drawn by inferno), and pprof's protobuf (`pprof -http`,
 //! Grafana Pyroscope).
 //!
-//! A PC sample has no call stack, so the stacks are inline chains: the linker-level function,
-//! then what was inlined into it, down to the innermost frame. The flamegraph's widths are the
-//! same shares as the tables'.
+//! A PC sample alone has no call stack, so its stacks are inline chains: the linker-level
+//! function, then what was inlined into it, down to the innermost frame. Runs that have real
+//! call stacks (`--exact`'s call graph, or samples with `--stacks`) use those, the sampled ones
+//! with what was inlined at every level. The flamegraph's widths are the same shares as the
+//! tables'.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -16,12 +18,9 @@ use super::model::{Report, Stack};
 /// `a;b;c 123` lines, heaviest first.
 pub fn folded(r: &Report) -> String {
     let mut out = String::new();
-    // Real call stacks when the run followed calls; the inline chains otherwise.
-    let stacks = if r.call_stacks.is_empty() {
-        &r.stacks
-    } else {
-        &r.call_stacks
-    };
+    // Real call stacks when the run has them (with the inlined frames when sampled with
+    // `--stacks`); the inline chains otherwise.
+    let stacks = real_stacks(r).unwrap_or(&r.stacks);
     for s in stacks {
         let frames: Vec<String> = s
             .chain
@@ -36,7 +35,15 @@ pub fn folded(r: &Report) -> String {
     out
 }
 
-/// An interactive SVG flamegraph of the inline chains.
+/// The run's real call stacks, if it has any: sampled ones with their inlined frames, or the
+/// exact graph's.
+fn real_stacks(r: &Report) -> Option<&Vec<Stack>> {
+    [&r.inline_stacks, &r.call_stacks]
+        .into_iter()
+        .find(|s| !s.is_empty())
+}
+
+/// An interactive SVG flamegraph of the inline chains, or of the real call stacks.
 pub fn svg(r: &Report) -> Result<Vec<u8>> {
     let folded = folded(r);
     let mut opts = inferno::flamegraph::Options::default();
@@ -46,6 +53,10 @@ pub fn svg(r: &Report) -> Result<Vec<u8>> {
             "every executed instruction, by call stack (caller; callee; ...)".into()
         }
         "exact" => "every executed instruction, by inline chain (function; inlined; ...)".into(),
+        _ if real_stacks(r).is_some() => format!(
+            "{} samples by call stack (caller; callee; ...; what was inlined at each level)",
+            r.samples.unwrap_or(0)
+        ),
         _ => format!(
             "{} samples by inline chain (function; inlined; ...); PC sampling has no call stacks",
             r.samples.unwrap_or(0)
@@ -102,17 +113,17 @@ pub fn pprof(r: &Report) -> Result<Vec<u8>> {
             loc.bytes(4, &l.0);
         }
         locations.push(loc);
-        if r.tagged.is_empty() && r.call_stacks.is_empty() {
+        if r.tagged.is_empty() && real_stacks(r).is_none() {
             let mut sample = Msg::default();
             sample.packed(1, &[id]);
             sample.packed(2, &[s.count]);
             samples.push(sample);
         }
     }
-    // Real call stacks (exact runs that followed calls): one location per function, each
+    // Real call stacks: one location per frame name (functions and inlined ones), each
     // sample its stack, innermost first.
     let mut by_name: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    for st in &r.call_stacks {
+    for st in real_stacks(r).into_iter().flatten() {
         let mut ids = Vec::with_capacity(st.chain.len());
         for name in st.chain.iter().rev() {
             let next = (locations.len() + 1) as u64;
@@ -133,9 +144,15 @@ pub fn pprof(r: &Report) -> Result<Vec<u8>> {
         sample.packed(2, &[st.count]);
         samples.push(sample);
     }
-    // Tagged samples: one sample per address and tag, the tag as a label (`-tagfocus`).
+    // Tagged samples: one sample per address and tag, the tag as a label (`-tagfocus`). Real
+    // stacks already hold the handler a sample was taken in.
     let key = p.string("tag");
-    for (pc, tag, n) in &r.tagged {
+    let tagged = if real_stacks(r).is_some() {
+        &[][..]
+    } else {
+        &r.tagged[..]
+    };
+    for (pc, tag, n) in tagged {
         let Some(i) = r.per_pc.iter().position(|x| x.pc == *pc) else {
             continue;
         };

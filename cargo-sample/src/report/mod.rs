@@ -467,6 +467,7 @@ pub fn build_samples(
         callers: None,
         callees: None,
         call_stacks: Vec::new(),
+        inline_stacks: Vec::new(),
         call_counts: Vec::new(),
         unwinding: None,
     }
@@ -549,6 +550,7 @@ pub fn build_exact(
         callers: None,
         callees: None,
         call_stacks: Vec::new(),
+        inline_stacks: Vec::new(),
         call_counts: Vec::new(),
         unwinding: None,
     }

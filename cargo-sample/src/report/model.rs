@@ -274,6 +274,10 @@ pub struct Report {
     /// folded stacks, flamegraphs and callgrind use them instead of the inline chains.
     #[serde(skip)]
     pub call_stacks: Vec<Stack>,
+    /// Sampled runs with `--stacks`: the real call stacks with what was inlined at every
+    /// level (for folded stacks, flamegraphs and pprof; `call_stacks` keeps functions only).
+    #[serde(skip)]
+    pub inline_stacks: Vec<Stack>,
     /// Calls per (caller, callee), with the call stacks.
     #[serde(skip)]
     pub call_counts: Vec<((String, String), u64)>,

@@ -325,13 +325,18 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
 fn tree(s: &mut String, r: &Report, opts: Options) {
     let truth = r.max_error_points.is_some();
     let head = format!(
-        "{:>8} {:>8}{}   inline tree (a function, then what was inlined into it)",
+        "{:>8} {:>8}{}   {}",
         "total",
         "self",
         if truth {
             format!(" {:>8}", "exact")
         } else {
             String::new()
+        },
+        if r.unwinding.is_some() {
+            "call tree (each function below its caller, what was inlined into it below it)"
+        } else {
+            "inline tree (a function, then what was inlined into it)"
         }
     );
     let _ = writeln!(s, "\n{}", paint("1", &head));

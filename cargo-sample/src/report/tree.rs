@@ -1,6 +1,8 @@
 //! The inline tree: each linker-level function, with the functions inlined into it below it,
 //! and what was inlined into those below them. `total` counts everything under a node, `self`
-//! only the code attributed to the node's own source.
+//! only the code attributed to the node's own source. With real call stacks (`--stacks`) the
+//! tree starts at the stacks' roots instead, and a function's callees and inlined frames are
+//! both below it.
 
 use std::collections::HashMap;
 
@@ -123,6 +125,17 @@ pub fn build(
         }
     }
     finish_all(root.children, total, exact.map(|e| e.1))
+}
+
+/// The calling-context tree of real call stacks (outermost first, inlined frames included):
+/// each node's total is the samples whose stack passes through it, its self those that end
+/// there.
+pub fn from_stacks(stacks: &[(Vec<String>, u64)], total: u64) -> Vec<Node> {
+    let mut root = Build::default();
+    for (chain, n) in stacks {
+        root.add(chain, *n, false);
+    }
+    finish_all(root.children, total, None)
 }
 
 #[cfg(test)]

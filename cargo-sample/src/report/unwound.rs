@@ -21,17 +21,19 @@ pub const FAILED: &str = "[unwinding failed]";
 /// What the exact graph names sampler-rt's own code (left out of the comparison).
 const SAMPLER: &str = "[sampler-rt]";
 
-/// Unwind every sample of `dump` and build the call stacks, function names outermost first.
-/// Returns the stacks and how they ended.
-pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &Symbolizer) -> (Stacks, Unwinding) {
-    let mut names: HashMap<u32, String> = HashMap::new();
-    let mut name = |pc: u32| -> String {
-        names
-            .entry(pc)
-            .or_insert_with(|| sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned())
-            .clone()
-    };
-    let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+/// A sampled run's call stacks: by function (for inclusive shares, callers and callees, and
+/// the comparison with the exact graph) and with the inlined frames at every level (for
+/// folded stacks, flamegraphs, pprof and the tree).
+pub struct Unwound {
+    pub functions: Stacks,
+    /// Outermost first; each frame is its function and then what was inlined into it at the
+    /// call site (or, for the sampled frame, at the sampled address).
+    pub inlined: Vec<(Vec<String>, u64)>,
+    pub how: Unwinding,
+}
+
+/// Unwind every sample of `dump` and build its call stacks, outermost first.
+pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwound {
     let mut how = Unwinding {
         window_words: dump
             .stacks
@@ -41,6 +43,9 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &Symbolizer) -> (Stacks, U
             .unwrap_or(0),
         ..Unwinding::default()
     };
+    // Samples with the same frames (the addresses looked up, outermost first, and how the
+    // stack ended) are named once.
+    let mut distinct: HashMap<(Option<&'static str>, Vec<u32>), u64> = HashMap::new();
     let mut failed: HashMap<String, u64> = HashMap::new();
     for (pc, st) in dump.pcs.iter().zip(&dump.stacks) {
         let w = u.unwind(&Context {
@@ -53,42 +58,72 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &Symbolizer) -> (Stacks, U
         });
         how.samples += 1;
         how.prologue_frames += w.prologue as u64;
-        let mut chain: Vec<String> = Vec::with_capacity(w.frames.len() + 1);
-        match &w.end {
-            End::Complete => how.complete += 1,
-            End::HandlerRoot => how.handler_root += 1,
+        let cut = match &w.end {
+            End::Complete => {
+                how.complete += 1;
+                None
+            }
+            End::HandlerRoot => {
+                how.handler_root += 1;
+                None
+            }
             End::Truncated => {
                 how.truncated += 1;
-                chain.push(TRUNCATED.to_owned());
+                Some(TRUNCATED)
             }
             End::Failed(why) => {
                 *failed.entry(why.clone()).or_default() += 1;
-                chain.push(FAILED.to_owned());
+                Some(FAILED)
             }
-        }
-        for f in w.frames.iter().rev() {
+        };
+        for f in &w.frames {
             match f.kind {
                 Kind::TailCall => how.tail_calls += 1,
                 Kind::Interrupted => how.exception_frames += 1,
                 _ => {}
             }
-            chain.push(name(f.pc));
         }
-        *merged.entry(chain).or_default() += 1;
+        let pcs: Vec<u32> = w.frames.iter().rev().map(|f| f.pc).collect();
+        *distinct.entry((cut, pcs)).or_default() += 1;
     }
     let mut failed: Vec<(String, u64)> = failed.into_iter().collect();
     failed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     how.failed = failed;
-    let mut stacks: Vec<(Vec<String>, u64)> = merged.into_iter().collect();
-    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    (
-        Stacks {
-            stacks,
+
+    let mut chains: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut by_function: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut by_inline: HashMap<Vec<String>, u64> = HashMap::new();
+    for ((cut, pcs), n) in distinct {
+        let mut names: Vec<String> = Vec::with_capacity(pcs.len() + 1);
+        let mut inline: Vec<String> = Vec::with_capacity(2 * pcs.len() + 1);
+        if let Some(c) = cut {
+            names.push(c.to_owned());
+            inline.push(c.to_owned());
+        }
+        for pc in pcs {
+            let chain = chains
+                .entry(pc)
+                .or_insert_with(|| super::tree::chain(sym, pc, OUTSIDE));
+            names.push(chain[0].clone());
+            inline.extend(chain.iter().cloned());
+        }
+        *by_function.entry(names).or_default() += n;
+        *by_inline.entry(inline).or_default() += n;
+    }
+    let sorted = |m: HashMap<Vec<String>, u64>| {
+        let mut v: Vec<(Vec<String>, u64)> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    };
+    Unwound {
+        functions: Stacks {
+            stacks: sorted(by_function),
             calls: HashMap::new(),
             total: how.samples,
         },
+        inlined: sorted(by_inline),
         how,
-    )
+    }
 }
 
 /// The exact graph's stacks as unwinding would see them (see
@@ -118,7 +153,7 @@ pub fn apply(
     r: &mut Report,
     dump: &Dump,
     elf: &[u8],
-    sym: &Symbolizer,
+    sym: &mut Symbolizer,
     graph: Option<&Tree>,
     callers: Option<&str>,
     callees: Option<&str>,
@@ -133,7 +168,11 @@ pub fn apply(
         .find(|v| v.0 == 1)
         .map(|v| v.1);
     let mut u = Unwinder::new(elf, &functions, reset);
-    let (s, how) = unwind_all(dump, &mut u, sym);
+    let Unwound {
+        functions: s,
+        inlined,
+        how,
+    } = unwind_all(dump, &mut u, sym);
     let n = s.total;
     let exact = graph.map(|t| exact_stacks(t, sym, &u));
     let share = |k: u64| 100.0 * k as f64 / n.max(1) as f64;
@@ -196,6 +235,12 @@ pub fn apply(
             why.join("; ")
         ));
     }
+    // The tree of real callers, with the inlined frames below each.
+    r.tree = super::tree::from_stacks(&inlined, n);
+    r.inline_stacks = inlined
+        .into_iter()
+        .map(|(chain, count)| super::model::Stack { chain, count })
+        .collect();
     r.unwinding = Some(how);
     Ok(())
 }

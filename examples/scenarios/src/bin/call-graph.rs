@@ -6,7 +6,9 @@
 //!   in a function's inclusive time;
 //! - `jumper` ends with a tail call to `landing` (a `b`, not a `bl`): `landing` runs in
 //!   `jumper`'s frame;
-//! - IRQ30's handler calls `leaf` too: a caller that is an interrupt.
+//! - IRQ30's handler calls `leaf` too: a caller that is an interrupt;
+//! - `right` calls `leaf` through `through_inline`, which is inlined into it: a sampled stack
+//!   names it between the two.
 #![no_std]
 #![no_main]
 
@@ -34,10 +36,15 @@ fn left() {
     }
 }
 
+#[inline(always)]
+fn through_inline(n: u32) {
+    leaf(n);
+}
+
 #[unsafe(no_mangle)]
 #[inline(never)]
 fn right() {
-    leaf(core::hint::black_box(200));
+    through_inline(core::hint::black_box(200));
 }
 
 #[unsafe(no_mangle)]

@@ -66,6 +66,56 @@ fn the_dump_arrives_through_the_firmwares_uart_among_its_own_output() {
 }
 
 #[test]
+fn stacks_arrive_through_the_uart_and_unwind_to_the_reset_handler() {
+    // The writer sends the ring once, at the end: with stacks it holds few samples, which the
+    // host says before the run; the newest ring's worth arrives and every stack unwinds.
+    let (out, _tmp) = serial_run("uart-dump", &["-n", "500", "--stacks", "16"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let fits: u64 = stderr
+        .split("the ring holds ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no ring warning: {stderr}"));
+    assert!(stderr.contains(&format!("`-n {fits}`")), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (r["samples"].as_u64(), r["taken"].as_u64()),
+        (Some(fits), Some(500)),
+        "{stderr}"
+    );
+    assert!(fits > 30, "{fits}");
+    let u = &r["unwinding"];
+    assert_eq!(u["samples"], fits, "{u}");
+    assert_eq!(u["complete"], fits, "{u}");
+    assert_eq!(u["window_words"], 16, "{u}");
+    // The loop's functions are leaves (inclusive = self); main holds every sample, and so
+    // does the reset handler at the root of the tree.
+    let row = |name: &str| {
+        r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    assert_eq!(row("hot_a")["inclusive_samples"], row("hot_a")["samples"]);
+    assert_eq!(
+        row("uart_dump::__cortex_m_rt_main")["inclusive_samples"],
+        fits
+    );
+    let reset = r["tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Reset")
+        .unwrap();
+    assert_eq!(reset["total_count"], fits);
+}
+
+#[test]
 fn a_firmware_that_never_writes_the_dump_gets_a_clear_error_and_the_bytes_are_kept() {
     // hot-loops sets no writer: the sampler has nowhere to send its dump.
     let (out, _tmp) = serial_run("hot-loops", &["-n", "2000", "--timeout", "4"]);

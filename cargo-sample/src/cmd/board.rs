@@ -406,6 +406,36 @@ fn emulated_chip(
     })
 }
 
+/// The firmware's writer sends the ring once, at the end: more samples than the ring holds
+/// keep only the newest. Said before the run, with what fits.
+fn serial_ring_warning(elf_bytes: &[u8], args: &RunArgs, requested: u32) -> Option<String> {
+    if args.mode != crate::cli::Mode::Ring {
+        return None;
+    }
+    let (_, ring) = crate::image::wiring::stack_room_bytes(elf_bytes)?;
+    let entry = match args.stacks {
+        Some(w) => {
+            4 * wire::stack_entry_words(u32::from(w), super::settings::DEFAULT_FRAME_RECORDS.into())
+                as u64
+        }
+        None if args.tag.is_some() => 8,
+        None => 4,
+    };
+    let fits = ring / entry;
+    if u64::from(requested) <= fits {
+        return None;
+    }
+    let stacks = match args.stacks {
+        Some(w) => format!(" (a sample with `--stacks {w}` takes {entry} bytes of it)"),
+        None => String::new(),
+    };
+    Some(format!(
+        "the firmware's writer sends the ring once, at the end, and the ring holds {fits} \
+         samples{stacks}: of the {requested} asked for only the newest {fits} will be kept. Ask \
+         for at most {fits} (`-n {fits}`), or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)"
+    ))
+}
+
 /// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
 /// user), and read the dump from the port. Everything the port carried is kept.
 pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
@@ -435,6 +465,9 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     };
     let mut run = Run::start(p, &img.bytes, config.as_ref(), meta)?;
     let image = run.dir.join(runs::LOADED_ELF);
+    if let Some(w) = serial_ring_warning(&img.bytes, args, requested) {
+        term::warn(w);
+    }
 
     // Listen before the board starts talking.
     let (mut port_file, tty) = serial::open(port, args.board.baud)?;

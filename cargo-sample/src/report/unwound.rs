@@ -12,7 +12,7 @@ use crate::dump::Dump;
 use crate::exec::callgraph::{self, Stacks, Tree};
 use crate::image::symbolize::Symbolizer;
 use crate::image::unwind::{Context, End, Kind, Unwinder};
-use crate::report::model::{EdgeRow, OUTSIDE, Report, Unwinding};
+use crate::report::model::{EdgeRow, OUTSIDE, Report, Row, Unwinding};
 
 /// The outermost frame of a stack that the window cut short.
 pub const TRUNCATED: &str = "[stack cut short by the window]";
@@ -183,6 +183,32 @@ pub fn apply(
     let inc = callgraph::inclusive(&s);
     let exact_inc = exact.as_ref().map(callgraph::inclusive);
     let exact_total = exact.as_ref().map(|e| e.total.max(1) as f64);
+    // Functions that were only ever callers (never the sampled frame: `main`, a dispatcher)
+    // get a row too, for their inclusive share.
+    let mut only_callers: Vec<&String> = inc
+        .keys()
+        .filter(|name| !name.starts_with('[') && !r.functions.iter().any(|f| &f.name == *name))
+        .collect();
+    only_callers.sort();
+    for name in only_callers {
+        r.functions.push(Row {
+            name: name.clone(),
+            count: 0,
+            samples: Some(0),
+            instructions: None,
+            percent: 0.0,
+            ci95: Some(interval(0)),
+            function: None,
+            exact_percent: None,
+            error_points: None,
+            error_sigma: None,
+            inclusive_instructions: None,
+            inclusive_percent: None,
+            inclusive_samples: None,
+            inclusive_ci95: None,
+            exact_inclusive_percent: None,
+        });
+    }
     for row in &mut r.functions {
         let k = inc.get(&row.name).map(|x| x.0).unwrap_or(0);
         row.inclusive_samples = Some(k);

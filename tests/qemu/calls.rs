@@ -230,6 +230,58 @@ fn a_real_workload_unwinds_to_its_root_and_matches_the_exact_graph() {
 }
 
 #[test]
+fn fp_extended_exception_frames_unwind_like_plain_ones() {
+    // A Cortex-M4F (mps2-an386) running float code: every exception frame holds the FPU's
+    // state (26 words, 27 with the alignment word), the sampler's and the nested IRQ30's.
+    let (r, _) = profile_in(
+        "fp-stacks",
+        &[
+            "--target",
+            "thumbv7em-none-eabihf",
+            "--stacks",
+            "--truth",
+            "-n",
+            "10000",
+            "--callers",
+            "mac",
+        ],
+    );
+    let n = r["samples"].as_f64().unwrap();
+    let rooted = inclusive_within_3_sigma(&r);
+    assert_eq!(rooted as f64, n);
+    let u = &r["unwinding"];
+    let nested = u["exception_frames"].as_u64().unwrap();
+    assert!(nested > 0, "{u}");
+    // Every sample's own frame was extended (the code used the FPU), and so were the nested
+    // IRQ30 frames (the FPU held live values when it was pended).
+    assert!(
+        u["fp_extended_frames"].as_u64().unwrap() as f64 >= n + 0.9 * nested as f64,
+        "{u}"
+    );
+    for e in r["callers"]["rows"].as_array().unwrap() {
+        let (s, x) = (
+            e["percent"].as_f64().unwrap(),
+            e["exact_percent"].as_f64().unwrap(),
+        );
+        let z = sigmas(s, x, n);
+        assert!(
+            z.abs() <= 3.0,
+            "caller {}: {s:.3} % vs {x:.3} % ({z:+.1} sigma)",
+            e["name"]
+        );
+    }
+    let names: Vec<&str> = r["callers"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for caller in ["filter", "scale", "IRQ30"] {
+        assert!(names.contains(&caller), "{names:?}");
+    }
+}
+
+#[test]
 fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
     // The same run samples with stacks and follows every call: inclusive shares and the
     // split of leaf's time between its callers against the exact graph.

@@ -102,6 +102,8 @@ pub struct Unwound {
     pub end: End,
     /// Frames without call-frame information, unwound by reading their prologue.
     pub prologue: u32,
+    /// Nested exception frames that held the FPU's state (EXC_RETURN bit 4 clear).
+    pub fp_frames: u32,
 }
 
 /// The registers and stack window one sample kept.
@@ -359,6 +361,142 @@ impl Unwinder {
         })
     }
 
+    /// The row at `pc` when the code from there runs straight to the function's return
+    /// (through pops, stack releases, register moves that leave SP, LR, r7 and r11 alone,
+    /// and unconditional branches): where the return address and the saved registers are is
+    /// then known from the instructions, whatever the call-frame information says. `None`
+    /// when anything else comes first.
+    fn epilogue_row(&self, pc: u32) -> Option<Row> {
+        let (start, end) = self.function(pc)?;
+        let mut at = pc;
+        // Bytes popped so far above the SP at `pc`, and where the registers were found.
+        let mut up = 0i32;
+        let (mut lr, mut r7, mut r11) = (None::<i32>, None::<i32>, None::<i32>);
+        let mut ra = None::<i32>;
+        let mut returns = false;
+        let pop = |list: u32,
+                   up: &mut i32,
+                   lr: &mut Option<i32>,
+                   r7: &mut Option<i32>,
+                   r11: &mut Option<i32>,
+                   ra: &mut Option<i32>| {
+            for r in 0..16 {
+                if list & (1 << r) != 0 {
+                    match r {
+                        7 => *r7 = Some(*up),
+                        11 => *r11 = Some(*up),
+                        14 => *lr = Some(*up),
+                        15 => *ra = Some(*up),
+                        _ => {}
+                    }
+                    *up += 4;
+                }
+            }
+        };
+        for _ in 0..16 {
+            if at < start || at >= end {
+                return None;
+            }
+            let h = self.halfword(at)? as u32;
+            let wide = matches!(h >> 11, 0x1D..=0x1F);
+            let h2 = if wide {
+                self.halfword(at + 2)? as u32
+            } else {
+                0
+            };
+            let mut next = at + if wide { 4 } else { 2 };
+            if h == 0x4770 {
+                // BX LR: the return address is in LR (or where LR was popped from).
+                break;
+            } else if h & 0xFE00 == 0xBC00 {
+                // POP {rlist, pc?}
+                pop(
+                    (h & 0xFF) | ((h >> 8) & 1) << 15,
+                    &mut up,
+                    &mut lr,
+                    &mut r7,
+                    &mut r11,
+                    &mut ra,
+                );
+                if ra.is_some() {
+                    break;
+                }
+            } else if h == 0xE8BD && h2 & 0x2000 == 0 {
+                // POP.W {rlist}
+                pop(h2, &mut up, &mut lr, &mut r7, &mut r11, &mut ra);
+                if ra.is_some() {
+                    break;
+                }
+            } else if h == 0xF85D && h2 & 0x0FFF == 0x0B04 {
+                // LDR.W Rt, [SP], #4
+                pop(
+                    1 << (h2 >> 12),
+                    &mut up,
+                    &mut lr,
+                    &mut r7,
+                    &mut r11,
+                    &mut ra,
+                );
+                if ra.is_some() {
+                    break;
+                }
+            } else if h & 0xFF80 == 0xB000 {
+                // ADD SP, SP, #imm7 * 4
+                up += 4 * (h & 0x7F) as i32;
+            } else if h & 0xFFBF == 0xECBD && h2 & 0x0E00 == 0x0A00 {
+                // VPOP
+                up += 4 * (h2 & 0xFF) as i32;
+            } else if h & 0xFF30 == 0xED10 && h2 & 0x0E00 == 0x0A00 {
+                // VLDR Sd/Dd, [Rn, #imm] (no write-back)
+            } else if h & 0xFFBF == 0xEEB0 && h2 & 0x0ED0 == 0x0A40 {
+                // VMOV Sd/Dd, Sm/Dm
+            } else if h == 0xBF00 || h & 0xF800 == 0x2000 && (h >> 8) & 7 != 7 {
+                // NOP; MOVS Rd, #imm8 (not r7).
+            } else if h & 0xFF00 == 0x4600 {
+                // MOV Rd, Rm: not into SP, LR, PC or a frame pointer.
+                let rd = (h & 7) | ((h >> 4) & 8);
+                if matches!(rd, 7 | 11 | 13 | 14 | 15) {
+                    return None;
+                }
+            } else if h & 0xF800 == 0xE000 {
+                // B (T2)
+                let off = ((((h & 0x7FF) << 21) as i32) >> 20) as u32;
+                next = at.wrapping_add(4).wrapping_add(off);
+            } else if h & 0xF800 == 0xF000 && h2 & 0xD000 == 0x9000 {
+                // B.W (T4)
+                let s = (h >> 10) & 1;
+                let (j1, j2) = ((h2 >> 13) & 1, (h2 >> 11) & 1);
+                let (i1, i2) = (1 ^ j1 ^ s, 1 ^ j2 ^ s);
+                let imm =
+                    (s << 24) | (i1 << 23) | (i2 << 22) | ((h & 0x3FF) << 12) | ((h2 & 0x7FF) << 1);
+                next = at
+                    .wrapping_add(4)
+                    .wrapping_add((((imm << 7) as i32) >> 7) as u32);
+            } else {
+                return None;
+            }
+            if next != at + if wide { 4 } else { 2 } && !(start..end).contains(&next) {
+                // A branch out of the function: a tail call, which returns where LR says.
+                returns = true;
+                break;
+            }
+            at = next;
+        }
+        // Offsets from the SP at `pc` become offsets from the CFA (the SP after the return).
+        let loc = |o: Option<i32>| o.map_or(Loc::Same, |o| Loc::At(o - up));
+        let ra = match ra {
+            Some(o) => Loc::At(o - up),
+            None if returns || self.halfword(at) == Some(0x4770) => loc(lr),
+            None => return None,
+        };
+        Some(Row {
+            cfa: Some((13, up)),
+            ra,
+            r7: loc(r7),
+            r11: loc(r11),
+        })
+    }
+
     fn function(&self, pc: u32) -> Option<(u32, u32)> {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = *self.functions.get(i.checked_sub(1)?)?;
@@ -429,6 +567,7 @@ impl Unwinder {
         // one) rather than a return address.
         let mut exact_pc = true;
         let mut prologue = 0u32;
+        let mut fp_frames = 0u32;
         let end = loop {
             if frames.len() > MAX_DEPTH {
                 break End::Failed(format!("deeper than {MAX_DEPTH} frames"));
@@ -437,7 +576,14 @@ impl Unwinder {
                 break End::Complete;
             }
             let look = if exact_pc { pc } else { pc.wrapping_sub(2) };
-            let Some(row) = self.row(look).or_else(|| {
+            // An epilogue that has begun to pop is read from its instructions: compilers for
+            // Arm describe prologues in the call-frame information, not epilogues.
+            let epilogue = if exact_pc {
+                self.epilogue_row(pc)
+            } else {
+                None
+            };
+            let Some(row) = epilogue.or_else(|| self.row(look)).or_else(|| {
                 let r = self.prologue_row(look);
                 prologue += r.is_some() as u32;
                 r
@@ -500,6 +646,7 @@ impl Unwinder {
                 let (Some(slr), Some(spc), Some(xpsr)) = (word(5), word(6), word(7)) else {
                     break End::Truncated;
                 };
+                fp_frames += u32::from(ra & 0x10 == 0);
                 let mut next = cfa + if ra & 0x10 == 0 { 0x68 } else { 0x20 };
                 if xpsr & (1 << 9) != 0 {
                     next += 4;
@@ -555,6 +702,7 @@ impl Unwinder {
             frames,
             end,
             prologue,
+            fp_frames,
         }
     }
 }
@@ -663,6 +811,40 @@ mod tests {
         // Before the push: nothing saved yet, the return address is still in LR.
         let row = u.prologue_row(0x1000).unwrap();
         assert_eq!((row.cfa, row.ra), (Some((13, 0)), Loc::Same));
+    }
+
+    #[test]
+    fn an_epilogue_under_way_is_read_from_its_instructions() {
+        // rustc's `mac` on a Cortex-M4F: the loop's `bne`, then `add sp, #4; pop.w {r7, lr};
+        // b 1f; vldr s2, [pc, #8]; 1: vmov.f32 s0, s2; bx lr` (the call-frame information
+        // still says "LR at CFA - 4" after the pop).
+        let mut u = Unwinder::new(&[], &[], None);
+        u.functions = vec![(0x6a0, 0x6bc)];
+        u.code = vec![(
+            0x6a8,
+            vec![
+                0xEE, 0xD1, 0x01, 0xB0, 0xBD, 0xE8, 0x80, 0x40, 0x01, 0xE0, 0x9F, 0xED, 0x02, 0x1A,
+                0xB0, 0xEE, 0x41, 0x0A, 0x70, 0x47,
+            ],
+        )];
+        let row = |pc| u.epilogue_row(pc).map(|r| (r.cfa, r.ra, r.r7));
+        assert_eq!(row(0x6a8), None, "a conditional branch is not an epilogue");
+        assert_eq!(row(0x6aa), Some((Some((13, 12)), Loc::At(-4), Loc::At(-8))));
+        assert_eq!(row(0x6ac), Some((Some((13, 8)), Loc::At(-4), Loc::At(-8))));
+        // After the pop: the return address is in LR, nothing is left on the stack.
+        assert_eq!(row(0x6b6), Some((Some((13, 0)), Loc::Same, Loc::Same)));
+        assert_eq!(row(0x6b2), Some((Some((13, 0)), Loc::Same, Loc::Same)));
+        assert_eq!(row(0x6ba), Some((Some((13, 0)), Loc::Same, Loc::Same)));
+        // `pop {r7}; b <another function>`: a tail call returns where LR says.
+        u.functions = vec![(0x2000, 0x2008)];
+        u.code = vec![(0x2000, vec![0x80, 0xBC, 0x05, 0xE0, 0x00, 0xBF, 0x00, 0xBF])];
+        assert_eq!(
+            u.epilogue_row(0x2000).map(|r| (r.cfa, r.ra, r.r7)),
+            Some((Some((13, 4)), Loc::Same, Loc::At(-4)))
+        );
+        // Straight-line code that reaches the function's end without returning is not read.
+        u.code = vec![(0x2000, vec![0x80, 0xBC, 0x00, 0xBF, 0x00, 0xBF, 0x00, 0xBF])];
+        assert_eq!(u.epilogue_row(0x2000), None);
     }
 
     #[test]

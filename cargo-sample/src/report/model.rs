@@ -200,6 +200,9 @@ pub struct Unwinding {
     pub exception_frames: u64,
     /// Frames of code without call-frame information, unwound by reading its prologue.
     pub prologue_frames: u64,
+    /// Exception frames (the sampler's own and nested ones) that held the FPU's state: 26
+    /// words, or 27 with the alignment word, instead of 8.
+    pub fp_extended_frames: u64,
 }
 
 /// `--callers FN` / `--callees FN`: the edges of one function.

@@ -58,6 +58,9 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
         });
         how.samples += 1;
         how.prologue_frames += w.prologue as u64;
+        // The low byte of the sampler's EXC_RETURN (bits 7..5 always set).
+        let sampled_fp = st.exc_return & 0xE0 == 0xE0 && st.exc_return & 0x10 == 0;
+        how.fp_extended_frames += u64::from(w.fp_frames) + u64::from(sampled_fp);
         let cut = match &w.end {
             End::Complete => {
                 how.complete += 1;

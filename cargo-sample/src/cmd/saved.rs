@@ -247,14 +247,21 @@ pub(crate) fn facts_of(meta: &RunMeta, dump: &Dump) -> Facts {
 pub fn load_dump(dir: &Path) -> Result<Dump> {
     let path = dir.join(runs::DUMP);
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let (d, err) = dump::decode_partial(&bytes);
+    let (mut d, err) = dump::decode_partial(&bytes);
     match err {
         None => Ok(d),
         Some(dump::DumpError::Truncated { at }) if !d.pcs.is_empty() => {
             term::warn(format!(
-                "the dump was cut short after {at} bytes; reporting the {} samples before the cut",
+                "the dump was cut short after {at} bytes; reporting the {} samples before the \
+                 cut. A firmware that ends by its own means (semihosting's `debug::exit`, \
+                 `panic-semihosting`) without `sampler_rt::flush()` (or `sampler_rt::exit`) \
+                 leaves its last samples unsent",
                 d.pcs.len()
             ));
+            // The INFO that came first was written before sampling began: the samples that
+            // arrived were taken at least.
+            let arrived = d.first_seq.saturating_add(d.pcs.len() as u32);
+            d.info.taken = d.info.taken.max(arrived);
             Ok(d)
         }
         Some(e) => Err(anyhow!(e)).with_context(|| format!("decoding {}", path.display())),

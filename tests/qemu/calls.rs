@@ -282,6 +282,54 @@ fn fp_extended_exception_frames_unwind_like_plain_ones() {
 }
 
 #[test]
+fn a_cortex_m0_keeps_stacks_and_they_match_the_exact_graph() {
+    // ARMv6-M (the microbit's nRF51): the sampler finds the exception frame again from
+    // EXC_RETURN and keeps the same entries; `m0_light` is called half from `m0_round`, half
+    // from `main`.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/microbit-m0");
+    let out = cargo_sample(
+        &dir,
+        &[
+            "--release",
+            "--stacks",
+            "--truth",
+            "-n",
+            "5000",
+            "--callers",
+            "m0_light",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = r["samples"].as_f64().unwrap();
+    assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
+    let rows = r["callers"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for e in rows {
+        let (s, x) = (
+            e["percent"].as_f64().unwrap(),
+            e["exact_percent"].as_f64().unwrap(),
+        );
+        assert!(
+            sigmas(s, x, n).abs() <= 3.0,
+            "caller {}: {s:.3} % vs {x:.3} %",
+            e["name"]
+        );
+    }
+    // The sampler divides nothing through compiler-builtins (ARMv6-M has no divide
+    // instruction): none of its time is counted as the application's.
+    for f in r["functions"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        if name.contains("div") {
+            assert!(f["exact_percent"].as_f64().unwrap() < 0.01, "{f}");
+        }
+    }
+}
+
+#[test]
 fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
     // The same run samples with stacks and follows every call: inclusive shares and the
     // split of leaf's time between its callers against the exact graph.

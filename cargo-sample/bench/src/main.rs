@@ -105,6 +105,26 @@ fn stack_costs(manifest: &Path) -> Result<()> {
             handler as f64 / dump.info.taken.max(1) as f64
         );
     }
+    // ARMv6-M: the handler alone (the entry, the variant that finds the frame again and the
+    // entry writer), in the microbit example.
+    let examples = manifest
+        .parent()
+        .and_then(Path::parent)
+        .context("the scenarios crate is not in an examples folder")?;
+    for c in handler_costs(
+        &examples.join("microbit-m0/Cargo.toml"),
+        &[("stacks, 32-word window", &["--stacks", "32"])],
+        |short| {
+            short == "sampler_rt_entry"
+                || short.ends_with("sample_stack")
+                || short == "sampler_rt_stack"
+        },
+    )? {
+        println!(
+            "  {:<26} {:>8.2} instructions/sample (Cortex-M0, microbit: the handler alone, {} samples)",
+            c.name, c.instructions_per_sample, c.samples
+        );
+    }
     // Host: a real run's stacks, repeated to a million samples, reported.
     let cli = release_args(
         manifest,

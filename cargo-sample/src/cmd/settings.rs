@@ -101,10 +101,10 @@ pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<(
             "`--stacks` keeps the stack of each sample of a ring; bins have none (drop `--mode hist`)"
         );
     }
-    if !p.triple.starts_with("thumbv7") && !p.triple.starts_with("thumbv8m.main") {
+    if !p.triple.starts_with("thumb") {
         bail!(
-            "`--stacks` needs ARMv7-M or ARMv8-M Mainline for now (`{}`): the sampler keeps \
-             stack windows there only",
+            "`--stacks` needs a Cortex-M core for now (`{}`): the sampler keeps stack windows \
+             there only",
             p.triple
         );
     }

@@ -245,21 +245,30 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         };
         let window = ((*s).tag_kind >> 8) & 0xFF;
         if window != 0 {
-            // Each entry as far as it is used: its header says how far.
-            let entry = |q: u32| ring.add(e * (q % cap) as usize) as *const u32;
-            let used = |q: u32| wire::stack_entry_used(*entry(q).add(5));
+            // Each entry as far as it is used: its header says how far. The slots follow
+            // each other from `from`'s, wrapping once at most (`to - from <= cap`).
+            let first = wire::rem(from, cap);
+            let entry = |k: u32| {
+                let slot = if first + k >= cap {
+                    first + k - cap
+                } else {
+                    first + k
+                };
+                ring.add(e * slot as usize) as *const u32
+            };
+            let used = |k: u32| wire::stack_entry_used(*entry(k).add(5));
             let mut words = 0u32;
-            for q in from..to {
-                words += used(q);
+            for k in 0..to - from {
+                words += used(k);
             }
             st.record(wire::REC_STACKS, 12 + 4 * words);
             st.put32(from);
             st.put32(to - from);
             st.put32(e as u32 / 4);
-            for q in from..to {
+            for k in 0..to - from {
                 st.put(core::slice::from_raw_parts(
-                    entry(q) as *const u8,
-                    4 * used(q) as usize,
+                    entry(k) as *const u8,
+                    4 * used(k) as usize,
                 ));
             }
             st.sent = to;
@@ -273,7 +282,7 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         st.record(kind, 8 + e as u32 * (to - from));
         st.put32(from);
         st.put32(to - from);
-        let (a, b) = (from % cap, to % cap);
+        let (a, b) = (wire::rem(from, cap), wire::rem(to, cap));
         if b > a {
             st.put(bytes(a, b));
         } else {

@@ -104,9 +104,43 @@ pub(crate) unsafe extern "C" fn sample_stack() {
     )
 }
 
+/// Ring of stack samples (ARMv6-M, either period): the entry handed over the stacked PC only,
+/// so the frame is found again from EXC_RETURN (bit 2: MSP or PSP) before the same
+/// [`sampler_rt_stack`] writes the entry.
+#[cfg(armv6m)]
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn sample_stack() {
+    naked_asm!(
+        "mov r1, lr",
+        "movs r0, #4",
+        "tst r1, r0",
+        "bne 1f",
+        "mrs r0, msp",
+        "b 2f",
+        "1:",
+        "mrs r0, psp",
+        "2:",
+        "mov r2, r7",
+        "push {{r3, lr}}",
+        "bl {entry}",
+        "pop {{r1, r2}}",
+        "mov lr, r2",
+        "cmp r0, #0",
+        "bne 3f",
+        "bx lr",
+        "3:",
+        "ldr r0, ={slow}",
+        "bx r0",
+        ".ltorg",
+        entry = sym sampler_rt_stack,
+        slow = sym sampler_rt_slow,
+    )
+}
+
 /// Write one stack entry (see `wire::REC_STACKS`) for the exception frame at `frame`, start the
-/// next period, and say whether the chunk is full.
-#[cfg(not(armv6m))]
+/// next period, and say whether the chunk is full. Plain 32-bit arithmetic only: on ARMv6-M a
+/// 64-bit product would call compiler-builtins, whose time would then count as the
+/// application's.
 #[unsafe(no_mangle)]
 extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u32 {
     let s = state();
@@ -158,12 +192,16 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
         *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16;
         (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
         (*s).remaining -= 1;
-        if (*s).jitter > 1 {
+        // ARMv7-M keeps the span (mask + 1) for a multiply-high, ARMv6-M the mask itself.
+        if (*s).jitter > u32::from(!cfg!(armv6m)) {
             let mut x = (*s).rng;
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
             (*s).rng = x;
+            #[cfg(armv6m)]
+            let extra = x & (*s).jitter;
+            #[cfg(not(armv6m))]
             let extra = ((x as u64 * (*s).jitter as u64) >> 32) as u32;
             core::ptr::write_volatile((*s).reload_reg as *mut u32, (*s).reload + extra);
         }
@@ -497,9 +535,6 @@ pub(crate) use sample_ring as sample_ring_xpsr;
 pub(crate) use sample_ring as sample_ring_word;
 #[cfg(armv6m)]
 pub(crate) use sample_ring_jitter as sample_ring_jitter_xpsr;
-/// ARMv6-M keeps no stack windows (`start` never picks it there).
-#[cfg(armv6m)]
-pub(crate) use sample_ring_jitter as sample_stack;
 #[cfg(armv6m)]
 pub(crate) use sample_ring_jitter as sample_ring_jitter_word;
 

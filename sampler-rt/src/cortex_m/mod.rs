@@ -105,9 +105,9 @@ pub fn start() {
         (*s).timer = cfg.timer;
         (*s).priority = cfg.priority;
         (*s).limit = cfg.limit;
-        // Stack windows (ARMv7-M, ring mode): entries of `stack_entry_words` words, the tag
-        // being the stacked xPSR they hold anyway.
-        let window = if cfg.mode == wire::MODE_RING && !cfg!(armv6m) {
+        // Stack windows (ring mode): entries of `stack_entry_words` words, the tag being the
+        // stacked xPSR they hold anyway.
+        let window = if cfg.mode == wire::MODE_RING {
             cfg.stack_words as u32
         } else {
             0

@@ -40,6 +40,35 @@ mod tests {
     }
 
     #[test]
+    fn the_remainder_by_shifts_is_the_remainder() {
+        let mut x = 0x1234_5678u32;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let b = (x >> 7) % 100_000 + (x & 1);
+            assert_eq!(
+                rem_by_shifts(x, b),
+                x.checked_rem(b).unwrap_or(x),
+                "{x} % {b}"
+            );
+        }
+        for (a, b) in [
+            (0, 7),
+            (u32::MAX, 1),
+            (u32::MAX, 0x7FFF_FFFF),
+            (5, 0),
+            (6, 3),
+        ] {
+            assert_eq!(
+                rem_by_shifts(a, b),
+                a.checked_rem(b).unwrap_or(a),
+                "{a} % {b}"
+            );
+        }
+    }
+
+    #[test]
     fn pmu_config_carries_events_flags_and_run_id() {
         let b = pmu_config_with(&[0x08, 0x03], PMU_FLAG_MEMORY, 0xDEAD_BEEF);
         let (e, n) = pmu_config_events(&b).unwrap();

@@ -331,6 +331,35 @@ pub fn names_entries(b: &[u8], wide: bool) -> impl Iterator<Item = (u32, u32, u6
     })
 }
 
+/// `a % b` (for `b` below 2^31). Cores without a divide instruction (ARMv6-M) get it by shifts
+/// and subtractions in sampler-rt's own code: a call into compiler-builtins from the sampler
+/// would be counted as the application's time by the exact count.
+#[inline]
+pub fn rem(a: u32, b: u32) -> u32 {
+    #[cfg(armv6m)]
+    return rem_by_shifts(a, b);
+    #[cfg(not(armv6m))]
+    a.checked_rem(b).unwrap_or(a)
+}
+
+/// `a % b` by restoring division, one bit at a time (`a` when `b` is 0).
+#[inline]
+pub fn rem_by_shifts(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        return a;
+    }
+    let mut r = 0u32;
+    let mut i = 32;
+    while i > 0 {
+        i -= 1;
+        r = (r << 1) | ((a >> i) & 1);
+        if r >= b {
+            r -= b;
+        }
+    }
+    r
+}
+
 /// The sampler's next chunk (both architectures): after `before` samples, with a ring of
 /// `capacity` entries (`None`: bins) and a `limit` (0 = none), how many samples it holds and
 /// from which ring slot. A ring's chunk ends at the ring's end or the limit; bins have no
@@ -339,7 +368,7 @@ pub fn next_chunk(before: u32, capacity: Option<u32>, limit: u32) -> (u32, u32) 
     let Some(cap) = capacity else {
         return (if limit == 0 { u32::MAX } else { limit - before }, 0);
     };
-    let pos = before % cap;
+    let pos = rem(before, cap);
     let mut chunk = cap - pos;
     if limit != 0 {
         chunk = chunk.min(limit - before);

@@ -97,6 +97,9 @@ pub mod laps;
 mod tags;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+mod host_wait;
+
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 pub use tags::{name_tag, set_tag, tag};
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]

@@ -119,6 +119,20 @@ pub struct Context<'a> {
     pub records: &'a [(u32, u32)],
 }
 
+/// The registers a pop from the stack loads (bit n: register n), if the instruction is one:
+/// POP (T1, PC allowed), POP.W (LDMIA SP!, not SP itself), LDR.W Rt, [SP], #4.
+fn popped(h: u32, h2: u32) -> Option<u32> {
+    if h & 0xFE00 == 0xBC00 {
+        Some((h & 0xFF) | ((h >> 8) & 1) << 15)
+    } else if h == 0xE8BD && h2 & 0x2000 == 0 {
+        Some(h2)
+    } else if h == 0xF85D && h2 & 0x0FFF == 0x0B04 {
+        Some(1 << (h2 >> 12))
+    } else {
+        None
+    }
+}
+
 /// The call-frame table and code of one ELF.
 pub struct Unwinder {
     /// `(start, end, row)`, sorted by start.
@@ -408,35 +422,8 @@ impl Unwinder {
             if h == 0x4770 {
                 // BX LR: the return address is in LR (or where LR was popped from).
                 break;
-            } else if h & 0xFE00 == 0xBC00 {
-                // POP {rlist, pc?}
-                pop(
-                    (h & 0xFF) | ((h >> 8) & 1) << 15,
-                    &mut up,
-                    &mut lr,
-                    &mut r7,
-                    &mut r11,
-                    &mut ra,
-                );
-                if ra.is_some() {
-                    break;
-                }
-            } else if h == 0xE8BD && h2 & 0x2000 == 0 {
-                // POP.W {rlist}
-                pop(h2, &mut up, &mut lr, &mut r7, &mut r11, &mut ra);
-                if ra.is_some() {
-                    break;
-                }
-            } else if h == 0xF85D && h2 & 0x0FFF == 0x0B04 {
-                // LDR.W Rt, [SP], #4
-                pop(
-                    1 << (h2 >> 12),
-                    &mut up,
-                    &mut lr,
-                    &mut r7,
-                    &mut r11,
-                    &mut ra,
-                );
+            } else if let Some(list) = popped(h, h2) {
+                pop(list, &mut up, &mut lr, &mut r7, &mut r11, &mut ra);
                 if ra.is_some() {
                     break;
                 }

@@ -110,7 +110,7 @@ pub enum RunFacts {
 }
 
 /// One row of a table.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Row {
     pub name: String,
     /// Samples (sampled reports) or executed instructions (exact reports) in this row.

@@ -196,20 +196,9 @@ pub fn apply(
     for name in only_callers {
         r.functions.push(Row {
             name: name.clone(),
-            count: 0,
             samples: Some(0),
-            instructions: None,
-            percent: 0.0,
             ci95: Some(interval(0)),
-            function: None,
-            exact_percent: None,
-            error_points: None,
-            error_sigma: None,
-            inclusive_instructions: None,
-            inclusive_percent: None,
-            inclusive_samples: None,
-            inclusive_ci95: None,
-            exact_inclusive_percent: None,
+            ..Row::default()
         });
     }
     for row in &mut r.functions {

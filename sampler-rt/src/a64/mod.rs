@@ -323,20 +323,11 @@ pub fn flush() {
             send_dump(s, wire::STOP_FIRMWARE);
         }
         if (*s).sink == wire::SINK_HOST as u32 {
-            // Waited for while the host's beat changes (see the Cortex-M `wait_for_host`).
             let sink = addr_of!((*s).sink);
-            let beat = addr_of!((*s)._pad).cast::<u8>();
-            let mut seen = read_volatile(beat);
-            let mut turns = 0u32;
-            while read_volatile(sink) == wire::SINK_HOST as u32 && turns < 1 << 24 {
-                let now = read_volatile(beat);
-                if now != seen {
-                    seen = now;
-                    turns = 0;
-                } else {
-                    turns += 1;
-                }
-            }
+            crate::host_wait::wait_while_host_reads(
+                || read_volatile(sink) == wire::SINK_HOST as u32,
+                addr_of!((*s)._pad).cast::<u8>(),
+            );
         }
     }
 }

@@ -469,35 +469,18 @@ fn write_priorities(st: &mut Stream) {
     }
 }
 
-/// How long the firmware waits at its end for a host that reads the ring, counted from the
-/// host's last sign of life: about 2^24 turns of a short loop (a fraction of a second at tens
-/// of MHz, and in QEMU), far longer than a host's poll, short enough not to hang a board whose
-/// host went away.
-pub(crate) const HOST_WAIT_TURNS: u32 = 1 << 24;
-
 /// Sampling is stopped; give the host reading the ring the time to take the last samples. It
-/// acknowledges by clearing the `sink` byte; while it reads, it changes its beat byte at each
-/// read, and every change starts the wait again (a slow host is waited for, a gone one not).
+/// acknowledges by clearing the `sink` byte, and changes its beat byte while it reads.
 ///
 /// # Safety
 /// `s` is the sampler state.
 pub(crate) unsafe fn wait_for_host(s: *mut State) {
-    // SAFETY: the host writes both bytes through the debug port; read them as volatile.
+    // SAFETY: the host writes both bytes through the debug port; they are read as volatile.
     unsafe {
         let sink = addr_of!((*s).sink);
         let beat = addr_of!((*s).tag_kind)
             .cast::<u8>()
             .add(wire::state_offsets::HOST_BEAT - wire::state_offsets::TAG_KIND);
-        let mut seen = read_volatile(beat);
-        let mut turns = 0u32;
-        while read_volatile(sink) == wire::SINK_HOST && turns < HOST_WAIT_TURNS {
-            let now = read_volatile(beat);
-            if now != seen {
-                seen = now;
-                turns = 0;
-            } else {
-                turns += 1;
-            }
-        }
+        crate::host_wait::wait_while_host_reads(|| read_volatile(sink) == wire::SINK_HOST, beat);
     }
 }

@@ -374,20 +374,8 @@ mod tests {
     fn row(name: &str, percent: f64) -> Row {
         Row {
             name: name.into(),
-            count: 0,
-            samples: None,
-            instructions: None,
             percent,
-            ci95: None,
-            function: None,
-            exact_percent: None,
-            error_points: None,
-            error_sigma: None,
-            inclusive_instructions: None,
-            inclusive_percent: None,
-            inclusive_samples: None,
-            inclusive_ci95: None,
-            exact_inclusive_percent: None,
+            ..Row::default()
         }
     }
 

@@ -233,6 +233,24 @@ pub fn sampling_start() {
     sampler_rt::start();
 }
 
+/// Enable device interrupt `irq` at `priority` (0x80: less urgent than the sampler, which
+/// then sees inside its handler).
+#[inline(always)]
+pub fn enable_irq(irq: u32, priority: u8) {
+    // SAFETY: NVIC registers; the scenarios use interrupts the machines leave unused.
+    unsafe {
+        write_volatile((0xE000_E400 as *mut u8).add(irq as usize), priority);
+        write_volatile(0xE000_E100 as *mut u32, 1 << irq);
+    }
+}
+
+/// Pend device interrupt `irq` (below 32).
+#[inline(always)]
+pub fn pend_irq(irq: u32) {
+    // SAFETY: the NVIC's set-pending register.
+    unsafe { write_volatile(0xE000_E200 as *mut u32, 1 << irq) };
+}
+
 /// End the scenario: send the samples taken so far (when sampling) and leave QEMU with `code`.
 pub fn finish(code: i32) -> ! {
     #[cfg(feature = "sample")]

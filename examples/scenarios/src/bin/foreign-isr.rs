@@ -5,14 +5,10 @@
 #![no_std]
 #![no_main]
 
-use core::ptr::write_volatile;
 use cortex_m_rt::entry;
-use scenarios::{finish, hot_a, sampling_start, spin};
+use scenarios::{enable_irq, finish, hot_a, pend_irq, sampling_start, spin};
 
 const IRQ: u32 = 31;
-const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;
-const NVIC_ISPR0: *mut u32 = 0xE000_E200 as *mut u32;
-const NVIC_IPR: *mut u8 = 0xE000_E400 as *mut u8;
 
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -27,16 +23,12 @@ extern "C" fn IRQ31() {
 
 #[entry]
 fn main() -> ! {
-    // SAFETY: NVIC registers; IRQ31 is unused by the machine.
-    unsafe {
-        write_volatile(NVIC_IPR.add(IRQ as usize), 0x40);
-        write_volatile(NVIC_ISER0, 1 << IRQ);
-    }
+    // IRQ31 is unused by the machine.
+    enable_irq(IRQ, 0x40);
     sampling_start();
     for _ in 0..2_000_000u32 {
         hot_a(700);
-        // SAFETY: pending the interrupt enabled above.
-        unsafe { write_volatile(NVIC_ISPR0, 1 << IRQ) };
+        pend_irq(IRQ);
     }
     finish(0)
 }

@@ -11,15 +11,11 @@
 #![no_main]
 
 use core::hint::black_box;
-use core::ptr::write_volatile;
 
 use cortex_m_rt::entry;
-use scenarios::{finish, sampling_start};
+use scenarios::{enable_irq, finish, pend_irq, sampling_start};
 
 const IRQ: u32 = 30;
-const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;
-const NVIC_ISPR0: *mut u32 = 0xE000_E200 as *mut u32;
-const NVIC_IPR: *mut u8 = 0xE000_E400 as *mut u8;
 
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -54,18 +50,14 @@ extern "C" fn IRQ30() {
 
 #[entry]
 fn main() -> ! {
-    // SAFETY: NVIC registers; IRQ30 is unused by the machine.
-    unsafe {
-        write_volatile(NVIC_IPR.add(IRQ as usize), 0x80);
-        write_volatile(NVIC_ISER0, 1 << IRQ);
-    }
+    // IRQ30 is unused by the machine.
+    enable_irq(IRQ, 0x80);
     sampling_start();
     let mut v = 1.0f32;
     for _ in 0..50_000u32 {
         v = black_box(filter(black_box(v)) * 1e-3);
         v = black_box(scale(black_box(v)) * 1e-3);
-        // SAFETY: pending the interrupt enabled above, while the FPU holds live values.
-        unsafe { write_volatile(NVIC_ISPR0, 1 << IRQ) };
+        pend_irq(IRQ);
         v += 0.125;
     }
     black_box(v);

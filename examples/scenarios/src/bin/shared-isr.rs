@@ -5,15 +5,10 @@
 #![no_std]
 #![no_main]
 
-use core::ptr::write_volatile;
-
 use cortex_m_rt::entry;
-use scenarios::{finish, sampling_start, spin};
+use scenarios::{enable_irq, finish, pend_irq, sampling_start, spin};
 
 const IRQ: u32 = 30;
-const NVIC_ISER0: *mut u32 = 0xE000_E100 as *mut u32;
-const NVIC_ISPR0: *mut u32 = 0xE000_E200 as *mut u32;
-const NVIC_IPR: *mut u8 = 0xE000_E400 as *mut u8;
 
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -28,16 +23,12 @@ extern "C" fn IRQ30() {
 
 #[entry]
 fn main() -> ! {
-    // SAFETY: NVIC registers; IRQ30 is unused by the machine.
-    unsafe {
-        write_volatile(NVIC_IPR.add(IRQ as usize), 0x80);
-        write_volatile(NVIC_ISER0, 1 << IRQ);
-    }
+    // IRQ30 is unused by the machine.
+    enable_irq(IRQ, 0x80);
     sampling_start();
     for _ in 0..2_000_000u32 {
         shared(700);
-        // SAFETY: pending the interrupt enabled above.
-        unsafe { write_volatile(NVIC_ISPR0, 1 << IRQ) };
+        pend_irq(IRQ);
     }
     finish(0)
 }

@@ -323,7 +323,8 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
 }
 
 fn tree(s: &mut String, r: &Report, opts: Options) {
-    let truth = r.max_error_points.is_some();
+    // The call tree of sampled stacks has no exact column (the exact graph is by function).
+    let truth = r.max_error_points.is_some() && r.unwinding.is_none();
     let head = format!(
         "{:>8} {:>8}{}   {}",
         "total",

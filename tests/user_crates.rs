@@ -103,6 +103,11 @@ fn a_quickstart_crate_is_set_up_and_profiled_from_zero() {
         "{diff}"
     );
     assert!(diff.contains("@@ "), "{diff}");
+    // Its semihosting exit would take the ring's last samples with it: a flush goes first.
+    assert!(
+        diff.contains("+    #[cfg(feature = \"sample\")]\n+    sampler_rt::flush();\n     debug::exit(debug::EXIT_SUCCESS);"),
+        "{diff}"
+    );
     let rt = repo().join("sampler-rt").canonicalize().unwrap();
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(

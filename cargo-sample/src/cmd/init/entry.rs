@@ -283,6 +283,85 @@ pub fn insert(src: &str, entry: &Entry, feature: &str) -> Result<String, String>
     }
 }
 
+/// Statements that end the program through semihosting (`debug::exit(..)`, as
+/// cortex-m-quickstart's and RTIC's examples do), each the first thing on its line: 1-based
+/// line and indentation. Those already preceded by a sampler-rt call are left out.
+struct Exits<'s> {
+    lines: Vec<&'s str>,
+    found: Vec<(usize, String)>,
+}
+
+impl<'ast> Visit<'ast> for Exits<'_> {
+    fn visit_stmt(&mut self, st: &'ast syn::Stmt) {
+        let call = match st {
+            syn::Stmt::Expr(syn::Expr::Call(c), _) => Some(c),
+            _ => None,
+        };
+        if let Some(c) = call
+            && let syn::Expr::Path(p) = &*c.func
+        {
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            let n = segs.len();
+            if n >= 2 && segs[n - 2] == "debug" && segs[n - 1] == "exit" {
+                let lc = syn::spanned::Spanned::span(st).start();
+                let line = self.lines.get(lc.line - 1).copied().unwrap_or("");
+                let indent: String = line.chars().take(lc.column).collect();
+                let before = self.lines[..lc.line - 1]
+                    .iter()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .copied()
+                    .unwrap_or("");
+                if indent.chars().all(|c| c == ' ' || c == '\t') && !before.contains("sampler_rt::")
+                {
+                    self.found.push((lc.line, indent));
+                }
+            }
+        }
+        syn::visit::visit_stmt(self, st);
+    }
+}
+
+/// `src` with `sampler_rt::flush()` (behind the feature) before every statement that ends the
+/// program through semihosting: such an end takes the samples still in the ring with it.
+/// Returns the text and how many calls were added; `src` unchanged when it does not parse.
+pub fn flush_before_exits(src: &str, feature: &str) -> (String, usize) {
+    let Ok(file) = syn::parse_file(src) else {
+        return (src.to_owned(), 0);
+    };
+    let mut e = Exits {
+        lines: src.split('\n').collect(),
+        found: Vec::new(),
+    };
+    e.visit_file(&file);
+    if e.found.is_empty() {
+        return (src.to_owned(), 0);
+    }
+    let mut out = String::with_capacity(src.len() + 64 * e.found.len());
+    let mut next = e.found.iter().peekable();
+    for (i, line) in e.lines.iter().enumerate() {
+        if let Some((_, indent)) = next.next_if(|(l, _)| *l == i + 1) {
+            out.push_str(&format!(
+                "{indent}#[cfg(feature = \"{feature}\")]\n{indent}sampler_rt::flush();\n"
+            ));
+        }
+        out.push_str(line);
+        if i + 1 < e.lines.len() {
+            out.push('\n');
+        }
+    }
+    let added = e.found.len();
+    match syn::parse_file(&out) {
+        Ok(_) => (out, added),
+        Err(_) => (src.to_owned(), 0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +425,21 @@ mod tests {
         // A test module's `main` is not the firmware's.
         let t = "#[cfg(test)]\nmod tests {\n    fn main() {}\n}\n";
         assert_eq!(find(t).unwrap(), Found::None);
+    }
+
+    #[test]
+    fn semihosting_exits_get_a_flush_before_them_once() {
+        let src = "#[entry]\nfn main() -> ! {\n    work();\n    hprintln!(\"done\");\n    debug::exit(debug::EXIT_SUCCESS); // leave QEMU\n    loop {}\n}\n\n#[panic_handler]\nfn panic(_: &PanicInfo) -> ! {\n\tcortex_m_semihosting::debug::exit(debug::EXIT_FAILURE);\n\tloop {}\n}\n\nfn f(x: u32) { if x > 3 { debug::exit(debug::EXIT_FAILURE); } }\n";
+        let (out, n) = flush_before_exits(src, "sample");
+        assert_eq!(n, 2, "{out}");
+        assert!(out.contains("    hprintln!(\"done\");\n    #[cfg(feature = \"sample\")]\n    sampler_rt::flush();\n    debug::exit(debug::EXIT_SUCCESS); // leave QEMU\n"), "{out}");
+        assert!(out.contains("\t#[cfg(feature = \"sample\")]\n\tsampler_rt::flush();\n\tcortex_m_semihosting::debug::exit"), "{out}");
+        // A call that shares its line with other code is left alone; a second run adds nothing.
+        assert!(out.contains("fn f(x: u32) { if x > 3 { debug::exit(debug::EXIT_FAILURE); } }\n"));
+        assert_eq!(flush_before_exits(&out, "sample"), (out.clone(), 0));
+        // Nothing to do, or a file that does not parse: unchanged.
+        assert_eq!(flush_before_exits("fn main() {}\n", "sample").1, 0);
+        assert_eq!(flush_before_exits("fn broken( {", "sample").1, 0);
     }
 
     #[test]

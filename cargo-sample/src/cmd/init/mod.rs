@@ -357,6 +357,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
     // The entry points; anything undecidable stops everything before a file is written.
     let mut by_hand = Vec::new();
     let mut shapes = Vec::new();
+    let mut flushes = 0usize;
     for (target, file) in entry_files(pkg, args)? {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("reading {}", file.display()))?;
@@ -365,11 +366,25 @@ pub fn init(args: &InitArgs) -> Result<()> {
             .unwrap_or(&file)
             .display()
             .to_string();
+        // A semihosting exit takes the samples still in the ring with it: flush before it.
+        let flushed = |new: String, flushes: &mut usize| {
+            let (out, n) = entry::flush_before_exits(&new, &args.feature_name);
+            *flushes += n;
+            out
+        };
         match entry::find(&text) {
-            Ok(entry::Found::AlreadyStarts(_)) => {}
+            Ok(entry::Found::AlreadyStarts(_)) => {
+                let new = flushed(text.clone(), &mut flushes);
+                changes.push(Change {
+                    path: file.clone(),
+                    old: text,
+                    new,
+                });
+            }
             Ok(entry::Found::One(e)) => match entry::insert(&text, &e, &args.feature_name) {
                 Ok(new) => {
                     shapes.push(e.shape);
+                    let new = flushed(new, &mut flushes);
                     changes.push(Change {
                         path: file.clone(),
                         old: text,
@@ -443,6 +458,13 @@ pub fn init(args: &InitArgs) -> Result<()> {
              Point init at a sampler-rt that exists here: `--sampler-rt-path DIR` or \
              `--sampler-rt-git URL`"
         );
+    }
+    if flushes > 0 {
+        term::note(format!(
+            "`sampler_rt::flush()` goes before {} (`debug::exit`): such an exit would take \
+             the samples still in the ring with it",
+            term::plural(flushes as u64, "semihosting exit")
+        ));
     }
     if shapes.contains(&entry::Shape::RticInit) {
         term::note(

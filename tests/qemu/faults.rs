@@ -262,6 +262,59 @@ fn stripped_elves_and_elves_without_dwarf_still_report() {
 }
 
 #[test]
+fn stacks_against_a_stripped_elf_unwind_by_prologues_or_say_why() {
+    let out = cargo_sample(
+        &scenarios(),
+        &["--release", "--bin", "call-graph", "--stacks", "-n", "2000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = run_dir_of(&out.stderr);
+    for flag in ["--strip-debug", "--strip-all"] {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in ["firmware.elf", "loaded.elf", "run.json", "sampler.dump"] {
+            std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
+        }
+        let status = Command::new(objcopy())
+            .arg(flag)
+            .arg(tmp.path().join("firmware.elf"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = cargo_sample(
+            &scenarios(),
+            &["report", tmp.path().to_str().unwrap(), "--format", "json"],
+        );
+        let err = stderr(&out);
+        assert!(out.status.success(), "{flag}: {err}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let u = &r["unwinding"];
+        assert_eq!(u["samples"], 2000, "{flag}: {u}");
+        if flag == "--strip-debug" {
+            // No call-frame information left: every frame is read from its prologue.
+            assert_eq!(u["complete"], 2000, "{u}");
+            assert!(u["prologue_frames"].as_u64().unwrap() > 2000, "{u}");
+        } else {
+            // No symbols either: every stack fails, with the reason and its fix.
+            let failed = u["failed"].as_array().unwrap();
+            assert_eq!(failed.len(), 1, "{u}");
+            assert!(
+                failed[0][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("no call-frame information"),
+                "{u}"
+            );
+            assert_eq!(failed[0][1], 2000);
+        }
+    }
+    summary(
+        "stacks against a stripped ELF",
+        true,
+        missing_raw(&dir, true),
+    );
+}
+
+#[test]
 fn concurrent_runs_in_one_workspace_keep_their_own_runs() {
     let a = std::thread::spawn(|| {
         cargo_sample(

@@ -89,6 +89,37 @@ fn the_flamegraph_shows_each_function_with_its_samples() {
     }
 }
 
+/// Each frame's name and fill colour in an inferno SVG.
+fn frame_colours(svg: &str) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for g in svg.split("<g><title>").skip(1) {
+        let name = g.split(" (").next().unwrap().to_owned();
+        let fill = g
+            .split("fill=\"")
+            .nth(1)
+            .and_then(|f| f.split('"').next())
+            .unwrap()
+            .to_owned();
+        out.entry(name).or_default().insert(fill);
+    }
+    out
+}
+
+#[test]
+fn a_function_keeps_its_flamegraph_colour_across_frames_and_runs() {
+    let (_, a) = profile_in("call-graph", &["--stacks", "-n", "1000", "--seed", "1"]);
+    let (_, b) = profile_in("call-graph", &["--stacks", "-n", "1000", "--seed", "2"]);
+    let (ca, cb) = (
+        frame_colours(&String::from_utf8(report(&a, "svg")).unwrap()),
+        frame_colours(&String::from_utf8(report(&b, "svg")).unwrap()),
+    );
+    // `leaf` is drawn under three callers, `recurse` five deep: one colour each.
+    for name in ["leaf", "recurse", "left"] {
+        assert_eq!(ca[name].len(), 1, "{name}: {:?}", ca[name]);
+        assert_eq!(ca[name], cb[name], "{name} changed colour between runs");
+    }
+}
+
 // The subset of pprof's profile.proto that the test reads.
 #[derive(Clone, PartialEq, prost::Message)]
 struct Profile {

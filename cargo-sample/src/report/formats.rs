@@ -47,6 +47,8 @@ fn real_stacks(r: &Report) -> Option<&Vec<Stack>> {
 pub fn svg(r: &Report) -> Result<Vec<u8>> {
     let folded = folded(r);
     let mut opts = inferno::flamegraph::Options::default();
+    // A function's colour comes from its name alone: the same in every run and every diff.
+    opts.deterministic = true;
     opts.title = format!("{} · {}", r.facts_firmware(), r.facts_machine());
     opts.subtitle = Some(match r.mode {
         "exact" if !r.call_stacks.is_empty() => {

@@ -2,9 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use cargo_sample::cli::{Cli, Command};
+use cargo_sample::cli::Command;
 use cargo_sample::{cmd, cmd::advise, cmd::init, cmd::sample, term};
 
 fn main() -> ExitCode {
@@ -13,7 +11,7 @@ fn main() -> ExitCode {
     if argv.get(1).is_some_and(|a| a == "sample") {
         argv.remove(1);
     }
-    let cli = Cli::parse_from(argv);
+    let cli = cargo_sample::cli::parse(argv);
     let color = match &cli.command {
         Some(Command::Report(r)) => r.view.color,
         Some(Command::Diff(d)) => d.color,
@@ -32,6 +30,12 @@ fn main() -> ExitCode {
         Some(Command::Swo(s)) => cmd::swo::swo(s),
         Some(Command::Events(e)) => cmd::events::events(e),
         Some(Command::Stat(s)) => cmd::stat::stat(s),
+        Some(Command::Completions(c)) => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&cargo_sample::cli::completions(c.shell))
+                .map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,3 +46,38 @@ fn malformed_settings_are_refused_before_anything_is_built() {
         .collect();
     assert!(made.is_empty(), "something was made: {made:?}");
 }
+
+/// The bash completion script completes subcommands and options when bash runs it.
+#[cfg(unix)]
+#[test]
+fn the_bash_completion_completes_subcommands_and_options() {
+    let out = cargo_sample(&scenarios(), &["completions", "bash"]);
+    assert!(out.status.success());
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &out.stdout).unwrap();
+    let complete = |words: &str| -> Vec<String> {
+        let n = words.split(' ').count() - 1;
+        let cmd = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={n}; _cargo__sample cargo-sample \"${{COMP_WORDS[{n}]}}\" \"${{COMP_WORDS[{}]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.path().display(),
+            n - 1
+        );
+        let o = std::process::Command::new("bash")
+            .args(["-c", &cmd])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(complete("cargo-sample rep"), ["report"]);
+    assert!(complete("cargo-sample --sta").contains(&"--stacks".to_owned()));
+    assert!(complete("cargo-sample report --form").contains(&"--format".to_owned()));
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let out = cargo_sample(&scenarios(), &["completions", shell]);
+        assert!(out.status.success() && out.stdout.len() > 1000, "{shell}");
+    }
+}

@@ -17,7 +17,7 @@ pub use values::*;
 /// `cargo sample --release --bin app` builds the crate with its sampling feature on, runs it in
 /// QEMU, captures the samples and prints where the time went, against the very ELF that ran.
 #[derive(Parser, Debug)]
-#[command(name = "cargo-sample", bin_name = "cargo sample", version)]
+#[command(name = "cargo-sample", version)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
@@ -48,6 +48,43 @@ pub enum Command {
     /// split into groups the CPU's counters hold, the firmware run once per group, derived
     /// metrics.
     Stat(Box<StatArgs>),
+    /// Print a completion script for a shell (`cargo sample completions bash >
+    /// ~/.local/share/bash-completion/completions/cargo-sample`): it completes the
+    /// `cargo-sample` command, which takes the same arguments as `cargo sample`.
+    Completions(CompletionsArgs),
+}
+
+/// `cargo sample completions`.
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The completion script for `shell`, for the `cargo-sample` command.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "cargo-sample", &mut out);
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete names a subcommand's case after the binary's hyphen once as `__` and
+        // once as `__subcmd__`; the two must agree for options of subcommands to complete.
+        let text = String::from_utf8_lossy(&out).replace("cargo__subcmd__sample", "cargo__sample");
+        return text.into_bytes();
+    }
+    out
+}
+
+/// Parse the command line, with help and errors naming the command as it is typed: `cargo
+/// sample` (the completion scripts name the binary).
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command()
+        .bin_name("cargo sample")
+        .get_matches_from(argv);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 #[cfg(test)]

@@ -326,6 +326,64 @@ fn a_cortex_m0_keeps_stacks_and_they_match_the_exact_graph() {
 }
 
 #[test]
+fn armv8a_stacks_match_the_exact_call_graph() {
+    // ARMv8-A (QEMU virt, EL1): ELR, SPSR, the interrupted SP, x29 and x30 and a window of
+    // the stack per sample, unwound by the ELF's .eh_frame; `leaf` is called by `left` three
+    // times a round and by `right` once, through an inlined helper.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu");
+    let out = cargo_sample(
+        &dir,
+        &[
+            "--release",
+            "--bin",
+            "calls",
+            "--stacks",
+            "--truth",
+            "-n",
+            "5000",
+            "--callers",
+            "leaf",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = r["samples"].as_f64().unwrap();
+    assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
+    edges_within_3_sigma(&r, "callers");
+    let rows = r["callers"]["rows"].as_array().unwrap();
+    let share = |name: &str| {
+        rows.iter().find(|e| e["name"] == name).unwrap()["samples"]
+            .as_f64()
+            .unwrap()
+    };
+    let ratio = share("left") / share("right");
+    assert!((2.5..3.6).contains(&ratio), "left/right = {ratio}");
+    // No exception tags from the SPSR the entries carry.
+    assert!(
+        r["tags"].as_array().is_none_or(|t| t.is_empty()),
+        "{}",
+        r["tags"]
+    );
+    let dir = run_dir_of(&out.stderr);
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "folded"],
+    );
+    let folded = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        folded.contains("_start;main;right;calls::through_inline;leaf"),
+        "{folded}"
+    );
+    assert!(
+        folded.contains("_start;main;recurse;recurse;recurse;recurse"),
+        "{folded}"
+    );
+}
+
+#[test]
 fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
     // The same run samples with stacks and follows every call: inclusive shares and the
     // split of leaf's time between its callers against the exact graph.

@@ -125,6 +125,20 @@ fn stack_costs(manifest: &Path) -> Result<()> {
             c.name, c.instructions_per_sample, c.samples
         );
     }
+    // ARMv8-A: the vectors' path and the entry writer, in the aarch64 example.
+    for c in handler_costs(
+        &examples.join("aarch64-pmu/Cargo.toml"),
+        &[(
+            "stacks, 32-word window",
+            &["--bin", "calls", "--stacks", "32"],
+        )],
+        |short| short == "sampler_rt_vectors" || short == "sampler_rt_a64_stack",
+    )? {
+        println!(
+            "  {:<26} {:>8.2} instructions/sample (ARMv8-A, virt: the handler alone, {} samples)",
+            c.name, c.instructions_per_sample, c.samples
+        );
+    }
     // Host: a real run's stacks, repeated to a million samples, reported.
     let cli = release_args(
         manifest,

@@ -205,6 +205,11 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         } else {
             0
         },
+        stack_top: if args.stacks.is_some() && fw.aarch64 {
+            super::settings::stack_top(&elf_bytes)?
+        } else {
+            0
+        },
     };
 
     // Samples every N events share out the events, not the instructions.
@@ -314,15 +319,22 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         }),
         pmu_in_memory: None,
         // With stacks, `--truth` follows the calls too: exact inclusive shares and callers.
-        call_graph: (args.stacks.is_some()
-            && matches!(counting, Some(Counting::Plugin { .. }))
-            && !fw.aarch64)
+        call_graph: (args.stacks.is_some() && matches!(counting, Some(Counting::Plugin { .. })))
             .then(|| {
-                elf::vectors(&elf_bytes)
-                    .iter()
-                    .filter(|v| v.0 >= 2 && v.1 > 1)
-                    .map(|v| v.1 & !1)
-                    .collect()
+                if fw.aarch64 {
+                    // The IRQ entries (current level, SPx) of the sampler's vector tables.
+                    ["sampler_rt_vectors", "sampler_rt_vectors_hist"]
+                        .iter()
+                        .filter_map(|v| elf::symbol_address(&elf_bytes, v))
+                        .map(|a| a as u32 + 0x280)
+                        .collect()
+                } else {
+                    elf::vectors(&elf_bytes)
+                        .iter()
+                        .filter(|v| v.0 >= 2 && v.1 > 1)
+                        .map(|v| v.1 & !1)
+                        .collect()
+                }
             }),
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();

@@ -330,7 +330,11 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         Some(h) => hist_samples(h, &sym, opts.bin_split),
         None => {
             let mut s = report::Samples::of_dump(&dump);
-            if dump.tags.len() == dump.pcs.len() && !dump.tags.is_empty() {
+            // (ARMv8-A stack entries carry the SPSR in the tag slot: no tag.)
+            if dump.tags.len() == dump.pcs.len()
+                && !dump.tags.is_empty()
+                && dump.info.tag_kind != wire::TAG_NONE
+            {
                 // An xPSR carries flags beside the exception number: keep the number.
                 s.tags = if dump.info.tag_kind == wire::TAG_XPSR {
                     dump.tags.iter().map(|t| t & 0x1FF).collect()

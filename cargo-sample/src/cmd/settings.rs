@@ -21,6 +21,33 @@ pub const DEFAULT_PERIOD_INSTRUCTIONS: f64 = 10_000.0;
 /// Frame records (the r7 chain) each sample keeps beyond its stack window with `--stacks`.
 pub const DEFAULT_FRAME_RECORDS: u8 = 64;
 
+/// The symbols an ARMv8-A linker script may name the top of the stack by.
+const STACK_TOPS: [&str; 6] = [
+    "__stack_top",
+    "_stack_top",
+    "__stack_start",
+    "_stack_start",
+    "__StackTop",
+    "__stack_end",
+];
+
+/// The top of the stack of an ARMv8-A image (no vector table says it there): every window of
+/// `--stacks` ends below it.
+pub(crate) fn stack_top(elf_bytes: &[u8]) -> Result<u32> {
+    STACK_TOPS
+        .iter()
+        .find_map(|n| crate::image::elf::symbol_address(elf_bytes, n))
+        .and_then(|a| u32::try_from(a).ok())
+        .with_context(|| {
+            format!(
+                "`--stacks` on ARMv8-A needs the top of the stack, and the ELF has none of the \
+                 symbols {}: define one in the linker script (`__stack_top = .;` after the \
+                 stack), below 4 GiB",
+                STACK_TOPS.map(|n| format!("`{n}`")).join(", ")
+            )
+        })
+}
+
 /// Default random-generator seed (fixed, so that runs repeat exactly).
 pub const DEFAULT_SEED: u32 = 0x2545_F491;
 
@@ -101,10 +128,9 @@ pub(crate) fn check_stacks_before_build(args: &RunArgs, p: &Project) -> Result<(
             "`--stacks` keeps the stack of each sample of a ring; bins have none (drop `--mode hist`)"
         );
     }
-    if !p.triple.starts_with("thumb") {
+    if !p.triple.starts_with("thumb") && !p.triple.starts_with("aarch64") {
         bail!(
-            "`--stacks` needs a Cortex-M core for now (`{}`): the sampler keeps stack windows \
-             there only",
+            "`--stacks` needs a Cortex-M or an ARMv8-A core (`{}`)",
             p.triple
         );
     }

@@ -146,6 +146,8 @@ pub struct Unwinder {
     /// Why the table is empty, when it is.
     pub missing: Option<String>,
     cache: HashMap<u32, Option<Row>>,
+    /// AArch64 code (saved registers 8 bytes wide, A64 `bl`, no EXC_RETURN).
+    a64: bool,
 }
 
 fn loc(rule: Option<RegisterRule<usize>>) -> Loc {
@@ -157,13 +159,26 @@ fn loc(rule: Option<RegisterRule<usize>>) -> Loc {
     }
 }
 
+/// AArch64's registers in the call-frame information (x29, x30, SP), kept in rows under the
+/// Thumb numbers of the same roles (r7, LR, SP) so that one unwinder reads both.
+fn thumb_number(a64: bool, reg: u16) -> u16 {
+    match (a64, reg) {
+        (true, 29) => 7,
+        (true, 30) => 14,
+        (true, 31) => 13,
+        (true, _) => 0xFFFF,
+        (false, r) => r,
+    }
+}
+
 fn table<'a, S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>>(
     section: &S,
+    bases: &BaseAddresses,
     out: &mut Vec<(u32, u32, Row)>,
+    a64: bool,
 ) -> Result<(), gimli::Error> {
-    let bases = BaseAddresses::default();
     let mut ctx = Box::new(UnwindContext::new());
-    let mut entries = section.entries(&bases);
+    let mut entries = section.entries(bases);
     while let Some(entry) = entries.next()? {
         let CieOrFde::Fde(partial) = entry else {
             continue;
@@ -171,15 +186,15 @@ fn table<'a, S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>>(
         let Ok(fde) = partial.parse(S::cie_from_offset) else {
             continue;
         };
-        let Ok(mut rows) = fde.rows(section, &bases, &mut ctx) else {
+        let Ok(mut rows) = fde.rows(section, bases, &mut ctx) else {
             continue;
         };
         // A damaged FDE ends its own rows, not the table.
         while let Ok(Some(row)) = rows.next_row() {
             let cfa = match row.cfa() {
-                CfaRule::RegisterAndOffset { register, offset } => {
-                    i32::try_from(*offset).ok().map(|o| (register.0, o))
-                }
+                CfaRule::RegisterAndOffset { register, offset } => i32::try_from(*offset)
+                    .ok()
+                    .map(|o| (thumb_number(a64, register.0), o)),
                 CfaRule::Expression(_) => None,
             };
             let (Ok(start), Ok(end)) = (
@@ -192,11 +207,20 @@ fn table<'a, S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>>(
                 out.push((
                     start,
                     end,
-                    Row {
-                        cfa,
-                        ra: loc(row.register(Register(14))),
-                        r7: loc(row.register(Register(7))),
-                        r11: loc(row.register(Register(11))),
+                    if a64 {
+                        Row {
+                            cfa,
+                            ra: loc(row.register(Register(30))),
+                            r7: loc(row.register(Register(29))),
+                            r11: Loc::Same,
+                        }
+                    } else {
+                        Row {
+                            cfa,
+                            ra: loc(row.register(Register(14))),
+                            r7: loc(row.register(Register(7))),
+                            r11: loc(row.register(Register(11))),
+                        }
                     },
                 ));
             }
@@ -212,22 +236,33 @@ impl Unwinder {
         let mut rows = Vec::new();
         let mut code = Vec::new();
         let mut missing = None;
+        let mut a64 = false;
+        let mut entry_point = None;
         match object::File::parse(data) {
             Ok(file) => {
+                a64 = file.architecture() == object::Architecture::Aarch64;
+                entry_point = u32::try_from(file.entry()).ok();
+                let size = if a64 { 8 } else { 4 };
                 let section = |name: &str| -> Option<Vec<u8>> {
                     let d = file.section_by_name(name)?.data().ok()?;
                     (!d.is_empty()).then(|| d.to_vec())
                 };
                 if let Some(d) = section(".debug_frame") {
                     let mut s = DebugFrame::new(&d, LittleEndian);
-                    s.set_address_size(4);
-                    if let Err(e) = table(&s, &mut rows) {
+                    s.set_address_size(size);
+                    if let Err(e) = table(&s, &BaseAddresses::default(), &mut rows, a64) {
                         missing = Some(format!("its .debug_frame is damaged ({e})"));
                     }
                 } else if let Some(d) = section(".eh_frame") {
                     let mut s = EhFrame::new(&d, LittleEndian);
-                    s.set_address_size(4);
-                    if let Err(e) = table(&s, &mut rows) {
+                    s.set_address_size(size);
+                    // Its pointers are relative to where it and the code are.
+                    let at = |name: &str| file.section_by_name(name).map_or(0, |x| x.address());
+                    let bases = BaseAddresses::default()
+                        .set_eh_frame(at(".eh_frame"))
+                        .set_eh_frame_hdr(at(".eh_frame_hdr"))
+                        .set_text(at(".text"));
+                    if let Err(e) = table(&s, &bases, &mut rows, a64) {
                         missing = Some(format!("its .eh_frame is damaged ({e})"));
                     }
                 }
@@ -253,7 +288,8 @@ impl Unwinder {
             .iter()
             .filter_map(|&(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?)))
             .collect();
-        let entry = reset.and_then(|r| {
+        // ARMv8-A has no reset vector in the image: its ELF entry point stands for it.
+        let entry = reset.or(entry_point.filter(|_| a64)).and_then(|r| {
             let r = r & !1;
             functions.iter().copied().find(|f| f.0 <= r && r < f.1)
         });
@@ -264,6 +300,7 @@ impl Unwinder {
             code,
             missing,
             cache: HashMap::new(),
+            a64,
         }
     }
 
@@ -502,6 +539,15 @@ impl Unwinder {
     /// one.
     pub fn bl_target(&self, ret: u32) -> Option<u32> {
         let at = ret.checked_sub(4)?;
+        if self.a64 {
+            // BL: 100101 imm26 (words).
+            let w = self.halfword(at)? as u32 | (self.halfword(at + 2)? as u32) << 16;
+            if w & 0xFC00_0000 != 0x9400_0000 {
+                return None;
+            }
+            let off = (((w & 0x03FF_FFFF) << 6) as i32 >> 4) as u32;
+            return Some(at.wrapping_add(off));
+        }
         let (h1, h2) = (self.halfword(at)? as u32, self.halfword(at + 2)? as u32);
         // BL (T1): 11110 S imm10 | 11 J1 1 J2 imm11.
         if h1 & 0xF800 != 0xF000 || h2 & 0xD000 != 0xD000 {
@@ -543,6 +589,17 @@ impl Unwinder {
                 .ok()
                 .map(|i| sparse[i].1)
         };
+        // A saved register: a word, or on AArch64 a doubleword whose high half must be 0 (the
+        // sampler keeps 32-bit values).
+        let a64 = self.a64;
+        let saved = |addr: u32| -> Option<u32> {
+            let lo = read(addr)?;
+            if a64 {
+                (read(addr.wrapping_add(4))? == 0).then_some(lo)
+            } else {
+                Some(lo)
+            }
+        };
         let mut frames = vec![Frame {
             pc: c.pc & !1,
             kind: Kind::Sampled,
@@ -565,13 +622,13 @@ impl Unwinder {
             let look = if exact_pc { pc } else { pc.wrapping_sub(2) };
             // An epilogue that has begun to pop is read from its instructions: compilers for
             // Arm describe prologues in the call-frame information, not epilogues.
-            let epilogue = if exact_pc {
+            let epilogue = if exact_pc && !a64 {
                 self.epilogue_row(pc)
             } else {
                 None
             };
             let Some(row) = epilogue.or_else(|| self.row(look)).or_else(|| {
-                let r = self.prologue_row(look);
+                let r = if a64 { None } else { self.prologue_row(look) };
                 prologue += r.is_some() as u32;
                 r
             }) else {
@@ -600,7 +657,7 @@ impl Unwinder {
                 match l {
                     Loc::Same => now,
                     Loc::Undefined | Loc::Other => None,
-                    Loc::At(o) => read(cfa.wrapping_add(o as u32)),
+                    Loc::At(o) => saved(cfa.wrapping_add(o as u32)),
                 }
             };
             let ra = match row.ra {
@@ -618,13 +675,13 @@ impl Unwinder {
                         ));
                     }
                 },
-                Loc::At(o) => match read(cfa.wrapping_add(o as u32)) {
+                Loc::At(o) => match saved(cfa.wrapping_add(o as u32)) {
                     Some(v) => v,
                     None => break End::Truncated,
                 },
             };
             (r7, r11) = (restore(row.r7, r7), restore(row.r11, r11));
-            if ra >= 0xFFFF_FF00 {
+            if ra >= 0xFFFF_FF00 && !a64 {
                 // EXC_RETURN: the handler returns to the code it interrupted.
                 if ra & 4 != 0 {
                     break End::HandlerRoot;

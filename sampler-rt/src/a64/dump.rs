@@ -11,10 +11,18 @@ unsafe extern "C" {
     static __etext: u8;
 }
 
-/// Words per ring entry: the PC, and the tag when there is one.
+/// Words per ring entry: the PC, and the tag when there is one; a STACKS entry with stacks.
 pub(crate) fn entry_words(s: *mut State) -> usize {
-    // SAFETY: a plain read of the state.
-    if unsafe { (*s).tag_addr } == 0 { 1 } else { 2 }
+    // SAFETY: plain reads of the state.
+    unsafe {
+        if (*s).window != 0 {
+            wire::stack_entry_words((*s).window as u32, (*s).records as u32) as usize
+        } else if (*s).tag_addr == 0 {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// # Safety
@@ -128,6 +136,36 @@ pub(crate) unsafe fn stream(s: *mut State, upto: u32) {
             return;
         }
         let words = entry_words(s);
+        if (*s).window != 0 {
+            // Each entry as far as it is used (its header says how far).
+            let ring = (*s).ring as *const u32;
+            let first = wire::rem(from, cap);
+            let entry = |k: u32| {
+                let slot = if first + k >= cap {
+                    first + k - cap
+                } else {
+                    first + k
+                };
+                ring.add(words * slot as usize)
+            };
+            let used = |k: u32| wire::stack_entry_used(*entry(k).add(5));
+            let mut total = 0u32;
+            for k in 0..n {
+                total += used(k);
+            }
+            File(s).record(wire::REC_STACKS, 12 + 4 * total);
+            put(s, &from.to_le_bytes());
+            put(s, &n.to_le_bytes());
+            put(s, &(words as u32).to_le_bytes());
+            for k in 0..n {
+                put(
+                    s,
+                    core::slice::from_raw_parts(entry(k) as *const u8, 4 * used(k) as usize),
+                );
+            }
+            (*s).sent = upto;
+            return;
+        }
         let kind = if words == 2 {
             wire::REC_PCS_TAGS
         } else {
@@ -168,7 +206,7 @@ pub(crate) unsafe fn info_now(s: *mut State, taken: u32, stop: u8) -> wire::Info
             } else {
                 wire::MODE_RING
             },
-            timer: if (*s).timer == wire::TIMER_PMU as u32 {
+            timer: if (*s).timer == wire::TIMER_PMU {
                 wire::TIMER_PMU
             } else {
                 wire::TIMER_GENERIC

@@ -7,6 +7,7 @@
 //! on virt sit at 0x4000_0000).
 
 mod dump;
+mod stack;
 mod state;
 mod vectors;
 
@@ -94,6 +95,13 @@ fn start_with(install_vectors: bool) {
             (*s).capacity = HIST_BINS as u32;
             (*s).sent = cfg.hist_shift as u32;
         } else {
+            // Stacks (a bounded window needs the stack's top): STACKS entries, no word tag.
+            if cfg.stack_words != 0 && cfg.stack_top != 0 {
+                (*s).window = cfg.stack_words;
+                (*s).records = cfg.frame_records;
+                (*s).tag_addr = 0;
+                STACK_TOP = cfg.stack_top as u64;
+            }
             (*s).capacity = (RING_SLOTS / entry_words(s)) as u32;
             (*s).ring = addr_of_mut!(RING) as u64;
         }
@@ -136,7 +144,7 @@ fn start_with(install_vectors: bool) {
         }
         let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
         let r = |a: usize| core::ptr::read_volatile(a as *const u32);
-        (*s).timer = cfg.timer as u32;
+        (*s).timer = cfg.timer;
         let irq = if cfg.timer == wire::TIMER_PMU {
             PMU_IRQ
         } else {
@@ -230,7 +238,7 @@ pub fn on_irq(intid: u32) -> bool {
     let s = state();
     // SAFETY: in the firmware's IRQ handler, which the sampling interrupt cannot preempt.
     unsafe {
-        let mine = if (*s).timer == wire::TIMER_PMU as u32 {
+        let mine = if (*s).timer == wire::TIMER_PMU {
             PMU_IRQ
         } else {
             VTIMER_IRQ
@@ -272,7 +280,7 @@ pub fn on_irq(intid: u32) -> bool {
         r ^= r << 5;
         (*s).rng = r;
         let next = (r & (*s).mask).wrapping_add((*s).reload);
-        if (*s).timer != wire::TIMER_PMU as u32 {
+        if (*s).timer != wire::TIMER_PMU {
             asm!("msr cntv_tval_el0, {}", "isb", in(reg) next as u64, options(nostack));
         } else {
             let preset = (next as u64 + 1).wrapping_neg();

@@ -54,7 +54,13 @@ pub struct State {
     /// pairs); 0 = no tag.
     pub(crate) tag_addr: u32,
     pub(crate) crc: u32,
-    pub(crate) timer: u32,
+    /// `TIMER_*` (the generic timer, or the PMU).
+    pub(crate) timer: u8,
+    /// Words of stack kept with each sample (0: none; ring entries are then STACKS entries).
+    pub(crate) window: u8,
+    /// Frame records (the x29 chain) kept with each sample beyond the window.
+    pub(crate) records: u8,
+    pub(crate) _pad2: u8,
     pub(crate) magic: u32,
     /// Interrupts the sampler's vectors took that were not the sampler's (ended unserved).
     pub(crate) foreign: u32,
@@ -76,6 +82,8 @@ const _: () = {
     assert!(offset_of!(State, sent) == 52);
     assert!(offset_of!(State, tag_addr) == 68);
     assert!(offset_of!(State, timer) == 76);
+    assert!(offset_of!(State, window) == 77);
+    assert!(offset_of!(State, records) == 78);
     assert!(offset_of!(State, magic) == 80);
     assert!(offset_of!(State, foreign) == 84);
     assert!(core::mem::size_of::<State>() <= wire::STATE_LEN);
@@ -104,9 +112,15 @@ pub static mut SAMPLER_RT_STATE: State = State {
     tag_addr: 0,
     crc: 0,
     timer: 0,
+    window: 0,
+    records: 0,
+    _pad2: 0,
     magic: 0,
     foreign: 0,
 };
+
+/// With stacks: the address above the stack (from the configuration), no window reaches it.
+pub(crate) static mut STACK_TOP: u64 = 0;
 
 pub(crate) static mut RING: MaybeUninit<[u32; RING_SLOTS]> = MaybeUninit::uninit();
 

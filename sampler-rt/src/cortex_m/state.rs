@@ -318,6 +318,7 @@ pub(crate) fn defaults() -> Config {
         tag_addr: 0,
         stack_words: 0,
         frame_records: 0,
+        stack_top: 0,
     }
 }
 

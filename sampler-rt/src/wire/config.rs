@@ -35,11 +35,12 @@ pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 ///  36     4  hist_base    MODE_HIST: address of the first bin (a multiple of the bin size)
 ///  40     1  hist_shift   MODE_HIST: log2 of the bin size in bytes, 1 ..= 16
 ///  41     1  tag_kind     TAG_*: what to record beside each sample (ring mode)
-///  42     1  stack_words  ring mode, ARMv7-M: words of the interrupted stack kept with each
+///  42     1  stack_words  ring mode: words of the interrupted stack kept with each
 ///                         sample (0 = none; entries then go out as REC_STACKS)
 ///  43     1  frame_records  with stack_words: frame records (r7 chain) kept beyond the window
 ///  44     4  tag_addr     TAG_WORD: address of the word to record
-///  48     4  reserved     zero
+///  48     4  stack_top    with stack_words on ARMv8-A: the address above the stack (no
+///                         window reaches it); 0 elsewhere (Cortex-M reads it from VTOR)
 ///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,6 +77,8 @@ pub struct Config {
     pub stack_words: u8,
     /// Frame records (the r7 chain's saved r7 and LR) kept beyond the window.
     pub frame_records: u8,
+    /// ARMv8-A with stacks: the address above the stack, the bound of every window.
+    pub stack_top: u32,
 }
 
 impl Config {
@@ -101,6 +104,7 @@ impl Config {
         b[42] = self.stack_words;
         b[43] = self.frame_records;
         put32(&mut b, 44, self.tag_addr);
+        put32(&mut b, 48, self.stack_top);
         let words = words_of(&b);
         put32(&mut b, 52, check_word(&words));
         b
@@ -136,6 +140,7 @@ impl Config {
             tag_addr: get32(b, 44),
             stack_words: b[42],
             frame_records: b[43],
+            stack_top: get32(b, 48),
         })
     }
 }

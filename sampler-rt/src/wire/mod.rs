@@ -99,6 +99,7 @@ mod tests {
             tag_addr: 0x2000_0100,
             stack_words: 48,
             frame_records: 20,
+            stack_top: 0x2001_0000,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

@@ -190,7 +190,7 @@ pub fn jitter_mask(arch: u8, jitter: u32) -> u32 {
 /// ```text
 ///  0 wptr (u64)   8 remaining  12 rng      16 reload    20 mask      24 before   28 chunk
 /// 32 limit       36 capacity  40 ring (u64)             48 phase     52 sent     56 sink
-/// 60 handle+1    64 config_found (u8), mode (u8)    68 tag_addr  72 crc       76 timer
+/// 60 handle+1    64 config_found (u8), mode (u8)    68 tag_addr  72 crc       76 timer (u8), window (u8), records (u8)
 /// 80 magic       84 foreign
 /// ```
 ///
@@ -268,7 +268,7 @@ impl StateView {
             stop,
             // The firmware keeps the configuration's timer: anything but the PMU is the
             // generic timer there.
-            timer: match get32(b, 76) as u8 {
+            timer: match b[76] {
                 TIMER_PMU => TIMER_PMU,
                 _ => TIMER_GENERIC,
             },
@@ -281,7 +281,10 @@ impl StateView {
             bins: get32(b, 0),
             last_bin: get32(b, 36),
             tag_addr: get32(b, 68),
-            tag_kind: if get32(b, 68) == 0 {
+            // With stacks (bytes 77 and 78: window and records) the entries are STACKS ones.
+            tag_kind: if b[77] != 0 {
+                (b[77] as u32) << 8 | (b[78] as u32) << 16
+            } else if get32(b, 68) == 0 {
                 TAG_NONE as u32
             } else {
                 TAG_WORD as u32

@@ -395,6 +395,27 @@ pub fn hist_layout(text: (u64, u64), counters: u32, bin_size: Option<u32>) -> Re
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_stack_top_comes_from_a_symbol_or_the_error_says_which() {
+        let elf = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/hot-loops.elf"),
+        )
+        .unwrap();
+        // cortex-m-rt's `_stack_start`: the top of RAM of the fixture's machine.
+        let top = stack_top(&elf).unwrap();
+        assert_eq!(
+            Some(top as u64),
+            crate::image::elf::symbol_address(&elf, "_stack_start")
+        );
+        let e = stack_top(b"not an elf").unwrap_err().to_string();
+        assert!(
+            e.contains("`__stack_top`") && e.contains("linker script"),
+            "{e}"
+        );
+    }
+
     use super::*;
     use crate::exec::machine;
 

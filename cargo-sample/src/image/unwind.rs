@@ -858,6 +858,30 @@ mod tests {
     }
 
     #[test]
+    fn a64_calls_are_decoded_for_tail_calls() {
+        let mut u = Unwinder::new(&[], &[], None);
+        u.a64 = true;
+        // `bl +0x100` at 0x40001000 (94000040), and `bl -8` (97FFFFFE); a `nop` is no call.
+        u.code = vec![(0x4000_1000, vec![0x40, 0x00, 0x00, 0x94])];
+        assert_eq!(u.bl_target(0x4000_1004), Some(0x4000_1100));
+        u.code = vec![(0x4000_1000, vec![0xFE, 0xFF, 0xFF, 0x97])];
+        assert_eq!(u.bl_target(0x4000_1004), Some(0x4000_0FF8));
+        u.code = vec![(0x4000_1000, vec![0x1F, 0x20, 0x03, 0xD5])];
+        assert_eq!(u.bl_target(0x4000_1004), None);
+        // The CFI's x29, x30 and SP play r7's, LR's and SP's parts.
+        assert_eq!(
+            (
+                thumb_number(true, 29),
+                thumb_number(true, 30),
+                thumb_number(true, 31)
+            ),
+            (7, 14, 13)
+        );
+        assert_eq!(thumb_number(true, 7), 0xFFFF);
+        assert_eq!(thumb_number(false, 7), 7);
+    }
+
+    #[test]
     fn an_epilogue_under_way_is_read_from_its_instructions() {
         // rustc's `mac` on a Cortex-M4F: the loop's `bne`, then `add sp, #4; pop.w {r7, lr};
         // b 1f; vldr s2, [pc, #8]; 1: vmov.f32 s0, s2; bx lr` (the call-frame information

@@ -79,3 +79,66 @@ fn exact_runs_differ_exactly() {
     let d = diff(&a, &s);
     assert!(change(&d, "hot_a")["z"].as_f64().is_some());
 }
+
+/// The fill colour of each frame of an inferno SVG, by the frame's name.
+fn fills(svg: &str) -> Vec<(String, String)> {
+    svg.split("<g><title>")
+        .skip(1)
+        .map(|g| {
+            let name = g.split(" (").next().unwrap().to_owned();
+            let fill = g
+                .split("fill=\"")
+                .nth(1)
+                .and_then(|f| f.split('"').next())
+                .unwrap()
+                .to_owned();
+            (name, fill)
+        })
+        .collect()
+}
+
+fn diff_svg(a: &Path, b: &Path) -> String {
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "diff",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--format",
+            "svg",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_differential_flamegraph_is_red_where_a_share_grew_and_neutral_where_nothing_changed() {
+    // The same program counted exactly twice: no frame changed.
+    let (_, a) = profile_in("early-exit", &["--exact"]);
+    let (_, b) = profile_in("early-exit", &["--exact"]);
+    let same = fills(&diff_svg(&a, &b));
+    assert!(same.len() > 3);
+    for (name, fill) in &same {
+        assert_eq!(fill, "rgb(250,250,250)", "{name}");
+    }
+    // `cost` spends all its time in hot_a, hot-loops 70 %: hot_a grew, drawn red.
+    let (_, h) = profile_in("hot-loops", &["--samples", "5000"]);
+    let (_, c) = profile_in("cost", &["--samples", "5000"]);
+    let grown = fills(&diff_svg(&h, &c));
+    let (_, fill) = grown
+        .iter()
+        .find(|(n, _)| n == "hot_a")
+        .unwrap_or_else(|| panic!("no hot_a in {grown:?}"));
+    let rgb: Vec<u32> = fill
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(rgb[0] == 255 && rgb[1] == rgb[2] && rgb[1] < 240, "{fill}");
+}

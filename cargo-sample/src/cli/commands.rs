@@ -124,15 +124,24 @@ pub struct DiffArgs {
     /// Where runs are kept (default: `target/cargo-sample/runs` of the current workspace).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
-    pub format: TableFormat,
+    /// Output format: the table, JSON, or a differential flamegraph (SVG: the after run's
+    /// stacks, red where a frame's share grew, blue where it shrank, shares normalised).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
     /// Show at most N functions (0 = all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
     /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
     #[arg(long, value_name = "WHEN", value_enum)]
     pub color: Option<ColorWhen>,
+}
+
+/// `cargo sample diff --format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffFormat {
+    Text,
+    Json,
+    Svg,
 }
 
 #[derive(Args, Debug, Clone)]

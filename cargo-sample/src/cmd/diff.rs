@@ -23,10 +23,15 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
     };
     let d = report::diff::compare(&ra, &rb, (&name(&a), &name(&b)), code_a != code_b);
     match args.format {
-        crate::cli::TableFormat::Json => {
+        crate::cli::DiffFormat::Json => {
             anstream::println!("{}", serde_json::to_string_pretty(&d)?)
         }
-        crate::cli::TableFormat::Text => anstream::print!("{}", report::diff::text(&d, args.top)),
+        crate::cli::DiffFormat::Text => anstream::print!("{}", report::diff::text(&d, args.top)),
+        crate::cli::DiffFormat::Svg => {
+            use std::io::Write;
+            let svg = report::formats::differential_svg(&ra, &rb, (&name(&a), &name(&b)))?;
+            std::io::stdout().write_all(&svg)?;
+        }
     }
     Ok(())
 }

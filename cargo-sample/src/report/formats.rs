@@ -76,6 +76,40 @@ pub fn svg(r: &Report) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A differential flamegraph of two reports: `after`'s stacks, each frame coloured by how its
+/// share changed from `before` (red grew, blue shrank; the two are normalised to the same
+/// total, so runs of different lengths compare by share). Colours by name are not used here.
+pub fn differential_svg(before: &Report, after: &Report, names: (&str, &str)) -> Result<Vec<u8>> {
+    let mut lines = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options {
+            normalize: true,
+            strip_hex: false,
+        },
+        folded(before).as_bytes(),
+        folded(after).as_bytes(),
+        &mut lines,
+    )
+    .context("comparing the two runs' stacks")?;
+    let lines = String::from_utf8(lines).context("the compared stacks")?;
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!("{} → {}", names.0, names.1);
+    opts.subtitle = Some(format!(
+        "{} → {}: widths are the second run's, red where a frame's share grew, blue where it shrank",
+        after.facts_firmware(),
+        after.facts_machine()
+    ));
+    opts.count_name = if after.mode == "exact" {
+        "instructions".into()
+    } else {
+        "samples".into()
+    };
+    let mut out = Vec::new();
+    inferno::flamegraph::from_lines(&mut opts, lines.lines(), &mut out)
+        .context("drawing the differential flamegraph")?;
+    Ok(out)
+}
+
 /// pprof's `profile.proto`, gzipped.
 pub fn pprof(r: &Report) -> Result<Vec<u8>> {
     let mut p = Pprof::default();

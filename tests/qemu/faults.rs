@@ -441,18 +441,21 @@ fn a_board_reset_mid_run_is_named_and_the_samples_before_it_kept() {
 
 #[test]
 fn probe_reads_that_fail_now_and_then_lose_nothing() {
-    // Every 25th read of the probe fails: each is tried again, every sample arrives.
+    // Every 25th read of the probe fails, and with a poll every 60 ms each read of the ring's
+    // backlog takes more than 25 reads: each failure is tried again, progress is kept, the
+    // link is never given up, and every sample arrives (or, on a host slower than the ring
+    // is long, is counted as overwritten).
     let (out, err, dir) = through_probe(
         "hot-loops",
-        &["-n", "30000", "--format", "json"],
+        &["-n", "30000", "--poll-interval", "60", "--format", "json"],
         "fail-every:25",
     );
     assert!(out.status.success(), "{err}");
+    assert!(!err.contains("lost the target"), "{err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        (r["samples"].as_u64(), r["lost"].as_u64()),
-        (Some(30_000), Some(0))
-    );
+    let (samples, lost) = (r["samples"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
+    assert_eq!(samples + lost, 30_000, "{err}");
+    assert!(samples > 10_000, "{samples}");
     summary(
         "board: every 25th probe read fails",
         true,

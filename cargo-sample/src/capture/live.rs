@@ -33,6 +33,10 @@ pub trait Memory {
 /// a board, and in QEMU).
 pub const BEAT: Duration = Duration::from_millis(50);
 
+/// The most bytes of the ring read at once: four of a debug port's 1 KiB auto-increment
+/// blocks.
+const PIECE_BYTES: usize = 4096;
+
 /// Where the capture stands.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
@@ -192,35 +196,44 @@ impl Live {
         let skip = waiting.saturating_sub(cap);
         self.lost += skip as u64;
         let from = self.next.wrapping_add(skip);
-        let count = taken.wrapping_sub(from);
-        let bytes = self.read_entries(t, from, count)?;
-        // Samples the sampler may have overwritten while they were being read.
-        let (after, _) = read_state(t, self.state_addr)?;
-        let advanced = after.taken().wrapping_sub(taken);
-        let spoiled = (advanced + count).saturating_sub(cap).min(count);
-        self.lost += spoiled as u64;
+        self.next = from;
         let e = self.entry as usize;
         let stacked = (self.state.tag_kind >> 8) & 0xFF != 0;
-        for k in spoiled as usize..count as usize {
-            let w = |o: usize| read_u32(&bytes, o).unwrap_or(0);
-            if stacked {
-                if let Some((pc, xpsr, st)) = bytes
-                    .get(k * e..(k + 1) * e)
-                    .and_then(crate::dump::stack_slot)
-                {
-                    self.pcs.push(pc);
-                    self.tags.push(xpsr);
-                    self.stacks.push(st);
+        // In pieces, each kept as soon as it is read: a read that fails (a probe's WAIT or
+        // FAULT) loses no progress, and the next poll goes on from there.
+        let per_piece = (PIECE_BYTES / e).max(1) as u32;
+        let mut delivered = 0usize;
+        while self.next != taken {
+            let q = self.next;
+            let n = taken.wrapping_sub(q).min(per_piece);
+            let bytes = self.read_entries(t, q, n)?;
+            // Entries the sampler may have overwritten while they were read: those more than
+            // a ring behind its count afterwards.
+            let (after, _) = read_state(t, self.state_addr)?;
+            let spoiled = after.taken().wrapping_sub(q).saturating_sub(cap).min(n);
+            self.lost += spoiled as u64;
+            for k in spoiled as usize..n as usize {
+                let w = |o: usize| read_u32(&bytes, o).unwrap_or(0);
+                if stacked {
+                    if let Some((pc, xpsr, st)) = bytes
+                        .get(k * e..(k + 1) * e)
+                        .and_then(crate::dump::stack_slot)
+                    {
+                        self.pcs.push(pc);
+                        self.tags.push(xpsr);
+                        self.stacks.push(st);
+                    }
+                    continue;
                 }
-                continue;
+                self.pcs.push(w(k * e));
+                if e == 8 {
+                    self.tags.push(w(k * e + 4));
+                }
             }
-            self.pcs.push(w(k * e));
-            if e == 8 {
-                self.tags.push(w(k * e + 4));
-            }
+            delivered += (n - spoiled) as usize;
+            self.next = q.wrapping_add(n);
         }
-        self.next = taken;
-        Ok((count - spoiled) as usize)
+        Ok(delivered)
     }
 
     /// Whether the sampler has stopped (after the poll that saw it stop, nothing more comes).
@@ -530,6 +543,9 @@ mod tests {
         taken: u32,
         /// Samples the sampler takes during each ring read (a slow probe).
         during_read: u32,
+        /// Every this many 1 KiB blocks read, one fails (a probe's FAULT), 0 never.
+        fail_every: u32,
+        blocks: u32,
     }
 
     const STATE: u32 = 0x2000_0000;
@@ -543,6 +559,8 @@ mod tests {
                 cap,
                 taken: 0,
                 during_read: 0,
+                fail_every: 0,
+                blocks: 0,
             };
             f.sync();
             f
@@ -574,6 +592,12 @@ mod tests {
 
     impl Memory for Fake {
         fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<()> {
+            for _ in 0..buf.len().div_ceil(1024) {
+                self.blocks += 1;
+                if self.fail_every > 0 && self.blocks.is_multiple_of(self.fail_every) {
+                    bail!("injected FAULT");
+                }
+            }
             if addr == STATE {
                 buf.copy_from_slice(&self.state[..buf.len()]);
             } else {
@@ -713,6 +737,28 @@ mod tests {
         assert!(matches!(at_state.step(&mut ram).unwrap(), Step::Waiting(_)));
         // Unreadable: the link (or the target) failed.
         assert!(r.step(&mut ram).is_err());
+    }
+
+    #[test]
+    fn reads_that_fail_now_and_then_lose_no_progress() {
+        // 3000 samples behind (12 KB): a probe that faults every 9th block never gets the
+        // backlog in one read, but piece by piece every sample arrives.
+        let mut f = Fake::new(4096);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        f.take(3000);
+        f.fail_every = 9;
+        let mut failures = 0;
+        for _ in 0..50 {
+            if l.poll(&mut f).is_err() {
+                failures += 1;
+            }
+            if l.pcs.len() == 3000 {
+                break;
+            }
+        }
+        assert!(failures > 0);
+        check(&l, &f);
+        assert_eq!((l.pcs.len(), l.lost), (3000, 0));
     }
 
     #[test]

@@ -41,7 +41,11 @@ pub(crate) fn capture_ring(
     let mut last_taken = None;
     let mut moved = Instant::now();
     let mut failures = 0;
+    // How far the reader had got: a step that failed after some progress is no failure of
+    // the link (a long backlog takes many reads, one of which may fault).
+    let progress = |r: &Reader| r.live().map_or(0, |l| l.pcs.len() as u64 + l.lost);
     loop {
+        let before = progress(&reader);
         let step = match reader.step(&mut target) {
             Ok(s) => {
                 failures = 0;
@@ -50,7 +54,11 @@ pub(crate) fn capture_ring(
             // A read that fails is tried again (probes see the odd WAIT or FAULT); a link
             // that keeps failing ends the capture with what was read.
             Err(e) => {
-                failures += 1;
+                failures = if progress(&reader) > before {
+                    1
+                } else {
+                    failures + 1
+                };
                 if failures < READ_ATTEMPTS {
                     std::thread::sleep(opts.interval);
                     continue;

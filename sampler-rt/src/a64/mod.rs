@@ -29,7 +29,8 @@ pub fn start() {
 
 /// Like [`start`], for firmware with interrupts of its own: the firmware keeps its exception
 /// vectors (and at EL2/EL3 its routing of IRQs) and its IRQ handler calls [`on_irq`] with the
-/// interrupt number it read from the GIC's IAR, before it writes the EOI.
+/// interrupt number it read from the GIC's IAR, before it writes the EOI. Samples are then PCs
+/// only: `--stacks` needs the sampler's vectors (the register frame they push).
 pub fn start_keeping_vectors() {
     start_with(false)
 }
@@ -95,8 +96,9 @@ fn start_with(install_vectors: bool) {
             (*s).capacity = HIST_BINS as u32;
             (*s).sent = cfg.hist_shift as u32;
         } else {
-            // Stacks (a bounded window needs the stack's top): STACKS entries, no word tag.
-            if cfg.stack_words != 0 && cfg.stack_top != 0 {
+            // Stacks (a bounded window needs the stack's top, and the sampler's own vectors,
+            // whose frame the entry writer reads): STACKS entries, no word tag.
+            if cfg.stack_words != 0 && cfg.stack_top != 0 && install_vectors {
                 (*s).window = cfg.stack_words;
                 (*s).records = cfg.frame_records;
                 (*s).tag_addr = 0;

@@ -408,3 +408,75 @@ fn pprof_of_an_exact_call_graph_carries_the_real_stacks() {
     // The innermost frames' counts are the function table's.
     assert_eq!(pprof_by_function(&p), by_function(&r, "instructions"));
 }
+
+/// One sample of a Firefox Profiler thread: its frames' names, outermost first.
+fn firefox_stack(thread: &Value, stack: usize) -> Vec<String> {
+    let st = &thread["stackTable"];
+    let ft = &thread["frameTable"];
+    let fu = &thread["funcTable"];
+    let strings = &thread["stringArray"];
+    let mut names = Vec::new();
+    let mut at = Some(stack);
+    while let Some(i) = at {
+        let frame = st["frame"][i].as_u64().unwrap() as usize;
+        let func = ft["func"][frame].as_u64().unwrap() as usize;
+        let name = fu["name"][func].as_u64().unwrap() as usize;
+        names.push(strings[name].as_str().unwrap().to_owned());
+        at = st["prefix"][i].as_u64().map(|p| p as usize);
+    }
+    names.reverse();
+    names
+}
+
+#[test]
+fn the_firefox_profile_has_a_thread_per_tag_with_the_samples_in_order() {
+    let (r, dir) = profile_in("shared-isr", &["--tag", "exception", "-n", "2000"]);
+    let p: Value = serde_json::from_slice(&report(&dir, "firefox")).unwrap();
+    let threads = p["threads"].as_array().unwrap();
+    // A thread per tag, as many samples as the tag table says.
+    let mut from_profile = BTreeMap::new();
+    let mut by_tag_and_leaf: BTreeMap<String, u64> = BTreeMap::new();
+    for t in threads {
+        let name = t["name"].as_str().unwrap().to_owned();
+        let stacks = t["samples"]["stack"].as_array().unwrap();
+        // Time moves forward from each sample of the thread to the next.
+        let deltas = t["samples"]["timeDeltas"].as_array().unwrap();
+        assert!(
+            deltas.iter().skip(1).all(|d| d.as_f64().unwrap() > 0.0),
+            "{name}: samples out of order"
+        );
+        for s in stacks {
+            let frames = firefox_stack(t, s.as_u64().unwrap() as usize);
+            *by_tag_and_leaf
+                .entry(format!("{name} / {}", frames[0]))
+                .or_default() += 1;
+        }
+        from_profile.insert(name, stacks.len() as u64);
+    }
+    assert_eq!(from_profile, rows(&r, "tags"));
+    // The linker-level function (each stack's outermost frame) by tag: the report's table.
+    assert_eq!(by_tag_and_leaf, rows(&r, "tag_functions"));
+}
+
+#[test]
+fn the_firefox_profile_carries_the_sampled_call_stacks() {
+    let (_, dir) = profile_in("call-graph", &["--stacks", "-n", "1000"]);
+    let p: Value = serde_json::from_slice(&report(&dir, "firefox")).unwrap();
+    let mut from_profile: BTreeMap<String, u64> = BTreeMap::new();
+    for t in p["threads"].as_array().unwrap() {
+        for s in t["samples"]["stack"].as_array().unwrap() {
+            let frames = firefox_stack(t, s.as_u64().unwrap() as usize);
+            *from_profile.entry(frames.join(";")).or_default() += 1;
+        }
+    }
+    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
+    let from_folded: BTreeMap<String, u64> = folded
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_owned(), n.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(from_profile, from_folded);
+    assert!(from_profile.keys().all(|k| k.starts_with("Reset;main;")));
+}

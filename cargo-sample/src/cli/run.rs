@@ -198,6 +198,9 @@ pub enum Format {
     Pprof,
     /// KCacheGrind / QCacheGrind (`--exact` runs: the call graph).
     Callgrind,
+    /// The Firefox Profiler's processed format (profiler.firefox.com, `samply load`): the
+    /// samples in the order taken, a thread per tag.
+    Firefox,
 }
 
 /// Build, run and report (the default command).

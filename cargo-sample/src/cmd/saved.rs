@@ -387,6 +387,18 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         opts,
         &elf::vectors(&elf_bytes),
     );
+    // The samples in the order taken, a thread per tag (formats with a time axis).
+    if dump.hist.is_none() && !samples.ordered.is_empty() {
+        let mut t = report::timeline::Timeline::of_pcs(&mut sym, &samples.ordered);
+        t.set_threads(&samples.tags, |tag| {
+            samples
+                .tag_names
+                .get(&tag)
+                .cloned()
+                .unwrap_or_else(|| format!("tag {tag:#x}"))
+        });
+        report.timeline = Some(t);
+    }
     if !dump.stacks.is_empty() {
         let graph = match std::fs::read(dir.join(crate::exec::callgraph::FILE)) {
             Ok(bytes) => Some(crate::exec::callgraph::parse(&bytes).with_context(|| {
@@ -608,6 +620,7 @@ pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<(
         Format::Svg => report::formats::svg(report)?,
         Format::Pprof => report::formats::pprof(report)?,
         Format::Callgrind => report::calls::callgrind(report)?.into_bytes(),
+        Format::Firefox => report::timeline::firefox(report)?,
     };
     // Only the text report is painted; its codes never reach a file, and reach standard
     // output only when that stream takes colour.

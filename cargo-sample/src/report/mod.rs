@@ -10,6 +10,7 @@ pub mod formats;
 pub mod model;
 pub mod stat;
 pub mod text;
+pub mod timeline;
 pub mod tree;
 pub mod unwound;
 
@@ -468,6 +469,7 @@ pub fn build_samples(
         callees: None,
         call_stacks: Vec::new(),
         inline_stacks: Vec::new(),
+        timeline: None,
         call_counts: Vec::new(),
         unwinding: None,
     }
@@ -551,6 +553,7 @@ pub fn build_exact(
         callees: None,
         call_stacks: Vec::new(),
         inline_stacks: Vec::new(),
+        timeline: None,
         call_counts: Vec::new(),
         unwinding: None,
     }

@@ -281,6 +281,9 @@ pub struct Report {
     /// level (for folded stacks, flamegraphs and pprof; `call_stacks` keeps functions only).
     #[serde(skip)]
     pub inline_stacks: Vec<Stack>,
+    /// The samples in the order taken (sampled rings), for formats with a time axis.
+    #[serde(skip)]
+    pub timeline: Option<super::timeline::Timeline>,
     /// Calls per (caller, callee), with the call stacks.
     #[serde(skip)]
     pub call_counts: Vec<((String, String), u64)>,

@@ -30,6 +30,8 @@ pub struct Unwound {
     /// call site (or, for the sampled frame, at the sampled address).
     pub inlined: Vec<(Vec<String>, u64)>,
     pub how: Unwinding,
+    /// The samples in order: each one's index into `stacks` (inlined frames included).
+    pub timeline: super::timeline::Timeline,
 }
 
 /// Unwind every sample of `dump` and build its call stacks, outermost first.
@@ -45,7 +47,9 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
     };
     // Samples with the same frames (the addresses looked up, outermost first, and how the
     // stack ended) are named once.
-    let mut distinct: HashMap<(Option<&'static str>, Vec<u32>), u64> = HashMap::new();
+    let mut distinct: HashMap<(Option<&'static str>, Vec<u32>), usize> = HashMap::new();
+    let mut keys: Vec<((Option<&'static str>, Vec<u32>), u64)> = Vec::new();
+    let mut order: Vec<u32> = Vec::with_capacity(dump.pcs.len());
     let mut failed: HashMap<String, u64> = HashMap::new();
     for (pc, st) in dump.pcs.iter().zip(&dump.stacks) {
         let w = u.unwind(&Context {
@@ -87,7 +91,12 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
             }
         }
         let pcs: Vec<u32> = w.frames.iter().rev().map(|f| f.pc).collect();
-        *distinct.entry((cut, pcs)).or_default() += 1;
+        let i = *distinct.entry((cut, pcs)).or_insert_with_key(|k| {
+            keys.push((k.clone(), 0));
+            keys.len() - 1
+        });
+        keys[i].1 += 1;
+        order.push(i as u32);
     }
     let mut failed: Vec<(String, u64)> = failed.into_iter().collect();
     failed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -96,7 +105,8 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
     let mut chains: HashMap<u32, Vec<String>> = HashMap::new();
     let mut by_function: HashMap<Vec<String>, u64> = HashMap::new();
     let mut by_inline: HashMap<Vec<String>, u64> = HashMap::new();
-    for ((cut, pcs), n) in distinct {
+    let mut inline_of: Vec<Vec<String>> = Vec::with_capacity(keys.len());
+    for ((cut, pcs), n) in keys {
         let mut names: Vec<String> = Vec::with_capacity(pcs.len() + 1);
         let mut inline: Vec<String> = Vec::with_capacity(2 * pcs.len() + 1);
         if let Some(c) = cut {
@@ -111,7 +121,8 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
             inline.extend(chain.iter().cloned());
         }
         *by_function.entry(names).or_default() += n;
-        *by_inline.entry(inline).or_default() += n;
+        *by_inline.entry(inline.clone()).or_default() += n;
+        inline_of.push(inline);
     }
     let sorted = |m: HashMap<Vec<String>, u64>| {
         let mut v: Vec<(Vec<String>, u64)> = m.into_iter().collect();
@@ -126,6 +137,11 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
         },
         inlined: sorted(by_inline),
         how,
+        timeline: super::timeline::Timeline {
+            stacks: inline_of,
+            samples: order,
+            ..Default::default()
+        },
     }
 }
 
@@ -175,7 +191,13 @@ pub fn apply(
         functions: s,
         inlined,
         how,
+        timeline,
     } = unwind_all(dump, &mut u, sym);
+    // The real stacks in the timeline, its threads kept.
+    if let Some(t) = r.timeline.as_mut() {
+        t.stacks = timeline.stacks;
+        t.samples = timeline.samples;
+    }
     let n = s.total;
     let exact = graph.map(|t| exact_stacks(t, sym, &u));
     let share = |k: u64| 100.0 * k as f64 / n.max(1) as f64;

@@ -34,6 +34,10 @@ pub struct Unwound {
     pub timeline: super::timeline::Timeline,
 }
 
+/// A sampled stack as unwound: how it was cut (if it was) and the addresses looked up,
+/// outermost first.
+type StackKey = (Option<&'static str>, Vec<u32>);
+
 /// Unwind every sample of `dump` and build its call stacks, outermost first.
 pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwound {
     let mut how = Unwinding {
@@ -47,8 +51,8 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
     };
     // Samples with the same frames (the addresses looked up, outermost first, and how the
     // stack ended) are named once.
-    let mut distinct: HashMap<(Option<&'static str>, Vec<u32>), usize> = HashMap::new();
-    let mut keys: Vec<((Option<&'static str>, Vec<u32>), u64)> = Vec::new();
+    let mut distinct: HashMap<StackKey, usize> = HashMap::new();
+    let mut keys: Vec<(StackKey, u64)> = Vec::new();
     let mut order: Vec<u32> = Vec::with_capacity(dump.pcs.len());
     let mut failed: HashMap<String, u64> = HashMap::new();
     for (pc, st) in dump.pcs.iter().zip(&dump.stacks) {

@@ -8,6 +8,8 @@
 # --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
 # PyPI, whose SWO parser the tests compare ours with.
 # --with-fuzz: also install cargo-fuzz from crates.io (for tests/fuzz.sh).
+# --with-tmux: also install tmux from Debian's packages (the live top view is tested in a real
+#   terminal).
 # --with-windows: also add the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler,
 # for the check that the host crate builds for Windows.
 # --with-python: also make a Python virtual environment in target/py-venv with pyelftools from
@@ -15,6 +17,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_qemu10=0
+with_tmux=0
 with_pyocd=0
 with_fuzz=0
 with_python=0
@@ -22,6 +25,7 @@ with_windows=0
 for arg in "$@"; do
   case "$arg" in
     --with-fuzz) with_fuzz=1 ;;
+    --with-tmux) with_tmux=1 ;;
     --with-qemu10) with_qemu10=1 ;;
     --with-pyocd) with_pyocd=1 ;;
     --with-python) with_python=1 ;;
@@ -58,6 +62,15 @@ if ! command -v qemu-system-arm >/dev/null 2>&1; then
   fi
 fi
 qemu-system-arm --version | head -n 1 >&2
+
+if [ "$with_tmux" = 1 ] && ! command -v tmux >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing tmux" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y --no-install-recommends tmux >&2 \
+    || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends tmux >&2; }
+fi
 
 if ((with_qemu10)); then
   dest="${CARGO_TARGET_DIR:-$root/target}/qemu-10"

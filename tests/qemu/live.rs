@@ -285,3 +285,88 @@ fn a_firmware_that_exits_without_flushing_is_read_live_up_to_its_end() {
     assert!(r["samples"].as_u64().unwrap() > 100, "{}", r["samples"]);
     assert_hot_a_share(&r, r["samples"].as_f64().unwrap());
 }
+
+/// On a terminal (a real one: tmux) a live run redraws a table of the hottest functions with
+/// their shares and intervals, the samples and the rate, and leaves the full report at the
+/// end; off a terminal nothing of it is drawn.
+#[cfg(unix)]
+#[test]
+fn a_live_run_shows_a_top_view_on_a_terminal_and_the_report_at_the_end() {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+    let session = format!("cargo-sample-top-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(args)
+            .output()
+            .expect("tmux (tests/setup.sh --with-tmux installs it)")
+    };
+    let cmd = format!(
+        "cd '{}' && '{}' sample --release --bin hot-loops --live --duration 5s; sleep 120",
+        scenarios().display(),
+        env!("CARGO_BIN_EXE_cargo-sample")
+    );
+    let out = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "120",
+        "-y",
+        "50",
+        &cmd,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pane = || {
+        String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned()
+    };
+    let wait = |what: &dyn Fn(&str) -> bool, secs: u64| -> String {
+        let t0 = Instant::now();
+        loop {
+            let p = pane();
+            if what(&p) || t0.elapsed() > Duration::from_secs(secs) {
+                return p;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // While sampling: the table, hot_a first at about 70 %.
+    let during = wait(&|p| p.contains("samples/s") && p.contains("hot_c"), 120);
+    let end = wait(&|p| p.contains("Profile of hot-loops"), 120);
+    let _ = tmux(&["kill-session", "-t", &session]);
+    let _ = std::fs::write(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/top-view.txt"),
+        format!("{during}\n----\n{end}"),
+    );
+    assert!(during.contains("95% interval   function"), "{during}");
+    let hot_a = during
+        .lines()
+        .find(|l| l.trim_end().ends_with("hot_a"))
+        .unwrap_or_else(|| panic!("no hot_a row:\n{during}"));
+    let share: f64 = hot_a.trim().split('%').next().unwrap().parse().unwrap();
+    assert!((60.0..80.0).contains(&share), "{hot_a}");
+    // The report replaced it.
+    assert!(end.contains("Profile of hot-loops"), "{end}");
+    assert!(!end.contains("samples/s"), "{end}");
+
+    // Off a terminal: no table in what standard error carries.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "--live",
+            "--duration",
+            "2s",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("samples/s"), "{err}");
+}

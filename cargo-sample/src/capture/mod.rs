@@ -4,3 +4,4 @@
 pub mod live;
 pub mod pmu;
 pub mod snapshot;
+pub mod top;

@@ -232,6 +232,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         dir: dir.clone(),
         rtt_addr: elf::symbol_address(elf_bytes, "_SEGGER_RTT"),
         names: names_at(elf_bytes, fw),
+        functions: crate::capture::top::functions_of(elf_bytes),
     });
     let (a, b) = fw.text.unwrap_or((0, 0));
     let code = (

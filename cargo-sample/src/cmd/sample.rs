@@ -279,10 +279,14 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         term::status(
             "Running",
             format!(
-                "{} in QEMU {} ({} samples, every {:.0} {unit}{})",
+                "{} in QEMU {} ({}, every {:.0} {unit}{})",
                 p.target_name,
                 m.name,
-                requested,
+                match (requested, args.duration) {
+                    (0, Some(d)) => format!("samples for {:.1} s", d.as_secs_f64()),
+                    (0, None) => "samples until the firmware stops".into(),
+                    (n, _) => format!("{n} samples"),
+                },
                 mean_period,
                 if jitter_mask == 0 {
                     ", constant period"
@@ -316,6 +320,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             app_rtt: elf::symbol_address(&elf_bytes, "_SEGGER_RTT")
                 .map(|a| (a as u32, dir.clone())),
             names: names_at(&elf_bytes, &fw),
+            functions: crate::capture::top::functions_of(&elf_bytes),
         }),
         pmu_in_memory: None,
         // With stacks, `--truth` follows the calls too: exact inclusive shares and callers.

@@ -41,6 +41,8 @@ pub(crate) fn capture_ring(
     let mut last_taken = None;
     let mut moved = Instant::now();
     let mut failures = 0;
+    let mut top = crate::capture::top::Top::new(opts.functions.clone());
+    let mut top_drawn = Instant::now();
     // How far the reader had got: a step that failed after some progress is no failure of
     // the link (a long backlog takes many reads, one of which may fault).
     let progress = |r: &Reader| r.live().map_or(0, |l| l.pcs.len() as u64 + l.lost);
@@ -112,12 +114,11 @@ pub(crate) fn capture_ring(
                 break;
             }
         }
-        bar.set_message(format!(
-            "sampling on {}: {} samples, {} lost",
-            opts.conn.chip,
-            l.taken() - l.lost,
-            l.lost
-        ));
+        // The top view, twice a second.
+        if top_drawn.elapsed() >= Duration::from_millis(500) {
+            top_drawn = Instant::now();
+            bar.set_message(top.table(&format!("sampling on {}", opts.conn.chip), l));
+        }
         if should_stop(opts, started, out) {
             reader.finish(&mut target)?;
             break;

@@ -78,6 +78,8 @@ pub struct CaptureSpec {
     pub rtt_addr: Option<u64>,
     /// `timer`: the firmware's tag names, read at the end.
     pub names: Option<crate::capture::live::NamesAt>,
+    /// The image's functions, for the live top view.
+    pub functions: Vec<(u64, u64, String)>,
 }
 
 /// What a board run brought back.

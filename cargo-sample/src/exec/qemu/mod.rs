@@ -100,6 +100,8 @@ pub struct LiveSpec {
     pub app_rtt: Option<(u32, PathBuf)>,
     /// The firmware's tag names, read at the end.
     pub names: Option<crate::capture::live::NamesAt>,
+    /// The image's functions, for the live top view.
+    pub functions: Vec<(u64, u64, String)>,
 }
 
 /// What a live capture read.
@@ -284,7 +286,9 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let mut core = None;
     let mut budget_reached = false;
     let mut polls = 0u32;
+    let mut top_drawn = Instant::now();
     let mut live = opts.live.as_ref().map(|spec| LiveRun {
+        top: crate::capture::top::Top::new(spec.functions.clone()),
         spec: spec.clone(),
         monitor: None,
         reader: Reader::new(
@@ -344,6 +348,11 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
                 Ok(done) => {
                     if let Some(x) = l.reader.live() {
                         bar.set_position(x.taken());
+                        // The top view, twice a second.
+                        if top_drawn.elapsed() >= TOP_EVERY {
+                            top_drawn = Instant::now();
+                            bar.set_message(l.top.table(&opts.label, x));
+                        }
                     }
                     if done || over || cut {
                         l.finish();
@@ -472,8 +481,12 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     })
 }
 
+/// How often the live top view is redrawn.
+const TOP_EVERY: Duration = Duration::from_millis(500);
+
 /// A live capture in progress: the reader, over the monitor once QEMU has opened it.
 struct LiveRun {
+    top: crate::capture::top::Top,
     spec: LiveSpec,
     monitor: Option<Monitor>,
     reader: Reader,

@@ -5,7 +5,8 @@ use std::path::Path;
 use crate::support::*;
 use serde_json::Value;
 
-fn diff(a: &Path, b: &Path) -> Value {
+/// `cargo sample diff A B --format FORMAT`'s output.
+fn diff_as(a: &Path, b: &Path, format: &str) -> Vec<u8> {
     let out = cargo_sample(
         &scenarios(),
         &[
@@ -13,7 +14,7 @@ fn diff(a: &Path, b: &Path) -> Value {
             a.to_str().unwrap(),
             b.to_str().unwrap(),
             "--format",
-            "json",
+            format,
         ],
     );
     assert!(
@@ -21,7 +22,11 @@ fn diff(a: &Path, b: &Path) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+fn diff(a: &Path, b: &Path) -> Value {
+    serde_json::from_slice(&diff_as(a, b, "json")).unwrap()
 }
 
 fn change<'a>(d: &'a Value, name: &str) -> &'a Value {
@@ -80,40 +85,8 @@ fn exact_runs_differ_exactly() {
     assert!(change(&d, "hot_a")["z"].as_f64().is_some());
 }
 
-/// The fill colour of each frame of an inferno SVG, by the frame's name.
-fn fills(svg: &str) -> Vec<(String, String)> {
-    svg.split("<g><title>")
-        .skip(1)
-        .map(|g| {
-            let name = g.split(" (").next().unwrap().to_owned();
-            let fill = g
-                .split("fill=\"")
-                .nth(1)
-                .and_then(|f| f.split('"').next())
-                .unwrap()
-                .to_owned();
-            (name, fill)
-        })
-        .collect()
-}
-
 fn diff_svg(a: &Path, b: &Path) -> String {
-    let out = cargo_sample(
-        &scenarios(),
-        &[
-            "diff",
-            a.to_str().unwrap(),
-            b.to_str().unwrap(),
-            "--format",
-            "svg",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(diff_as(a, b, "svg")).unwrap()
 }
 
 #[test]
@@ -121,7 +94,7 @@ fn the_differential_flamegraph_is_red_where_a_share_grew_and_neutral_where_nothi
     // The same program counted exactly twice: no frame changed.
     let (_, a) = profile_in("early-exit", &["--exact"]);
     let (_, b) = profile_in("early-exit", &["--exact"]);
-    let same = fills(&diff_svg(&a, &b));
+    let same = svg_frames(&diff_svg(&a, &b));
     assert!(same.len() > 3);
     for (name, fill) in &same {
         assert_eq!(fill, "rgb(250,250,250)", "{name}");
@@ -129,7 +102,7 @@ fn the_differential_flamegraph_is_red_where_a_share_grew_and_neutral_where_nothi
     // `cost` spends all its time in hot_a, hot-loops 70 %: hot_a grew, drawn red.
     let (_, h) = profile_in("hot-loops", &["--samples", "5000"]);
     let (_, c) = profile_in("cost", &["--samples", "5000"]);
-    let grown = fills(&diff_svg(&h, &c));
+    let grown = svg_frames(&diff_svg(&h, &c));
     let (_, fill) = grown
         .iter()
         .find(|(n, _)| n == "hot_a")

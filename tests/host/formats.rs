@@ -89,17 +89,10 @@ fn the_flamegraph_shows_each_function_with_its_samples() {
     }
 }
 
-/// Each frame's name and fill colour in an inferno SVG.
+/// Each frame's fill colours in an inferno SVG, by the frame's name.
 fn frame_colours(svg: &str) -> BTreeMap<String, std::collections::BTreeSet<String>> {
     let mut out: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-    for g in svg.split("<g><title>").skip(1) {
-        let name = g.split(" (").next().unwrap().to_owned();
-        let fill = g
-            .split("fill=\"")
-            .nth(1)
-            .and_then(|f| f.split('"').next())
-            .unwrap()
-            .to_owned();
+    for (name, fill) in svg_frames(svg) {
         out.entry(name).or_default().insert(fill);
     }
     out
@@ -275,14 +268,7 @@ fn sampled_call_stacks_reach_pprof_with_their_inlined_frames() {
         }
         *from_pprof.entry(names.join(";")).or_default() += s.value[0] as u64;
     }
-    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
-    let from_folded: BTreeMap<String, u64> = folded
-        .lines()
-        .map(|l| {
-            let (stack, n) = l.rsplit_once(' ').unwrap();
-            (stack.to_owned(), n.parse().unwrap())
-        })
-        .collect();
+    let from_folded = folded_stacks(&dir);
     assert_eq!(from_pprof, from_folded);
     assert_eq!(
         from_pprof.values().sum::<u64>(),
@@ -469,14 +455,7 @@ fn the_firefox_profile_carries_the_sampled_call_stacks() {
             *from_profile.entry(frames.join(";")).or_default() += 1;
         }
     }
-    let folded = String::from_utf8(report(&dir, "folded")).unwrap();
-    let from_folded: BTreeMap<String, u64> = folded
-        .lines()
-        .map(|l| {
-            let (stack, n) = l.rsplit_once(' ').unwrap();
-            (stack.to_owned(), n.parse().unwrap())
-        })
-        .collect();
+    let from_folded = folded_stacks(&dir);
     assert_eq!(from_profile, from_folded);
     assert!(from_profile.keys().all(|k| k.starts_with("Reset;main;")));
 }

@@ -4,6 +4,7 @@
 //! another mechanism (an inline counter on every instruction).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use crate::support::*;
 use serde_json::Value;
@@ -287,29 +288,29 @@ fn fp_extended_exception_frames_unwind_like_plain_ones() {
     }
 }
 
+/// `--stacks --truth -n 5000 --callers FN` in one of the examples: the JSON report and the run.
+fn stacks_in_example(example: &str, extra: &[&str], callers: &str) -> (Value, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let mut args = vec!["--release", "--stacks", "--truth", "-n", "5000"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--callers", callers, "--format", "json"]);
+    let out = cargo_sample(&dir, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        run_dir_of(&out.stderr),
+    )
+}
+
 #[test]
 fn a_cortex_m0_keeps_stacks_and_they_match_the_exact_graph() {
     // ARMv6-M (the microbit's nRF51): the sampler finds the exception frame again from
     // EXC_RETURN and keeps the same entries; `m0_light` is called half from `m0_round`, half
     // from `main`.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/microbit-m0");
-    let out = cargo_sample(
-        &dir,
-        &[
-            "--release",
-            "--stacks",
-            "--truth",
-            "-n",
-            "5000",
-            "--callers",
-            "m0_light",
-            "--format",
-            "json",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, _) = stacks_in_example("microbit-m0", &[], "m0_light");
     let n = r["samples"].as_f64().unwrap();
     assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
     let rows = r["callers"]["rows"].as_array().unwrap();
@@ -330,26 +331,7 @@ fn armv8a_stacks_match_the_exact_call_graph() {
     // ARMv8-A (QEMU virt, EL1): ELR, SPSR, the interrupted SP, x29 and x30 and a window of
     // the stack per sample, unwound by the ELF's .eh_frame; `leaf` is called by `left` three
     // times a round and by `right` once, through an inlined helper.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-pmu");
-    let out = cargo_sample(
-        &dir,
-        &[
-            "--release",
-            "--bin",
-            "calls",
-            "--stacks",
-            "--truth",
-            "-n",
-            "5000",
-            "--callers",
-            "leaf",
-            "--format",
-            "json",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, dir) = stacks_in_example("aarch64-pmu", &["--bin", "calls"], "leaf");
     let n = r["samples"].as_f64().unwrap();
     assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
     edges_within_3_sigma(&r, "callers");
@@ -367,12 +349,8 @@ fn armv8a_stacks_match_the_exact_call_graph() {
         "{}",
         r["tags"]
     );
-    let dir = run_dir_of(&out.stderr);
-    let out = cargo_sample(
-        &scenarios(),
-        &["report", dir.to_str().unwrap(), "--format", "folded"],
-    );
-    let folded = String::from_utf8(out.stdout).unwrap();
+    let folded: Vec<String> = folded_stacks(&dir).into_keys().collect();
+    let folded = folded.join("\n");
     assert!(
         folded.contains("_start;main;right;calls::through_inline;leaf"),
         "{folded}"

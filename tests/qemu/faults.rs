@@ -222,6 +222,21 @@ fn objcopy() -> PathBuf {
         .join("bin/rust-objcopy")
 }
 
+/// A copy of a run whose ELF `objcopy FLAG` stripped.
+fn stripped_copy(dir: &Path, flag: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["firmware.elf", "loaded.elf", "run.json", "sampler.dump"] {
+        std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    let status = Command::new(objcopy())
+        .arg(flag)
+        .arg(tmp.path().join("firmware.elf"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tmp
+}
+
 #[test]
 fn stripped_elves_and_elves_without_dwarf_still_report() {
     let out = cargo_sample(
@@ -234,16 +249,7 @@ fn stripped_elves_and_elves_without_dwarf_still_report() {
         ("--strip-debug", "no DWARF"),
         ("--strip-all", "no function symbols"),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        for f in ["firmware.elf", "loaded.elf", "run.json", "sampler.dump"] {
-            std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
-        }
-        let status = Command::new(objcopy())
-            .arg(flag)
-            .arg(tmp.path().join("firmware.elf"))
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let tmp = stripped_copy(&dir, flag);
         let out = cargo_sample(
             &scenarios(),
             &["report", tmp.path().to_str().unwrap(), "--format", "json"],
@@ -270,16 +276,7 @@ fn stacks_against_a_stripped_elf_unwind_by_prologues_or_say_why() {
     assert!(out.status.success(), "{}", stderr(&out));
     let dir = run_dir_of(&out.stderr);
     for flag in ["--strip-debug", "--strip-all"] {
-        let tmp = tempfile::tempdir().unwrap();
-        for f in ["firmware.elf", "loaded.elf", "run.json", "sampler.dump"] {
-            std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
-        }
-        let status = Command::new(objcopy())
-            .arg(flag)
-            .arg(tmp.path().join("firmware.elf"))
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let tmp = stripped_copy(&dir, flag);
         let out = cargo_sample(
             &scenarios(),
             &["report", tmp.path().to_str().unwrap(), "--format", "json"],

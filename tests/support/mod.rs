@@ -351,3 +351,41 @@ pub fn cargo_sample_in_copy(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> 
     }
     c.output().expect("running cargo-sample")
 }
+
+/// A run's folded stacks (`report --format folded`) as stack -> count.
+pub fn folded_stacks(dir: &Path) -> BTreeMap<String, u64> {
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", dir.to_str().unwrap(), "--format", "folded"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_owned(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Each frame of an inferno SVG: its name and fill colour, in drawing order.
+pub fn svg_frames(svg: &str) -> Vec<(String, String)> {
+    svg.split("<g><title>")
+        .skip(1)
+        .map(|g| {
+            let name = g.split(" (").next().unwrap().to_owned();
+            let fill = g
+                .split("fill=\"")
+                .nth(1)
+                .and_then(|f| f.split('"').next())
+                .unwrap()
+                .to_owned();
+            (name, fill)
+        })
+        .collect()
+}

@@ -137,32 +137,7 @@ pub(crate) unsafe fn stream(s: *mut State, upto: u32) {
         }
         let words = entry_words(s);
         if (*s).window != 0 {
-            // Each entry as far as it is used (its header says how far).
-            let ring = (*s).ring as *const u32;
-            let first = wire::rem(from, cap);
-            let entry = |k: u32| {
-                let slot = if first + k >= cap {
-                    first + k - cap
-                } else {
-                    first + k
-                };
-                ring.add(words * slot as usize)
-            };
-            let used = |k: u32| wire::stack_entry_used(*entry(k).add(5));
-            let mut total = 0u32;
-            for k in 0..n {
-                total += used(k);
-            }
-            File(s).record(wire::REC_STACKS, 12 + 4 * total);
-            put(s, &from.to_le_bytes());
-            put(s, &n.to_le_bytes());
-            put(s, &(words as u32).to_le_bytes());
-            for k in 0..n {
-                put(
-                    s,
-                    core::slice::from_raw_parts(entry(k) as *const u8, 4 * used(k) as usize),
-                );
-            }
+            File(s).stacks((*s).ring as *const u32, cap, words as u32, from, n);
             (*s).sent = upto;
             return;
         }

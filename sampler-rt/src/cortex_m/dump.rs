@@ -245,32 +245,7 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
         };
         let window = ((*s).tag_kind >> 8) & 0xFF;
         if window != 0 {
-            // Each entry as far as it is used: its header says how far. The slots follow
-            // each other from `from`'s, wrapping once at most (`to - from <= cap`).
-            let first = wire::rem(from, cap);
-            let entry = |k: u32| {
-                let slot = if first + k >= cap {
-                    first + k - cap
-                } else {
-                    first + k
-                };
-                ring.add(e * slot as usize) as *const u32
-            };
-            let used = |k: u32| wire::stack_entry_used(*entry(k).add(5));
-            let mut words = 0u32;
-            for k in 0..to - from {
-                words += used(k);
-            }
-            st.record(wire::REC_STACKS, 12 + 4 * words);
-            st.put32(from);
-            st.put32(to - from);
-            st.put32(e as u32 / 4);
-            for k in 0..to - from {
-                st.put(core::slice::from_raw_parts(
-                    entry(k) as *const u8,
-                    4 * used(k) as usize,
-                ));
-            }
+            st.stacks(ring as *const u32, cap, e as u32 / 4, from, to - from);
             st.sent = to;
             return;
         }

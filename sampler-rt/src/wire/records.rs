@@ -434,6 +434,40 @@ pub trait DumpWriter {
         self.put(&info.encode());
     }
 
+    /// A STACKS record of the ring's samples `from .. from + n` (`n` at most `capacity`):
+    /// each entry (`stride` words in its slot) as far as its header says it is used.
+    ///
+    /// # Safety
+    /// `ring` points at `capacity` slots of `stride` words, sample q in slot q % capacity.
+    unsafe fn stacks(&mut self, ring: *const u32, capacity: u32, stride: u32, from: u32, n: u32) {
+        let first = super::rem(from, capacity);
+        let entry = |k: u32| {
+            let slot = if first + k >= capacity {
+                first + k - capacity
+            } else {
+                first + k
+            };
+            // SAFETY: a slot of the ring (see the contract).
+            unsafe { ring.add((stride * slot) as usize) }
+        };
+        // SAFETY: the word 5 of every entry is its header.
+        let used = |k: u32| stack_entry_used(unsafe { *entry(k).add(5) });
+        let mut words = 0u32;
+        for k in 0..n {
+            words += used(k);
+        }
+        self.record(REC_STACKS, 12 + 4 * words);
+        self.put32(from);
+        self.put32(n);
+        self.put32(stride);
+        for k in 0..n {
+            // SAFETY: the used words of one slot.
+            let bytes =
+                unsafe { core::slice::from_raw_parts(entry(k) as *const u8, 4 * used(k) as usize) };
+            self.put(bytes);
+        }
+    }
+
     /// The END record with the CRC of everything before it.
     fn end(&mut self) {
         let crc = Crc32::resume(*self.crc_word()).finish();

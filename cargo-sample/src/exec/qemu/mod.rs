@@ -368,7 +368,14 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
                     }
                 }
                 Err(e) => {
-                    // QEMU gone while it was read: the firmware ended between two reads.
+                    // QEMU gone while it was read: the firmware ended between two reads. (The
+                    // monitor's connection may close a moment before the process is reaped.)
+                    let t0 = Instant::now();
+                    while t0.elapsed() < Duration::from_millis(500)
+                        && matches!(child.try_wait(), Ok(None))
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
                     if let Ok(Some(status)) = child.try_wait() {
                         if l.reader.live().is_none_or(|x| !x.stopped()) {
                             l.out.unread_tail = true;

@@ -22,6 +22,10 @@ pub struct Top {
     started: Instant,
 }
 
+/// Samples outside every function symbol (the report's own name for them, which this layer
+/// below the report spells out).
+const OUTSIDE: &str = "[outside the image's functions]";
+
 /// Rows shown.
 pub const ROWS: usize = 10;
 
@@ -79,7 +83,7 @@ impl Top {
             .map(|(&i, &k)| (self.functions[i].2.as_str(), k))
             .collect();
         if self.outside > 0 {
-            rows.push((crate::report::model::OUTSIDE, self.outside));
+            rows.push((OUTSIDE, self.outside));
         }
         rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let _ = write!(s, "\n   share      95% interval   function");

@@ -283,13 +283,26 @@ pub struct Report {
     pub inline_stacks: Vec<Stack>,
     /// The samples in the order taken (sampled rings), for formats with a time axis.
     #[serde(skip)]
-    pub timeline: Option<super::timeline::Timeline>,
+    pub timeline: Option<Timeline>,
     /// Calls per (caller, callee), with the call stacks.
     #[serde(skip)]
     pub call_counts: Vec<((String, String), u64)>,
     /// How the stacks of a sampled run with `--stacks` unwound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unwinding: Option<Unwinding>,
+}
+
+/// Samples in the order taken: each a stack (outermost first) and a thread.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// Distinct stacks, outermost frame first (inlined frames included).
+    pub stacks: Vec<Vec<String>>,
+    /// Per sample, in order: its stack's index.
+    pub samples: Vec<u32>,
+    /// Thread names (tags); one thread when samples carry no tag.
+    pub threads: Vec<String>,
+    /// Per sample: its thread's index (empty: all on thread 0).
+    pub thread_of: Vec<u32>,
 }
 
 /// One inline chain (outermost first) and its count.

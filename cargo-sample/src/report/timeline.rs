@@ -10,21 +10,9 @@ use fxprof_processed_profile::{
     SamplingInterval, Timestamp,
 };
 
+pub use super::model::Timeline;
 use super::model::{OUTSIDE, Report, RunFacts};
 use crate::image::symbolize::Symbolizer;
-
-/// Samples in the order taken: each a stack (outermost first) and a thread.
-#[derive(Debug, Clone, Default)]
-pub struct Timeline {
-    /// Distinct stacks, outermost frame first (inlined frames included).
-    pub stacks: Vec<Vec<String>>,
-    /// Per sample, in order: its stack's index.
-    pub samples: Vec<u32>,
-    /// Thread names (tags); one thread when samples carry no tag.
-    pub threads: Vec<String>,
-    /// Per sample: its thread's index (empty: all on thread 0).
-    pub thread_of: Vec<u32>,
-}
 
 impl Timeline {
     /// Each PC's inline chain (function, then what was inlined into it).

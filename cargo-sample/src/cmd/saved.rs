@@ -378,6 +378,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
             s
         }
     };
+    let timeline = opts.timeline;
     let mut report = report::build_samples(
         &samples,
         &mut sym,
@@ -388,7 +389,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         &elf::vectors(&elf_bytes),
     );
     // The samples in the order taken, a thread per tag (formats with a time axis).
-    if dump.hist.is_none() && !samples.ordered.is_empty() {
+    if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {
         let mut t = report::timeline::Timeline::of_pcs(&mut sym, &samples.ordered);
         t.set_threads(&samples.tags, |tag| {
             samples
@@ -583,6 +584,7 @@ pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
         by_tag: view.by == Some(crate::cli::By::Tag),
         callers: view.callers.clone(),
         callees: view.callees.clone(),
+        timeline: view.format == crate::cli::Format::Firefox,
     }
 }
 

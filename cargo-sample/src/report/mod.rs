@@ -150,6 +150,8 @@ pub struct Options {
     /// `--callers FN`, `--callees FN`.
     pub callers: Option<String>,
     pub callees: Option<String>,
+    /// Keep the samples in the order taken (`--format firefox`).
+    pub timeline: bool,
 }
 
 impl Default for Options {
@@ -160,6 +162,7 @@ impl Default for Options {
             by_tag: false,
             callers: None,
             callees: None,
+            timeline: false,
         }
     }
 }

@@ -61,12 +61,12 @@ fn last_segment(path: &syn::Path) -> String {
         .unwrap_or_default()
 }
 
+fn segments(path: &syn::Path) -> Vec<String> {
+    path.segments.iter().map(|s| s.ident.to_string()).collect()
+}
+
 fn path_text(path: &syn::Path) -> String {
-    path.segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect::<Vec<_>>()
-        .join("::")
+    segments(path).join("::")
 }
 
 fn has_attr(attrs: &[syn::Attribute], pred: impl Fn(&syn::Path) -> bool) -> bool {
@@ -182,12 +182,7 @@ impl<'ast> Visit<'ast> for Finder<'_> {
     }
 
     fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
-        let segs: Vec<String> = p
-            .path
-            .segments
-            .iter()
-            .map(|s| s.ident.to_string())
-            .collect();
+        let segs = segments(&p.path);
         if segs.first().is_some_and(|s| s == "sampler_rt")
             && segs
                 .last()
@@ -300,12 +295,7 @@ impl<'ast> Visit<'ast> for Exits<'_> {
         if let Some(c) = call
             && let syn::Expr::Path(p) = &*c.func
         {
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
+            let segs = segments(&p.path);
             let n = segs.len();
             if n >= 2 && segs[n - 2] == "debug" && segs[n - 1] == "exit" {
                 let lc = syn::spanned::Spanned::span(st).start();

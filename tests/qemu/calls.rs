@@ -288,6 +288,19 @@ fn fp_extended_exception_frames_unwind_like_plain_ones() {
     }
 }
 
+/// The call graphs built with `leaf` called three times by `left` for once by `right`: the
+/// sampled callers' split.
+fn left_about_three_times_right(r: &Value) {
+    let rows = r["callers"]["rows"].as_array().unwrap();
+    let share = |name: &str| {
+        rows.iter().find(|e| e["name"] == name).unwrap()["samples"]
+            .as_f64()
+            .unwrap()
+    };
+    let ratio = share("left") / share("right");
+    assert!((2.5..3.6).contains(&ratio), "left/right = {ratio}");
+}
+
 /// `--stacks --truth -n 5000 --callers FN` in one of the examples: the JSON report and the run.
 fn stacks_in_example(example: &str, extra: &[&str], callers: &str) -> (Value, PathBuf) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -335,14 +348,7 @@ fn armv8a_stacks_match_the_exact_call_graph() {
     let n = r["samples"].as_f64().unwrap();
     assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
     edges_within_3_sigma(&r, "callers");
-    let rows = r["callers"]["rows"].as_array().unwrap();
-    let share = |name: &str| {
-        rows.iter().find(|e| e["name"] == name).unwrap()["samples"]
-            .as_f64()
-            .unwrap()
-    };
-    let ratio = share("left") / share("right");
-    assert!((2.5..3.6).contains(&ratio), "left/right = {ratio}");
+    left_about_three_times_right(&r);
     // No exception tags from the SPSR the entries carry.
     assert!(
         r["tags"].as_array().is_none_or(|t| t.is_empty()),
@@ -404,13 +410,7 @@ fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
         );
     }
     edges_within_3_sigma(&r, "callers");
-    let share = |name: &str| {
-        rows.iter().find(|e| e["name"] == name).unwrap()["samples"]
-            .as_f64()
-            .unwrap()
-    };
-    let ratio = share("left") / share("right");
-    assert!((2.5..3.6).contains(&ratio), "left/right = {ratio}");
+    left_about_three_times_right(&r);
 
     // Real stacks in the folded output, the interrupt unwound into the code it interrupted.
     let out = cargo_sample(

@@ -222,6 +222,19 @@ fn objcopy() -> PathBuf {
         .join("bin/rust-objcopy")
 }
 
+/// The JSON report (and what it said on standard error) of a copy of a run whose ELF
+/// `objcopy FLAG` stripped.
+fn report_stripped(dir: &Path, flag: &str) -> (Value, String) {
+    let tmp = stripped_copy(dir, flag);
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", tmp.path().to_str().unwrap(), "--format", "json"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{flag}: {err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), err)
+}
+
 /// A copy of a run whose ELF `objcopy FLAG` stripped.
 fn stripped_copy(dir: &Path, flag: &str) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
@@ -249,15 +262,8 @@ fn stripped_elves_and_elves_without_dwarf_still_report() {
         ("--strip-debug", "no DWARF"),
         ("--strip-all", "no function symbols"),
     ] {
-        let tmp = stripped_copy(&dir, flag);
-        let out = cargo_sample(
-            &scenarios(),
-            &["report", tmp.path().to_str().unwrap(), "--format", "json"],
-        );
-        let err = stderr(&out);
-        assert!(out.status.success(), "{flag}: {err}");
+        let (r, err) = report_stripped(&dir, flag);
         assert!(err.contains(expect), "{flag}: {err}");
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(r["samples"].as_u64().unwrap(), 61);
     }
     summary(
@@ -276,14 +282,7 @@ fn stacks_against_a_stripped_elf_unwind_by_prologues_or_say_why() {
     assert!(out.status.success(), "{}", stderr(&out));
     let dir = run_dir_of(&out.stderr);
     for flag in ["--strip-debug", "--strip-all"] {
-        let tmp = stripped_copy(&dir, flag);
-        let out = cargo_sample(
-            &scenarios(),
-            &["report", tmp.path().to_str().unwrap(), "--format", "json"],
-        );
-        let err = stderr(&out);
-        assert!(out.status.success(), "{flag}: {err}");
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (r, _) = report_stripped(&dir, flag);
         let u = &r["unwinding"];
         assert_eq!(u["samples"], 2000, "{flag}: {u}");
         if flag == "--strip-debug" {

@@ -21,8 +21,9 @@
 //! With `ticks=FILE` it also plays the clock of a DWT's PC sampler: the PC of every 64th
 //! (`tick=N`: Nth) executed instruction (the one that makes the count a multiple) is appended
 //! to `FILE` as a little-endian `u32`, through a 4 KiB buffer (flushed when full and at exit).
-//! The block callback counts a block's instructions when it starts, so a block cut short by
-//! a fault counts whole; QEMU ends blocks at interrupts, so those are exact.
+//! The block callback counts a block's instructions when it starts, so a block QEMU stops part
+//! way (a fault, an I/O access it replays alone) counts whole for this clock and the budget;
+//! QEMU ends blocks at interrupts, so those are exact.
 //!
 //! With `graph=FILE` it follows calls and returns and counts instructions per calling
 //! context: a block that ends with a call (`bl`, `blx`; A64 `bl`, `blr`, from QEMU's
@@ -32,7 +33,11 @@
 //! first return at its level (the handler's own return is the exception's). Counts are kept
 //! per (node, block start), and a node is keyed by its call site too (inside the call
 //! instruction; for an exception, the interrupted block's start), so that the host can name
-//! a function that was tail-called into the parent's frame. Written at exit as `SMPLCCT2`,
+//! a function that was tail-called into the parent's frame. How many of a block's
+//! instructions ran is read from their exact counters when the next block starts (QEMU can
+//! stop a block part way: an I/O access it replays alone, a fault), so the graph's counts add
+//! up to the per-address counts exactly, and a block stopped before its last instruction
+//! neither calls nor returns. It needs `out=FILE` for those counters. Written at exit as `SMPLCCT2`,
 //! the nodes (parent, entry, flags, site, calls) then the counts (node, block,
 //! instructions).
 //!
@@ -126,6 +131,28 @@ mod counter {
         pub fn total(&self) -> u64 {
             *self.0
         }
+
+        /// A reader of this counter that can live in a translated block's data.
+        pub fn probe(&self) -> Probe {
+            Probe(&*self.0)
+        }
+    }
+
+    /// Reads one counter (the box it points into is never freed).
+    #[derive(Clone, Copy)]
+    pub struct Probe(*const u64);
+
+    // SAFETY: read only from the vCPU thread's callbacks and at exit, under the plugin's locks;
+    // it never writes.
+    unsafe impl Send for Probe {}
+    unsafe impl Sync for Probe {}
+
+    impl Probe {
+        pub fn get(self) -> u64 {
+            // SAFETY: points into a `Box<u64>` that is never freed; QEMU's generated code
+            // writes it on this same thread.
+            unsafe { std::ptr::read_volatile(self.0) }
+        }
     }
 }
 
@@ -190,11 +217,31 @@ mod counter {
             // SAFETY: a scoreboard entry this plugin created.
             unsafe { qemu_plugin_u64_sum(self.0) }
         }
+
+        /// A reader of this counter that can live in a translated block's data.
+        pub fn probe(&self) -> Probe {
+            Probe(self.0)
+        }
+    }
+
+    /// Reads one counter (its scoreboard is never freed).
+    #[derive(Clone, Copy)]
+    pub struct Probe(qemu_plugin_u64);
+
+    // SAFETY: as for `Counter`; it never writes.
+    unsafe impl Send for Probe {}
+    unsafe impl Sync for Probe {}
+
+    impl Probe {
+        pub fn get(self) -> u64 {
+            // SAFETY: a scoreboard entry this plugin created.
+            unsafe { qemu_plugin_u64_sum(self.0) }
+        }
     }
 }
 
-use counter::Counter;
 pub use counter::qemu_plugin_version;
+use counter::{Counter, Probe};
 
 /// Instruction budget (0 = none) and instructions started so far.
 static BUDGET: AtomicU64 = AtomicU64::new(0);
@@ -213,29 +260,17 @@ static TICK: AtomicU64 = AtomicU64::new(64);
 /// The tick file, when asked for.
 static TICKS: Mutex<Option<std::io::BufWriter<std::fs::File>>> = Mutex::new(None);
 
-/// What a block's callback needs: its instructions' addresses, and whether it ends with a
-/// call (`bl`, `blx`; A64 `bl`, `blr`): the address the call returns to, and its target when
-/// the instruction names it.
+/// What a block's callback needs: its instructions' addresses and their counters, and whether
+/// it ends with a call (`bl`, `blx`; A64 `bl`, `blr`): the address the call returns to, and
+/// its target when the instruction names it.
 struct Block {
     pcs: Vec<u32>,
+    /// The exact counters of its instructions (in the call-graph mode): how many of them ran
+    /// is read from them, not guessed.
+    counters: Vec<Probe>,
     call: Option<(u32, Option<u32>)>,
     /// It ends with a return (`bx lr`, `pop {.., pc}`, `ldr pc, ..`; A64 `ret`, `eret`).
     ret: bool,
-    /// Where its last instruction branches when it names the place, and whether it branches
-    /// through a register instead: a next block that starts inside this one elsewhere is
-    /// where QEMU cut it short.
-    target: Option<u32>,
-    indirect: bool,
-}
-
-impl Block {
-    /// How many of its instructions ran, when the next block starts at `next`.
-    fn ran_before(&self, next: u32) -> usize {
-        match self.pcs.iter().position(|&p| p == next) {
-            Some(k) if k > 0 && !self.indirect && self.target != Some(next) => k,
-            _ => self.pcs.len(),
-        }
-    }
 }
 
 /// A frame of the followed stack.
@@ -243,11 +278,8 @@ struct Frame {
     node: u32,
     /// Where its call returns; `None` for an exception frame.
     ret: Option<u32>,
-    /// Exception frames: the call pending when the exception came in, and the block it
-    /// interrupted (settled when the exception returns: the return address says how much
-    /// of it ran).
+    /// Exception frames: the call pending when the exception came in (resumed after it).
     pending: Option<(u32, Option<u32>)>,
-    cut: Option<(u32, &'static Block)>,
 }
 
 /// The calling-context tree (`graph=FILE`): each node a function entered by a call (or an
@@ -259,11 +291,14 @@ struct Graph {
     children: HashMap<(u32, u32, u32, u32), u32>,
     counts: HashMap<(u32, u32), u64>,
     stack: Vec<Frame>,
-    /// The previous block and its node, counted once the next block shows how much of it ran.
+    /// The block that started last and its node, counted once the next block starts.
     prev: Option<(u32, &'static Block)>,
-    /// The call the previous block ended with.
+    /// Its counters' values when it started: those that moved since are the instructions
+    /// that ran (a block can stop part way: an I/O access QEMU replays, a fault).
+    before: Vec<u64>,
+    /// The call the previous block ended with (if it ran to its end).
     pending: Option<(u32, Option<u32>)>,
-    /// Whether the previous block ended with a return.
+    /// Whether the previous block ran to its end and that end was a return.
     returned: bool,
     /// Exception handlers' entry addresses (`handlers=A:B:...`).
     handlers: Vec<u32>,
@@ -275,6 +310,22 @@ static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
 const MAX_DEPTH: usize = 4096;
 
 impl Graph {
+    fn new(out: String, handlers: Vec<u32>) -> Graph {
+        Graph {
+            out,
+            // Node 0: the root (what runs before any call is followed).
+            nodes: vec![(0, 0, 0, 0, 0)],
+            children: HashMap::new(),
+            counts: HashMap::new(),
+            stack: Vec::new(),
+            prev: None,
+            before: Vec::new(),
+            pending: None,
+            returned: false,
+            handlers,
+        }
+    }
+
     /// The node of `entry` entered from `site` (inside the call instruction, or the start of
     /// the interrupted block) under `parent`. The site tells the host which function made the
     /// call when a tail call left another function running in the parent's frame.
@@ -294,63 +345,73 @@ impl Graph {
         self.stack.last().map(|f| f.node).unwrap_or(0)
     }
 
-    fn count(&mut self, node: u32, b: &Block, ran: usize) {
-        *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
-    }
-
-    /// Count the previous block in full (the end of the run).
-    fn settle(&mut self) {
-        if let Some((node, b)) = self.prev.take() {
-            self.count(node, b, b.pcs.len());
+    /// Count the previous block's instructions that ran (its counters that moved since it
+    /// started; they ran in order, so they are a prefix of it). Returns whether it ran to
+    /// its end, and its start.
+    fn settle(&mut self) -> Option<(bool, u32)> {
+        let (node, b) = self.prev.take()?;
+        let ran = b
+            .counters
+            .iter()
+            .zip(&self.before)
+            .filter(|(c, before)| c.get() != **before)
+            .count();
+        if ran > 0 {
+            *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
         }
+        Some((ran == b.pcs.len(), b.pcs[0]))
     }
 
     /// A block starts: settle the previous one, follow calls, returns and exceptions.
     fn block(&mut self, b: &'static Block) {
         let pc = b.pcs[0];
-        let prev = self.prev.take();
-        // A return at the level of an exception frame (its handler, or code the handler
-        // branched to) is the exception's return: back to the frame it interrupted, with the
-        // call that was pending then; the block it cut short ran up to here.
+        let settled = self.settle();
+        if settled.is_some_and(|(whole, _)| !whole) {
+            // Stopped part way: its last instruction (a call, a return) did not run.
+            self.pending = None;
+            self.returned = false;
+        }
+        let mut site = settled.map(|(_, start)| start);
         if std::mem::take(&mut self.returned) && self.stack.last().is_some_and(|f| f.ret.is_none())
         {
-            if let Some((node, p)) = prev {
-                self.count(node, p, p.pcs.len());
-            }
+            // A return at the level of an exception frame (its handler, or code the handler
+            // branched to) is the exception's return: back to the frame it interrupted, with
+            // the call that was pending then.
             let f = self.stack.pop().expect("checked above");
             self.pending = f.pending;
-            if let Some((node, cut)) = f.cut {
-                self.count(node, cut, cut.ran_before(pc));
-            }
-        } else if let Some((node, p)) = prev {
-            if self.handlers.contains(&pc) && self.pending.and_then(|c| c.1) != Some(pc) {
-                // Settled when the exception returns.
-                self.prev = Some((node, p));
-            } else {
-                self.count(node, p, p.ran_before(pc));
-            }
+            site = None;
         }
         let target = self.pending.and_then(|p| p.1);
         if self.handlers.contains(&pc) && target != Some(pc) {
-            // An exception came in (the call pending, if any, is resumed after it).
-            let cut = self.prev.take();
-            let site = cut.map(|(_, c)| c.pcs[0]).unwrap_or(0);
-            let node = self.child(self.current(), pc, 1, site);
-            self.nodes[node as usize].4 += 1;
-            if self.stack.len() < MAX_DEPTH {
-                self.stack.push(Frame {
-                    node,
-                    ret: None,
-                    pending: self.pending.take(),
-                    cut,
-                });
-            } else if let Some((n, c)) = cut {
-                self.count(n, c, c.pcs.len());
-            }
-        } else if let Some((ret, _)) = self.pending.take().filter(|p| p.1.is_none_or(|t| t == pc)) {
-            // Reached by the call the previous block ended with (a block that is not the
-            // call's target is the rest of a calling block QEMU cut short, as at an I/O
-            // access).
+            self.enter_exception(pc, site);
+        } else {
+            self.call_or_return(pc);
+        }
+        self.prev = Some((self.current(), b));
+        self.before.clear();
+        self.before.extend(b.counters.iter().map(|c| c.get()));
+        self.pending = b.call;
+        self.returned = b.ret;
+    }
+
+    /// An exception came in before the block at `pc` (the call pending, if any, is resumed
+    /// after it); `site` is the start of the block it interrupted.
+    fn enter_exception(&mut self, pc: u32, site: Option<u32>) {
+        let node = self.child(self.current(), pc, 1, site.unwrap_or(0));
+        self.nodes[node as usize].4 += 1;
+        if self.stack.len() < MAX_DEPTH {
+            self.stack.push(Frame {
+                node,
+                ret: None,
+                pending: self.pending.take(),
+            });
+        }
+    }
+
+    /// The block at `pc` is a call's target, a return, or the next block of the same frame.
+    fn call_or_return(&mut self, pc: u32) {
+        if let Some((ret, _)) = self.pending.take().filter(|p| p.1.is_none_or(|t| t == pc)) {
+            // Reached by the call the previous block ended with.
             let node = self.child(self.current(), pc, 0, ret.wrapping_sub(2));
             self.nodes[node as usize].4 += 1;
             if self.stack.len() < MAX_DEPTH {
@@ -358,7 +419,6 @@ impl Graph {
                     node,
                     ret: Some(ret),
                     pending: None,
-                    cut: None,
                 });
             }
         } else {
@@ -374,9 +434,6 @@ impl Graph {
                 self.stack.truncate(floor + i);
             }
         }
-        self.prev = Some((self.current(), b));
-        self.pending = b.call;
-        self.returned = b.ret;
     }
 
     fn write(&mut self) {
@@ -410,28 +467,6 @@ impl Graph {
             );
         }
     }
-}
-
-/// Where a branch (QEMU's disassembly of it) goes: `(target, through a register)`.
-fn branch_of(disas: &str) -> (Option<u32>, bool) {
-    let d = disas.to_ascii_lowercase();
-    let mut words = d.splitn(2, char::is_whitespace);
-    let m = words.next().unwrap_or("");
-    let ops = words.next().unwrap_or("").trim();
-    let is_branch = m.starts_with('b') || m.starts_with("cb") || m.starts_with("tb");
-    if m.starts_with("bx") || m.starts_with("blx") && !ops.contains('#') || m.starts_with("tb") {
-        return (None, true);
-    }
-    if !is_branch {
-        return (None, returns(disas));
-    }
-    let target = ops
-        .rsplit([' ', ','])
-        .find(|w| !w.is_empty())
-        .map(|t| t.trim_start_matches('#').trim_start_matches("0x"))
-        .and_then(|t| u32::from_str_radix(t, 16).ok())
-        .map(|t| t & !1);
-    (target, target.is_none())
 }
 
 /// Whether an instruction (QEMU's disassembly of it) returns from a function.
@@ -509,9 +544,9 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
         .map(|g| g.as_ref().is_some_and(|g| !g.out.is_empty()))
         .unwrap_or(false);
     let mut pcs = Vec::with_capacity(n);
+    let mut counters = Vec::new();
     let mut call = None;
     let mut ret = false;
-    let (mut target, mut indirect) = (None, false);
     for i in 0..n {
         // SAFETY: i < n, as the API requires; the instruction belongs to this block.
         unsafe {
@@ -526,15 +561,14 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                     let size = qemu_plugin_insn_size(insn) as u32;
                     call = call_of(&d).map(|t| (pc as u32 + size, t));
                     ret = returns(&d);
-                    (target, indirect) = branch_of(&d);
                 }
             }
             if counting {
-                state
-                    .by_pc
-                    .entry(pc)
-                    .or_insert_with(Counter::new)
-                    .attach(insn);
+                let counter = state.by_pc.entry(pc).or_insert_with(Counter::new);
+                counter.attach(insn);
+                if graphing {
+                    counters.push(counter.probe());
+                }
             }
         }
     }
@@ -542,10 +576,9 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     if (BUDGET.load(Ordering::Relaxed) != 0 || ticking || graphing) && !pcs.is_empty() {
         let block = Box::into_raw(Box::new(Block {
             pcs,
+            counters,
             call,
             ret,
-            target,
-            indirect,
         }))
         .cast::<c_void>();
         // SAFETY: registering on the block QEMU is translating; the user data lives for ever.
@@ -625,18 +658,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             Some(("graph", v)) => {
                 let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
                 let handlers = g.take().map(|g| g.handlers).unwrap_or_default();
-                *g = Some(Graph {
-                    out: v.to_owned(),
-                    // Node 0: the root (what runs before any call is followed).
-                    nodes: vec![(0, 0, 0, 0, 0)],
-                    children: HashMap::new(),
-                    counts: HashMap::new(),
-                    stack: Vec::new(),
-                    prev: None,
-                    pending: None,
-                    returned: false,
-                    handlers,
-                });
+                *g = Some(Graph::new(v.to_owned(), handlers));
             }
             Some(("handlers", v)) => {
                 let list: Vec<u32> = v
@@ -647,19 +669,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
                 match g.as_mut() {
                     Some(g) => g.handlers = list,
-                    None => {
-                        *g = Some(Graph {
-                            out: String::new(),
-                            nodes: vec![(0, 0, 0, 0, 0)],
-                            children: HashMap::new(),
-                            counts: HashMap::new(),
-                            stack: Vec::new(),
-                            prev: None,
-                            pending: None,
-                            returned: false,
-                            handlers: list,
-                        })
-                    }
+                    None => *g = Some(Graph::new(String::new(), list)),
                 }
             }
             Some(("tick", v)) => match v.parse::<u64>() {
@@ -685,6 +695,15 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 return -1;
             }
         }
+    }
+    let graphing = GRAPH
+        .lock()
+        .map(|g| g.as_ref().is_some_and(|g| !g.out.is_empty()))
+        .unwrap_or(false);
+    if graphing && out.is_none() {
+        // The graph reads how much of each block ran from the exact counters.
+        eprintln!("cargo-sample exact-count plugin: graph=FILE needs out=FILE");
+        return -1;
     }
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Counters {
         by_pc: HashMap::new(),

@@ -208,6 +208,14 @@ fn the_plugin_for_qemu_9_and_later_counts_the_same_in_qemu_10() {
             .contains("API 2")
     );
     assert_eq!(counts(&old), counts(&new));
+    // So does the exact call graph (its counters read through QEMU 10's scoreboards): every
+    // function's self and inclusive count, and every caller of `leaf`.
+    let graph = ["--exact", "--callers", "leaf"];
+    let (old, _) = profile_in("call-graph", &graph);
+    let (new, _) = profile_in("call-graph", &[&graph[..], &["--qemu", q10]].concat());
+    assert_eq!(old["functions"], new["functions"]);
+    assert_eq!(old["callers"], new["callers"]);
+    assert_eq!(old["callers"]["rows"].as_array().map(Vec::len), Some(3));
     // The sampled run and its truth repeat across QEMU releases too.
     let (a, _) = profile_in("hot-loops", &["--samples", "1000", "--truth"]);
     let (b, _) = profile_in(

@@ -8,7 +8,9 @@
 //!   `jumper`'s frame;
 //! - IRQ30's handler calls `leaf` too: a caller that is an interrupt;
 //! - `right` calls `leaf` through `through_inline`, which is inlined into it: a sampled stack
-//!   names it between the two.
+//!   names it between the two;
+//! - `pending` reads a device register and returns: QEMU stops its block at the access and
+//!   replays the access alone, so the exact call graph must count that block part by part.
 #![no_std]
 #![no_main]
 
@@ -66,6 +68,13 @@ fn jumper(n: u32) -> u32 {
 }
 
 #[unsafe(no_mangle)]
+#[inline(never)]
+fn pending() -> u32 {
+    // SAFETY: the NVIC's set-pending register, read.
+    unsafe { core::ptr::read_volatile(0xE000_E200 as *const u32) }
+}
+
+#[unsafe(no_mangle)]
 extern "C" fn IRQ30() {
     leaf(core::hint::black_box(100));
 }
@@ -80,6 +89,7 @@ fn main() -> ! {
         right();
         recurse(core::hint::black_box(4));
         core::hint::black_box(jumper(core::hint::black_box(99)));
+        core::hint::black_box(pending());
         pend_irq(IRQ);
     }
     finish(0)

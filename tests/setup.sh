@@ -8,6 +8,8 @@
 # --with-pyocd: also make a Python virtual environment in target/pyocd-venv with pyOCD from
 # PyPI, whose SWO parser the tests compare ours with.
 # --with-fuzz: also install cargo-fuzz from crates.io (for tests/fuzz.sh).
+# --with-chromium: also install Chromium and ChromeDriver from Debian's packages (the HTML
+#   report is tested in a real headless browser).
 # --with-tmux: also install tmux from Debian's packages (the live top view is tested in a real
 #   terminal).
 # --with-windows: also add the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler,
@@ -18,6 +20,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_qemu10=0
 with_tmux=0
+with_chromium=0
 with_pyocd=0
 with_fuzz=0
 with_python=0
@@ -26,6 +29,7 @@ for arg in "$@"; do
   case "$arg" in
     --with-fuzz) with_fuzz=1 ;;
     --with-tmux) with_tmux=1 ;;
+    --with-chromium) with_chromium=1 ;;
     --with-qemu10) with_qemu10=1 ;;
     --with-pyocd) with_pyocd=1 ;;
     --with-python) with_python=1 ;;
@@ -70,6 +74,19 @@ if [ "$with_tmux" = 1 ] && ! command -v tmux >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y --no-install-recommends tmux >&2 \
     || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends tmux >&2; }
+fi
+
+if [ "$with_chromium" = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: install Chromium and ChromeDriver (/usr/bin/chromium, /usr/bin/chromedriver) with your package manager" >&2
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing Chromium and ChromeDriver" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y --no-install-recommends chromium chromium-driver >&2 \
+    || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends chromium chromium-driver >&2; }
 fi
 
 if ((with_qemu10)); then

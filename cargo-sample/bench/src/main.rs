@@ -46,6 +46,10 @@ struct BenchArgs {
     /// target, and the host's unwinding of a million samples.
     #[arg(long)]
     stacks_only: bool,
+    /// Only the HTML report of a million samples with stacks: its size, the time to write it,
+    /// and (with Chromium installed) the time a headless Chromium takes to draw it.
+    #[arg(long)]
+    html_only: bool,
 }
 
 /// The newest saved run of `bin`.
@@ -64,6 +68,100 @@ fn latest_run(manifest: &Path, bin: &str) -> Result<PathBuf> {
         .collect();
     dirs.sort();
     dirs.pop().context("no saved run")
+}
+
+/// A real run of `call-graph` with stacks, its samples repeated to a million, saved as a run
+/// beside it; its directory and sample count.
+fn million_stack_samples(manifest: &Path) -> Result<(PathBuf, usize)> {
+    let cli = release_args(
+        manifest,
+        &["--bin", "call-graph", "--samples", "10000", "--stacks"],
+    )?;
+    let real = sample::capture(&cli.run)?;
+    let dump = cargo_sample::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let n = 1_000_000usize;
+    let mut big = cargo_sample::dump::Dump::of_samples(dump.info, 0, Vec::new(), Vec::new());
+    for i in 0..n {
+        let j = i % dump.pcs.len();
+        big.pcs.push(dump.pcs[j]);
+        big.tags.push(dump.tags[j]);
+        big.stacks.push(dump.stacks[j].clone());
+    }
+    big.info.taken = n as u32;
+    big.info.limit = n as u32;
+    let dir = real.with_file_name(format!(
+        "{}-stacks-{n}",
+        real.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    for f in [runs::ELF, runs::META] {
+        std::fs::copy(real.join(f), dir.join(f))?;
+    }
+    runs::write_atomic(&dir.join(runs::DUMP), &cargo_sample::dump::encode(&big))?;
+    Ok((dir, n))
+}
+
+/// The HTML report of a million samples with stacks: size, time to write, time to draw.
+fn html_cost(manifest: &Path) -> Result<()> {
+    let (dir, n) = million_stack_samples(manifest)?;
+    let view = release_args(
+        manifest,
+        &["--format", "html", "--callers", "leaf", "--lines"],
+    )?
+    .run
+    .view;
+    let page = dir.join("report.html");
+    let t0 = std::time::Instant::now();
+    let report = cargo_sample::cmd::saved::load_report(
+        &dir,
+        cargo_sample::cmd::saved::build_options(&view),
+    )?;
+    let bytes = cargo_sample::report::html::html(&report)?;
+    let made = t0.elapsed().as_secs_f64();
+    std::fs::write(&page, &bytes)?;
+    println!(
+        "  {n} samples with stacks: report built and written as HTML in {made:.2} s, {:.0} KiB",
+        bytes.len() as f64 / 1024.0
+    );
+    let chromium = Path::new("/usr/bin/chromium");
+    if chromium.is_file() {
+        let profile = tempfile::tempdir()?;
+        let mut drawn = Vec::new();
+        for _ in 0..3 {
+            let out = std::process::Command::new(chromium)
+                .args([
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--dump-dom",
+                ])
+                .arg(format!("--user-data-dir={}", profile.path().display()))
+                .arg(format!("file://{}", page.canonicalize()?.display()))
+                .output()?;
+            let dom = String::from_utf8_lossy(&out.stdout);
+            let ms = dom
+                .split("data-drawn-ms=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .context("Chromium did not draw the page (no data-drawn-ms in its DOM)")?;
+            drawn.push(ms);
+        }
+        drawn.sort_by(f64::total_cmp);
+        println!(
+            "  headless Chromium: navigation to a drawn page in {:.0} ms (median of 3; min {:.0} ms)",
+            drawn[1], drawn[0]
+        );
+    } else {
+        println!("  (no /usr/bin/chromium: `tests/setup.sh --with-chromium` installs it)");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
 }
 
 /// Stack capture's cost on the target, by window size, and the host's unwinding throughput.
@@ -140,32 +238,7 @@ fn stack_costs(manifest: &Path) -> Result<()> {
         );
     }
     // Host: a real run's stacks, repeated to a million samples, reported.
-    let cli = release_args(
-        manifest,
-        &["--bin", "call-graph", "--samples", "10000", "--stacks"],
-    )?;
-    let real = sample::capture(&cli.run)?;
-    let dump = cargo_sample::dump::decode(&std::fs::read(real.join(runs::DUMP))?)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let n = 1_000_000usize;
-    let mut big = cargo_sample::dump::Dump::of_samples(dump.info, 0, Vec::new(), Vec::new());
-    for i in 0..n {
-        let j = i % dump.pcs.len();
-        big.pcs.push(dump.pcs[j]);
-        big.tags.push(dump.tags[j]);
-        big.stacks.push(dump.stacks[j].clone());
-    }
-    big.info.taken = n as u32;
-    big.info.limit = n as u32;
-    let dir = real.with_file_name(format!(
-        "{}-stacks-{n}",
-        real.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    for f in [runs::ELF, runs::META] {
-        std::fs::copy(real.join(f), dir.join(f))?;
-    }
-    runs::write_atomic(&dir.join(runs::DUMP), &cargo_sample::dump::encode(&big))?;
+    let (dir, n) = million_stack_samples(manifest)?;
     let mut times = Vec::new();
     for _ in 0..3 {
         let t0 = std::time::Instant::now();
@@ -1151,6 +1224,9 @@ fn bench(args: &BenchArgs) -> Result<()> {
     }
     if args.stacks_only {
         return stack_costs(&manifest);
+    }
+    if args.html_only {
+        return html_cost(&manifest);
     }
     if args.counting_only {
         let c = counting_cost(&manifest)?;

@@ -125,12 +125,17 @@ pub enum By {
 #[derive(Args, Debug, Clone)]
 pub struct ViewArgs {
     /// Output format: a text report, JSON, folded stacks (inferno, flamegraph.pl, speedscope),
-    /// an SVG flamegraph, or pprof's gzipped protobuf (`pprof -http`, Grafana Pyroscope).
+    /// an SVG flamegraph, pprof's gzipped protobuf (`pprof -http`, Grafana Pyroscope), callgrind,
+    /// the Firefox Profiler's format, or a self-contained HTML page (with `--open`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Open the HTML report or the SVG flame graph in the browser (`$BROWSER` if set), from
+    /// FILE or, without `-o`, from a file written beside the run.
+    #[arg(long)]
+    pub open: bool,
     /// Also show source lines (`file:line` of the innermost frame).
     #[arg(long)]
     pub lines: bool,
@@ -201,6 +206,9 @@ pub enum Format {
     /// The Firefox Profiler's processed format (profiler.firefox.com, `samply load`): the
     /// samples in the order taken, a thread per tag.
     Firefox,
+    /// One self-contained page: facts, findings, an interactive flame graph, sortable tables,
+    /// the annotated hottest functions.
+    Html,
 }
 
 /// Build, run and report (the default command).

@@ -94,6 +94,7 @@ pub(crate) fn check_plugin_loaded(
 
 /// `cargo sample --exact`: no sampler; every executed instruction counted, then reported.
 pub fn run_exact(args: &RunArgs) -> Result<()> {
+    super::saved::check_view(&args.view)?;
     let dir = capture_exact(args)?;
     render_run(&dir, &args.view)
 }

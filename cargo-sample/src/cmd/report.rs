@@ -88,5 +88,5 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
         build_options(view),
         &elf::vectors(&elf_bytes),
     );
-    print_report(&report, view)
+    print_report(&report, view, None)
 }

@@ -30,6 +30,7 @@ use crate::term;
 
 /// `cargo sample [args]`: capture, then print the report.
 pub fn run(args: &RunArgs) -> Result<()> {
+    super::saved::check_view(&args.view)?;
     let dir = capture(args)?;
     render_run(&dir, &args.view)
 }

@@ -292,7 +292,7 @@ pub fn verify_fingerprint(elf_bytes: &[u8], dump: &Dump) -> Result<()> {
 /// Render a saved run.
 pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
     let report = load_report(dir, build_options(view))?;
-    print_report(&report, view)
+    print_report(&report, view, Some(dir))
 }
 
 /// The report of a saved run.
@@ -577,9 +577,9 @@ pub(crate) fn load_exact_report(
 }
 
 /// What the views ask the report to compute.
-pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
+pub fn build_options(view: &ViewArgs) -> report::Options {
     report::Options {
-        annotate: view.annotate.unwrap_or(0),
+        annotate: annotate_count(view),
         bin_split: view.bin_split,
         by_tag: view.by == Some(crate::cli::By::Tag),
         callers: view.callers.clone(),
@@ -588,7 +588,35 @@ pub(crate) fn build_options(view: &ViewArgs) -> report::Options {
     }
 }
 
-pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<()> {
+/// Views that cannot work, refused before anything is built or run.
+pub(crate) fn check_view(view: &ViewArgs) -> Result<()> {
+    if view.open && !matches!(view.format, Format::Html | Format::Svg) {
+        bail!(
+            "--open opens a page in the browser: add `--format html` (the report) or `--format svg` \
+             (the flame graph)"
+        );
+    }
+    Ok(())
+}
+
+/// The annotated functions a view asks for: `--annotate N`, or the 5 hottest in the HTML
+/// report, which has room for them.
+fn annotate_count(view: &ViewArgs) -> usize {
+    match (view.annotate, view.format) {
+        (Some(n), _) => n,
+        (None, Format::Html) => 5,
+        (None, _) => 0,
+    }
+}
+
+/// Print (or write) the report as the view asks. `beside`: where a page goes when it has no
+/// `-o` and cannot go to standard output (a terminal, or `--open`): the run's directory.
+pub(crate) fn print_report(
+    report: &report::Report,
+    view: &ViewArgs,
+    beside: Option<&Path>,
+) -> Result<()> {
+    check_view(view)?;
     let bytes: Vec<u8> = match view.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(report)?;
@@ -623,11 +651,30 @@ pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<(
         Format::Pprof => report::formats::pprof(report)?,
         Format::Callgrind => report::calls::callgrind(report)?.into_bytes(),
         Format::Firefox => report::timeline::firefox(report)?,
+        Format::Html => report::html::html(report)?,
     };
     // Only the text report is painted; its codes never reach a file, and reach standard
     // output only when that stream takes colour.
     let painted = view.format == Format::Text;
-    match &view.output {
+    let page = match view.format {
+        Format::Html => Some("report.html"),
+        Format::Svg => Some("flamegraph.svg"),
+        _ => None,
+    };
+    use std::io::IsTerminal;
+    let output = match (&view.output, page) {
+        (Some(path), _) => Some(path.clone()),
+        // A page is for a browser: to a file beside the run when it would otherwise be
+        // shown as text, or has to be opened.
+        (None, Some(name)) if view.open || std::io::stdout().is_terminal() => Some(
+            beside
+                .map(Path::to_path_buf)
+                .unwrap_or_else(std::env::temp_dir)
+                .join(name),
+        ),
+        _ => None,
+    };
+    match &output {
         Some(path) => {
             let bytes = if painted {
                 term::plain(&String::from_utf8_lossy(&bytes)).into_bytes()
@@ -636,9 +683,14 @@ pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<(
             };
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
             term::status("Wrote", path.display());
+            if view.open {
+                open_in_browser(path)?;
+            } else if view.output.is_none() {
+                term::note("open it with `--open`, or in any browser");
+            }
         }
         None => {
-            use std::io::{IsTerminal, Write};
+            use std::io::Write;
             if view.format == Format::Pprof && std::io::stdout().is_terminal() {
                 bail!(
                     "pprof output is binary: write it to a file with `-o profile.pb.gz` (then `pprof -http=: profile.pb.gz`)"
@@ -652,6 +704,40 @@ pub(crate) fn print_report(report: &report::Report, view: &ViewArgs) -> Result<(
             }
         }
     }
+    Ok(())
+}
+
+/// Open a page: with `$BROWSER` when set (as `cargo doc --open` does), else the desktop's
+/// default browser.
+fn open_in_browser(path: &Path) -> Result<()> {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if let Some(browser) = std::env::var_os("BROWSER").filter(|b| !b.is_empty()) {
+        let status = std::process::Command::new(&browser)
+            .arg(&path)
+            .status()
+            .with_context(|| {
+                format!(
+                    "starting the browser `{}` (from $BROWSER) on {}",
+                    browser.to_string_lossy(),
+                    path.display()
+                )
+            })?;
+        if !status.success() {
+            bail!(
+                "the browser `{}` (from $BROWSER) failed ({status}) on {}",
+                browser.to_string_lossy(),
+                path.display()
+            );
+        }
+    } else {
+        opener::open(&path).with_context(|| {
+            format!(
+                "opening {} in the browser (set $BROWSER to choose one)",
+                path.display()
+            )
+        })?;
+    }
+    term::status("Opened", path.display());
     Ok(())
 }
 

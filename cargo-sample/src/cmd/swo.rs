@@ -108,5 +108,5 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         build_options(&args.view),
         &elf::vectors(&elf_bytes),
     );
-    print_report(&report, &args.view)
+    print_report(&report, &args.view, None)
 }

@@ -20,8 +20,7 @@ pub fn folded(r: &Report) -> String {
     let mut out = String::new();
     // Real call stacks when the run has them (with the inlined frames when sampled with
     // `--stacks`); the inline chains otherwise.
-    let stacks = real_stacks(r).unwrap_or(&r.stacks);
-    for s in stacks {
+    for s in flame_stacks(r) {
         let frames: Vec<String> = s
             .chain
             .iter()
@@ -43,14 +42,9 @@ fn real_stacks(r: &Report) -> Option<&Vec<Stack>> {
         .find(|s| !s.is_empty())
 }
 
-/// An interactive SVG flamegraph of the inline chains, or of the real call stacks.
-pub fn svg(r: &Report) -> Result<Vec<u8>> {
-    let folded = folded(r);
-    let mut opts = inferno::flamegraph::Options::default();
-    // A function's colour comes from its name alone: the same in every run and every diff.
-    opts.deterministic = true;
-    opts.title = format!("{} · {}", r.facts_firmware(), r.facts_machine());
-    opts.subtitle = Some(match r.mode {
+/// What a flamegraph of this report is made of, in a line.
+pub(crate) fn stacks_kind(r: &Report) -> String {
+    match r.mode {
         "exact" if !r.call_stacks.is_empty() => {
             "every executed instruction, by call stack (caller; callee; ...)".into()
         }
@@ -63,7 +57,23 @@ pub fn svg(r: &Report) -> Result<Vec<u8>> {
             "{} samples by inline chain (function; inlined; ...); PC sampling has no call stacks",
             r.samples.unwrap_or(0)
         ),
-    });
+    }
+}
+
+/// The stacks a flamegraph draws: the real call stacks when the run has them, the inline
+/// chains otherwise.
+pub(crate) fn flame_stacks(r: &Report) -> &[Stack] {
+    real_stacks(r).unwrap_or(&r.stacks)
+}
+
+/// An interactive SVG flamegraph of the inline chains, or of the real call stacks.
+pub fn svg(r: &Report) -> Result<Vec<u8>> {
+    let folded = folded(r);
+    let mut opts = inferno::flamegraph::Options::default();
+    // A function's colour comes from its name alone: the same in every run and every diff.
+    opts.deterministic = true;
+    opts.title = format!("{} · {}", r.facts_firmware(), r.facts_machine());
+    opts.subtitle = Some(stacks_kind(r));
     opts.count_name = if r.mode == "exact" {
         "instructions".into()
     } else {

@@ -7,6 +7,7 @@ pub mod calls;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
+pub mod html;
 pub mod model;
 pub mod stat;
 pub mod text;

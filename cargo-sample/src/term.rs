@@ -79,6 +79,18 @@ pub fn plural(n: u64, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
+/// A spinner on standard error with a message and the time elapsed (drawn only on a
+/// terminal).
+pub fn spinner(msg: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("{spinner:.green} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(msg.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

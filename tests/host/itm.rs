@@ -41,6 +41,22 @@ fn stream_of(run: &Path, dir: &Path, full: bool) -> PathBuf {
     path
 }
 
+/// pyOCD's decoding of a capture, in `--events`' form.
+fn pyocd_events(capture: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pyocd_swo.py");
+    let py = Command::new(pyocd_python())
+        .arg(script)
+        .arg(capture)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    String::from_utf8(py.stdout).unwrap()
+}
+
 fn our_events(capture: &Path, extra: &[&str]) -> String {
     let mut args = vec!["swo", capture.to_str().unwrap(), "--events"];
     args.extend_from_slice(extra);
@@ -65,18 +81,7 @@ fn our_decoder_and_pyocds_agree_on_every_packet() {
         .filter(|l| !l.starts_with("timestamp"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pyocd_swo.py");
-    let py = Command::new(pyocd_python())
-        .arg(script)
-        .arg(&capture)
-        .output()
-        .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let theirs = String::from_utf8(py.stdout).unwrap();
+    let theirs = pyocd_events(&capture);
     assert_eq!(
         ours.lines().filter(|l| l.starts_with("pc ")).count(),
         10_000
@@ -123,17 +128,38 @@ fn a_capture_reports_as_the_run_it_came_from() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        s["functions"].as_array().unwrap().len(),
-        r["functions"].as_array().unwrap().len()
-    );
-    for (a, b) in s["functions"]
+    let awake: Vec<&Value> = s["functions"]
         .as_array()
         .unwrap()
         .iter()
-        .zip(r["functions"].as_array().unwrap())
-    {
+        .filter(|f| f["name"] != "[sleeping]")
+        .collect();
+    assert_eq!(awake.len(), r["functions"].as_array().unwrap().len());
+    for (a, b) in awake.iter().zip(r["functions"].as_array().unwrap()) {
         assert_eq!((&a["name"], &a["samples"]), (&b["name"], &b["samples"]));
+    }
+    // Sleep samples are a row of their own, and exception trace a table: both counted as
+    // pyOCD's decoder counts them.
+    let theirs = pyocd_events(&capture);
+    let sleeping = s["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "[sleeping]")
+        .expect("a [sleeping] row");
+    assert_eq!(
+        sleeping["samples"].as_u64().unwrap() as usize,
+        theirs.lines().filter(|l| *l == "sleep").count()
+    );
+    let exceptions = s["exceptions"].as_array().expect("an exceptions table");
+    assert!(!exceptions.is_empty());
+    for e in exceptions {
+        let entered = format!("exception {} 1", e["number"]);
+        assert_eq!(
+            e["entries"].as_u64().unwrap() as usize,
+            theirs.lines().filter(|l| *l == entered).count(),
+            "{e}"
+        );
     }
     // Sleep packets and overflows are said, not hidden.
     let kinds: Vec<&str> = s["diagnostics"]
@@ -173,4 +199,112 @@ fn a_capture_that_starts_mid_packet_waits_for_synchronisation() {
     // Without waiting, the cut packet's bytes are read as packets of their own.
     let blind = our_events(&cut, &[]);
     assert_ne!(pcs(&blind).first(), synced.first());
+}
+
+#[test]
+fn a_tpiu_framed_stream_read_over_tcp_reports_as_the_run() {
+    let (r, run) = profile_in("hot-loops", &["--samples", "10000"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = stream_of(&run, tmp.path(), false);
+    // The same stream through the TPIU's formatter, interleaved with a second source.
+    let framed = tmp.path().join("framed.bin");
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "swo",
+            framed.to_str().unwrap(),
+            "--synthesize-from",
+            run.to_str().unwrap(),
+            "--tpiu",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let framed_bytes = std::fs::read(&framed).unwrap();
+    // Deframed, it decodes packet for packet as pyOCD decodes the plain stream.
+    let ours = our_events(&framed, &["--tpiu"]);
+    let theirs = pyocd_events(&plain);
+    let ours: Vec<&str> = ours
+        .lines()
+        .filter(|l| !l.starts_with("timestamp"))
+        .collect();
+    assert_eq!(ours, theirs.lines().collect::<Vec<_>>());
+    // Without --tpiu the frames are not ITM packets: the report would be wrong, and says so.
+    assert!(our_events(&framed, &[]).contains("invalid"));
+
+    // A debug server's TCP port sending it in pieces, then closing.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap().to_string();
+    let sent = framed_bytes.clone();
+    let t = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut s, _) = server.accept().unwrap();
+        for c in sent.chunks(4093) {
+            s.write_all(c).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    });
+    let saved = tmp.path().join("recorded.bin");
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "swo",
+            saved.to_str().unwrap(),
+            "--tcp",
+            &addr,
+            "--tpiu",
+            "--elf",
+            run.join("firmware.elf").to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    t.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the server closed the stream"), "{err}");
+    // The raw stream is kept as it came.
+    assert_eq!(std::fs::read(&saved).unwrap(), framed_bytes);
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let awake: Vec<(&Value, &Value)> = s["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"] != "[sleeping]")
+        .map(|f| (&f["name"], &f["samples"]))
+        .collect();
+    let run_rows: Vec<(&Value, &Value)> = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (&f["name"], &f["samples"]))
+        .collect();
+    assert_eq!(awake, run_rows);
+}
+
+#[test]
+fn a_tcp_port_with_nothing_behind_it_is_said_plainly() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap().to_string();
+    drop(free);
+    let tmp = tempfile::tempdir().unwrap();
+    let saved = tmp.path().join("x.bin");
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "swo",
+            saved.to_str().unwrap(),
+            "--tcp",
+            &addr,
+            "--elf",
+            "none.elf",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is the debug server running"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }

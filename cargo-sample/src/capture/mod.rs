@@ -4,4 +4,5 @@
 pub mod live;
 pub mod pmu;
 pub mod snapshot;
+pub mod tcp;
 pub mod top;

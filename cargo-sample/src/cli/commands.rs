@@ -71,8 +71,21 @@ pub struct StatArgs {
 /// `cargo sample swo`.
 #[derive(Args, Debug)]
 pub struct SwoArgs {
-    /// The raw SWO bytes (as a probe or a logic analyser captured them).
+    /// The raw SWO bytes (as a probe or a logic analyser captured them); with `--tcp`, the
+    /// file the stream is saved to as it arrives.
     pub capture: PathBuf,
+    /// Record the stream from a TCP port first (J-Link GDB Server's SWO port 2332, OpenOCD's
+    /// trace output, orbuculum's 3443) until the server closes it, `--duration` passes or
+    /// Ctrl-C.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub tcp: Option<String>,
+    /// With `--tcp`: stop recording after this long (`10s`, `2min`).
+    #[arg(long, value_name = "TIME", value_parser = super::values::parse_duration, requires = "tcp")]
+    pub duration: Option<std::time::Duration>,
+    /// The stream is framed by the TPIU's formatter (several trace sources interleaved): keep
+    /// the source with this trace ID (1, the ITM's usual ID, when no ID is given).
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "1")]
+    pub tpiu: Option<u8>,
     /// The ELF that ran.
     #[arg(long, value_name = "FILE", required_unless_present_any = ["synthesize_from", "events"])]
     pub elf: Option<PathBuf>,

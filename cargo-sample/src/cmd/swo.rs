@@ -1,8 +1,9 @@
 //! `cargo sample swo`: a recorded SWO capture reported against its ELF.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use super::saved::{build_options, load_dump, print_report};
+use crate::dump::tpiu;
 use crate::image::disasm;
 use crate::image::elf;
 use crate::image::symbolize::Symbolizer;
@@ -11,9 +12,28 @@ use crate::term;
 
 /// `cargo sample swo`: a recorded SWO capture, reported like a run.
 pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
+    if let Some(id) = args.tpiu
+        && !(1..=0x7C).contains(&id)
+    {
+        bail!("--tpiu {id}: trace IDs go from 1 to 0x7C (the ITM's is usually 1)");
+    }
     if let Some(run) = &args.synthesize_from {
         let dump = load_dump(run)?;
-        let stream = crate::dump::itm::synthetic(&dump.pcs, args.full);
+        let mut stream = crate::dump::itm::synthetic(&dump.pcs, args.full);
+        if let Some(id) = args.tpiu {
+            // Another source's bytes between the ITM's, as a trace port with two sources.
+            let other: Vec<u8> = (0..stream.len() as u32 / 4)
+                .map(|i| (i * 29) as u8)
+                .collect();
+            let other_id = if id == 0x7C { 1 } else { id + 1 };
+            let sources: Vec<(u8, &[u8])> = stream
+                .chunks(61)
+                .zip(other.chunks(13).chain(std::iter::repeat(&[][..])))
+                .flat_map(|(itm, more)| [(id, itm), (other_id, more)])
+                .filter(|(_, b)| !b.is_empty())
+                .collect();
+            stream = tpiu::frame(&sources);
+        }
         std::fs::write(&args.capture, &stream)
             .with_context(|| format!("writing {}", args.capture.display()))?;
         term::status(
@@ -27,8 +47,38 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let data = std::fs::read(&args.capture)
+    if let Some(addr) = &args.tcp {
+        record_tcp(addr, args)?;
+    }
+    let raw = std::fs::read(&args.capture)
         .with_context(|| format!("reading {}", args.capture.display()))?;
+    let data = match args.tpiu {
+        Some(id) => {
+            let (data, d) = tpiu::deframe(&raw, id);
+            term::note(format!(
+                "TPIU: {} frames, {} synchronisation packets, {} bytes of trace source {id}{}",
+                d.frames,
+                d.syncs,
+                data.len(),
+                if d.leftover() > 0 {
+                    format!(
+                        ", {} bytes at the end that make no whole frame",
+                        d.leftover()
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            if data.is_empty() && !raw.is_empty() {
+                bail!(
+                    "the capture holds no bytes of trace source {id}: is it framed by the TPIU \
+                     (drop --tpiu if not), and is the ITM's trace ID {id} (ITM_TCR.TraceBusID)?"
+                );
+            }
+            data
+        }
+        None => raw,
+    };
     if args.events {
         anstream::print!("{}", crate::dump::itm::event_lines(&data, args.sync));
         return Ok(());
@@ -43,8 +93,27 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let s = crate::dump::itm::summarize(&data, args.sync);
     let mut sym = Symbolizer::new(elf_path, &elf_bytes, None)?;
     let mut code = disasm::Code::new(&elf_bytes).ok();
+    // Samples that found the core asleep carry no address: they stand at an address no code
+    // can have, named `[sleeping]`, in the order they came.
+    let sleep_pc = report::model::SLEEP_ADDRESS;
+    if s.sleep > 0 {
+        sym.add_pseudo(
+            sleep_pc as u64,
+            sleep_pc as u64 + 2,
+            report::model::SLEEPING,
+        );
+    }
+    let mut ordered = Vec::with_capacity(s.pcs.len() + s.sleep_at.len());
+    let mut sleeps = s.sleep_at.iter().peekable();
+    for (i, pc) in s.pcs.iter().enumerate() {
+        while sleeps.next_if(|&&at| at == i).is_some() {
+            ordered.push(sleep_pc);
+        }
+        ordered.push(pc & !1);
+    }
+    ordered.extend(sleeps.map(|_| sleep_pc));
     let mut samples = report::Samples {
-        ordered: s.pcs.iter().map(|pc| pc & !1).collect(),
+        ordered,
         ..report::Samples::default()
     };
     for &pc in &samples.ordered {
@@ -57,9 +126,10 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
             kind: report::Finding::Asleep,
             severity: report::Severity::Note,
             message: format!(
-                "{} of {all} PC samples ({share:.2} %) found the core asleep (sleep packets carry no \
-                 address); the shares above are of the samples taken awake",
-                s.sleep
+                "{} of {all} PC samples ({share:.2} %) found the core asleep: they are the `{}` \
+                 row (sleep packets carry no address)",
+                s.sleep,
+                report::model::SLEEPING
             ),
             percent: Some(share),
             addresses: Vec::new(),
@@ -86,7 +156,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
             s.skipped, s.invalid
         ));
     }
-    let taken = s.pcs.len() as u32;
+    let taken = all.min(u32::MAX as u64) as u32;
     let facts = Facts::of_capture(
         elf_path
             .file_name()
@@ -99,14 +169,85 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         "end of capture",
         "swo",
     );
-    let report = report::build_samples(
+    let vectors = elf::vectors(&elf_bytes);
+    let mut report = report::build_samples(
         &samples,
         &mut sym,
         code.as_mut(),
         facts,
         None,
         build_options(&args.view),
-        &elf::vectors(&elf_bytes),
+        &vectors,
     );
+    report.exceptions = exception_rows(&s.exceptions, &vectors, &sym);
     print_report(&report, &args.view, None)
+}
+
+/// The exception trace's rows, named by the vector table's handlers.
+fn exception_rows(
+    stats: &[crate::dump::itm::ExceptionStats],
+    vectors: &[(u32, u32)],
+    sym: &Symbolizer,
+) -> Vec<report::model::ExceptionRow> {
+    stats
+        .iter()
+        .filter(|e| e.entries > 0)
+        .map(|e| report::model::ExceptionRow {
+            number: e.number,
+            name: vectors
+                .iter()
+                .find(|v| v.0 == e.number as u32)
+                .and_then(|v| sym.function_of(v.1 as u64))
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("exception {}", e.number)),
+            entries: e.entries,
+            timed: e.timed,
+            min_ticks: e.min,
+            mean_ticks: e.mean,
+            max_ticks: e.max,
+        })
+        .collect()
+}
+
+/// Record `--tcp` into the capture file, with the bytes and PC samples so far on a spinner.
+fn record_tcp(addr: &str, args: &crate::cli::SwoArgs) -> Result<()> {
+    let bar = term::spinner(&format!("Recording SWO from {addr}"));
+    let mut deframer = args.tpiu.map(tpiu::Deframer::new);
+    let mut parser = crate::dump::itm::Parser::new(args.sync);
+    let (mut bytes, mut pcs) = (0u64, 0u64);
+    let mut itm = Vec::new();
+    let (n, end) = crate::capture::tcp::record(addr, &args.capture, args.duration, |chunk| {
+        bytes += chunk.len() as u64;
+        let data = match deframer.as_mut() {
+            Some(d) => {
+                itm.clear();
+                d.feed(chunk, &mut itm);
+                &itm[..]
+            }
+            None => chunk,
+        };
+        parser.feed(data, &mut |e| {
+            if matches!(e, crate::dump::itm::Event::PcSample(_)) {
+                pcs += 1;
+            }
+        });
+        bar.set_message(format!(
+            "Recording SWO from {addr}: {} KiB, {pcs} PC samples",
+            bytes / 1024
+        ));
+    })?;
+    bar.finish_and_clear();
+    let how = match end {
+        crate::capture::tcp::End::Closed => "the server closed the stream",
+        crate::capture::tcp::End::Duration => "--duration passed",
+        crate::capture::tcp::End::Interrupted => "interrupted",
+    };
+    term::status(
+        "Recorded",
+        format!(
+            "{n} bytes from {addr} into {} ({how})",
+            args.capture.display()
+        ),
+    );
+    Ok(())
 }

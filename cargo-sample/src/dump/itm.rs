@@ -367,10 +367,12 @@ impl Parser {
 }
 
 /// Counts of each kind of packet, and the PC samples in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
     pub pcs: Vec<u32>,
     pub sleep: u64,
+    /// Where each sleep sample came among the PC samples: the number of PC samples before it.
+    pub sleep_at: Vec<usize>,
     pub instrumentation: u64,
     pub event_counter: u64,
     pub exception: u64,
@@ -381,26 +383,129 @@ pub struct Summary {
     pub extension: u64,
     pub invalid: u64,
     pub skipped: u64,
+    /// Exception trace, per exception number (lowest first).
+    pub exceptions: Vec<ExceptionStats>,
+}
+
+/// What the exception trace tells of one exception: how often it was entered and, when the
+/// stream carries local timestamps, how long each entry lasted until its exit (in timestamp
+/// clock ticks, including any exception that preempted it).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ExceptionStats {
+    pub number: u16,
+    pub entries: u64,
+    /// Entries whose exit was seen with a time on both ends.
+    pub timed: u64,
+    pub min: Option<u64>,
+    pub mean: Option<f64>,
+    pub max: Option<u64>,
+}
+
+/// Follows exception entries and exits, timed by the local timestamps that come after them.
+#[derive(Debug, Default)]
+struct ExceptionClock {
+    /// Time of the last local timestamp (None before the first).
+    time: Option<u64>,
+    /// Events since that timestamp: `(number, function)`, timed by the next one.
+    waiting: Vec<(u16, u8)>,
+    /// Exceptions entered and not exited, innermost last, with their entry time.
+    active: Vec<(u16, Option<u64>)>,
+    stats: std::collections::BTreeMap<u16, (u64, u64, u64, u64, u64)>,
+}
+
+impl ExceptionClock {
+    fn event(&mut self, number: u16, function: u8) {
+        self.waiting.push((number, function));
+    }
+
+    fn timestamp(&mut self, delta: u32) {
+        let t = self.time.unwrap_or(0) + delta as u64;
+        self.time = Some(t);
+        self.settle(Some(t));
+    }
+
+    /// Packets were lost: entries in progress can no longer be timed.
+    fn lost(&mut self) {
+        self.settle(None);
+        self.active.clear();
+    }
+
+    fn settle(&mut self, at: Option<u64>) {
+        for (number, function) in std::mem::take(&mut self.waiting) {
+            // (entries, timed, sum, min, max)
+            let st = self.stats.entry(number).or_insert((0, 0, 0, u64::MAX, 0));
+            match function {
+                1 => {
+                    st.0 += 1;
+                    self.active.push((number, at));
+                }
+                2 => {
+                    if let Some(i) = self.active.iter().rposition(|a| a.0 == number) {
+                        if let (Some(start), Some(end)) = (self.active[i].1, at) {
+                            let d = end.saturating_sub(start);
+                            st.1 += 1;
+                            st.2 += d;
+                            st.3 = st.3.min(d);
+                            st.4 = st.4.max(d);
+                        }
+                        self.active.truncate(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<ExceptionStats> {
+        // Events after the last timestamp are counted, not timed.
+        self.settle(None);
+        self.stats
+            .into_iter()
+            .map(|(number, (entries, timed, sum, min, max))| ExceptionStats {
+                number,
+                entries,
+                timed,
+                min: (timed > 0).then_some(min),
+                mean: (timed > 0).then(|| sum as f64 / timed as f64),
+                max: (timed > 0).then_some(max),
+            })
+            .collect()
+    }
 }
 
 /// Decode a whole capture.
 pub fn summarize(data: &[u8], wait_for_sync: bool) -> Summary {
     let mut s = Summary::default();
+    let mut clock = ExceptionClock::default();
     let mut p = Parser::new(wait_for_sync);
     p.feed(data, &mut |e| match e {
         Event::PcSample(pc) => s.pcs.push(pc),
-        Event::Sleep => s.sleep += 1,
+        Event::Sleep => {
+            s.sleep += 1;
+            s.sleep_at.push(s.pcs.len());
+        }
         Event::Instrumentation { .. } => s.instrumentation += 1,
         Event::CounterWrap(_) => s.event_counter += 1,
-        Event::ExceptionTrace { .. } => s.exception += 1,
+        Event::ExceptionTrace { number, function } => {
+            s.exception += 1;
+            clock.event(number, function);
+        }
         Event::DataTrace { .. } => s.data_trace += 1,
         Event::Sync => s.sync += 1,
-        Event::Overflow => s.overflow += 1,
-        Event::LocalTimestamp { .. } | Event::GlobalTimestamp { .. } => s.timestamp += 1,
+        Event::Overflow => {
+            s.overflow += 1;
+            clock.lost();
+        }
+        Event::LocalTimestamp { delta, .. } => {
+            s.timestamp += 1;
+            clock.timestamp(delta);
+        }
+        Event::GlobalTimestamp { .. } => s.timestamp += 1,
         Event::Extension { .. } => s.extension += 1,
         Event::Invalid(_) => s.invalid += 1,
     });
     s.skipped = p.skipped;
+    s.exceptions = clock.finish();
     s
 }
 
@@ -502,6 +607,63 @@ pub fn synthetic(pcs: &[u32], full: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Exception trace packets and local timestamps, encoded from the protocol's rules.
+    fn exception(number: u16, function: u8) -> [u8; 3] {
+        [0x0E, number as u8, (function << 4) | (number >> 8) as u8]
+    }
+    fn timestamp(delta: u32) -> Vec<u8> {
+        let mut v = vec![0xC0];
+        let mut d = delta;
+        loop {
+            let more = d >= 0x80;
+            v.push((d as u8 & 0x7F) | if more { 0x80 } else { 0 });
+            d >>= 7;
+            if !more {
+                break;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn exception_trace_gives_counts_and_entry_to_exit_times() {
+        let mut s = Vec::new();
+        let at = |s: &mut Vec<u8>, events: &[(u16, u8)], delta: u32| {
+            for &(n, f) in events {
+                s.extend_from_slice(&exception(n, f));
+            }
+            s.extend_from_slice(&timestamp(delta));
+        };
+        at(&mut s, &[(15, 1)], 10); // t = 10
+        at(&mut s, &[(15, 2), (0, 3)], 20); // 30: 15 lasted 20
+        at(&mut s, &[(16, 1)], 10); // 40
+        at(&mut s, &[(15, 1)], 10); // 50: preempts 16
+        at(&mut s, &[(15, 2), (16, 3)], 5); // 55: 5
+        at(&mut s, &[(16, 2)], 15); // 70: 16 lasted 30, preemption included
+        at(&mut s, &[(15, 1)], 200); // 270
+        s.push(0x70); // overflow: 15's exit cannot be timed
+        at(&mut s, &[(15, 2)], 20);
+        s.extend_from_slice(&exception(300, 1)); // no timestamp after it: counted only
+        let sum = summarize(&s, false);
+        assert_eq!(sum.exception, 11);
+        let by: std::collections::HashMap<u16, &ExceptionStats> =
+            sum.exceptions.iter().map(|e| (e.number, e)).collect();
+        let e15 = by[&15];
+        assert_eq!(
+            (e15.entries, e15.timed, e15.min, e15.max),
+            (3, 2, Some(5), Some(20))
+        );
+        assert_eq!(e15.mean, Some(12.5));
+        let e16 = by[&16];
+        assert_eq!(
+            (e16.entries, e16.timed, e16.min, e16.max),
+            (1, 1, Some(30), Some(30))
+        );
+        let e300 = by[&300];
+        assert_eq!((e300.entries, e300.timed, e300.mean), (1, 0, None));
+        assert_eq!(by[&0].entries, 0);
+    }
 
     fn events(data: &[u8], wait: bool) -> Vec<Event> {
         let mut v = Vec::new();

@@ -6,6 +6,7 @@ pub mod laps;
 pub mod le;
 pub mod pmu;
 pub mod textdump;
+pub mod tpiu;
 
 use std::fmt;
 

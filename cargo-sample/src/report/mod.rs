@@ -475,6 +475,7 @@ pub fn build_samples(
         inline_stacks: Vec::new(),
         timeline: None,
         call_counts: Vec::new(),
+        exceptions: Vec::new(),
         unwinding: None,
     }
 }
@@ -559,6 +560,7 @@ pub fn build_exact(
         inline_stacks: Vec::new(),
         timeline: None,
         call_counts: Vec::new(),
+        exceptions: Vec::new(),
         unwinding: None,
     }
 }

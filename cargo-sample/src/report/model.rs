@@ -290,7 +290,35 @@ pub struct Report {
     /// How the stacks of a sampled run with `--stacks` unwound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unwinding: Option<Unwinding>,
+    /// SWO captures with exception trace: each exception's entries and times.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exceptions: Vec<ExceptionRow>,
 }
+
+/// One exception of an SWO capture's exception trace.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExceptionRow {
+    pub number: u16,
+    /// The handler's name from the vector table (`SysTick`, `UART0`), or `exception N`.
+    pub name: String,
+    pub entries: u64,
+    /// Entries timed from entry to exit (local timestamps on both ends).
+    pub timed: u64,
+    /// In ticks of the ITM's timestamp clock, preemption by other exceptions included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_ticks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_ticks: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ticks: Option<u64>,
+}
+
+/// The name of the samples an SWO capture took while the core slept.
+pub const SLEEPING: &str = "[sleeping]";
+
+/// The address that stands for them (no code can be there: it is in the range of
+/// EXC_RETURN values, just below the one standing for samples outside every bin).
+pub const SLEEP_ADDRESS: u32 = 0xFFFF_FFE0;
 
 /// Samples in the order taken: each a stack (outermost first) and a thread.
 #[derive(Debug, Clone, Default)]

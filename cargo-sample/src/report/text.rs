@@ -34,6 +34,39 @@ fn big(x: f64) -> String {
 }
 
 /// Render a report as text.
+/// The exception trace of an SWO capture: entries, and times from entry to exit.
+fn exceptions(s: &mut String, rows: &[super::model::ExceptionRow]) {
+    let _ = writeln!(
+        s,
+        "\n{}",
+        paint(
+            "1",
+            "exceptions (exception trace; times from entry to exit in timestamp ticks, preemption included)"
+        )
+    );
+    let _ = writeln!(
+        s,
+        "{:>6} {:>10} {:>8} {:>10} {:>12} {:>10}   name",
+        "number", "entries", "timed", "min", "mean", "max"
+    );
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    for e in rows {
+        let _ = writeln!(
+            s,
+            "{:>6} {:>10} {:>8} {:>10} {:>12} {:>10}   {}",
+            e.number,
+            e.entries,
+            e.timed,
+            opt(e.min_ticks),
+            e.mean_ticks
+                .map(|m| format!("{m:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            opt(e.max_ticks),
+            e.name
+        );
+    }
+}
+
 pub fn render(r: &Report, opts: Options) -> String {
     let mut s = String::new();
     match &r.facts {
@@ -63,6 +96,9 @@ pub fn render(r: &Report, opts: Options) -> String {
     if !r.tags.is_empty() {
         table(&mut s, "tag", &r.tags, opts, false);
         table(&mut s, "tag / function", &r.tag_functions, opts, false);
+    }
+    if !r.exceptions.is_empty() {
+        exceptions(&mut s, &r.exceptions);
     }
     if let Some(e) = &r.callers {
         crate::report::calls::render(&mut s, e, true);

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use probe_rs::{MemoryInterface, Session};
 
-use super::session::{Capture, CaptureSpec, PcsrSamples, should_stop, spinner};
+use super::session::{Capture, CaptureSpec, PcsrSamples, should_stop};
 use crate::term;
+use crate::term::spinner;
 
 /// DWT control register.
 pub const DWT_CTRL: u64 = 0xE000_1000;

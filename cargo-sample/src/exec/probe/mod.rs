@@ -23,11 +23,12 @@ pub mod qemu;
 mod ring;
 mod session;
 
+use crate::term::spinner;
 pub use dwt::{DWT_CTRL, DWT_PCSR, ITM_TCR, dwt_ctrl, dwt_period, swo_load};
 use dwt::{capture_pcsr, capture_swo};
 use ring::capture_ring;
 pub use session::{Capture, CaptureSpec, Connection, PcsrSamples, parse_probe};
-use session::{flash, open, spinner, start};
+use session::{flash, open, start};
 
 /// How samples are taken on a board.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

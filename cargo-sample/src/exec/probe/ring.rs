@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use probe_rs::Session;
 
-use super::session::{Capture, CaptureSpec, should_stop, spinner, start};
+use super::session::{Capture, CaptureSpec, should_stop, start};
 use crate::capture::live::{AppRtt, Live, Reader, Step};
+use crate::term::spinner;
 
 /// Reads of the ring in a row that may fail before the capture ends.
 const READ_ATTEMPTS: u32 = 3;

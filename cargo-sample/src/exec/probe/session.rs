@@ -314,16 +314,6 @@ pub(crate) fn should_stop(opts: &CaptureSpec, started: Instant, out: &mut Captur
     false
 }
 
-pub(crate) fn spinner(msg: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{spinner:.green} {msg} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.set_message(msg.to_owned());
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
-
 /// PCs read from DWT_PCSR, and the reads that carried none.
 #[derive(Debug, Default, Clone)]
 pub struct PcsrSamples {

@@ -177,6 +177,14 @@ impl Symbolizer {
         })
     }
 
+    /// Name `start..end` as a function of its own: an address range that stands for something
+    /// other than code (samples taken while the core slept). The range must hold no code.
+    pub fn add_pseudo(&mut self, start: u64, end: u64, name: &str) {
+        let i = self.functions.partition_point(|f| f.0 < start);
+        self.functions.insert(i, (start, end, name.to_owned()));
+        self.cache.clear();
+    }
+
     /// The function symbol containing `pc`.
     pub fn function_of(&self, pc: u64) -> Option<&str> {
         let i = self.functions.partition_point(|f| f.0 <= pc);

@@ -294,6 +294,23 @@
     section(id, title, rowsTable("t-" + id, rows, columns(rows, withFunction)));
   }
 
+  // ---- exception trace (SWO captures) ----
+  if (r.exceptions && r.exceptions.length) {
+    const num = (title, f, fmt) => ({ title, num: true, value: f,
+      cell: (e) => el("td", { class: "num", text: f(e) === undefined ? "-" : fmt(f(e)) }) });
+    section("exceptions", "Exceptions", el("div", { class: "in",
+      text: "From the exception trace: times from entry to exit in ticks of the ITM's timestamp clock, preemption included" }),
+    rowsTable("t-exceptions", r.exceptions, [
+      num("number", (e) => e.number, String),
+      num("entries", (e) => e.entries, fmtInt),
+      num("timed", (e) => e.timed, fmtInt),
+      num("min", (e) => e.min_ticks, fmtInt),
+      num("mean", (e) => e.mean_ticks, (m) => m.toFixed(1)),
+      num("max", (e) => e.max_ticks, fmtInt),
+      { title: "name", ascFirst: true, value: (e) => e.name, cell: (e) => el("td", { class: "name", text: e.name }) },
+    ]));
+  }
+
   // ---- callers and callees ----
   for (const [id, title, edges] of [["callers", "Callers of ", r.callers], ["callees", "Callees of ", r.callees]]) {
     if (!edges) continue;

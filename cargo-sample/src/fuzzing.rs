@@ -51,7 +51,8 @@ pub fn dump(data: &[u8]) {
 }
 
 /// An ITM/SWO stream: decoded whole and with and without waiting for sync; fed in two pieces
-/// cut anywhere (as reads from a probe arrive) it gives the same events as in one.
+/// cut anywhere (as reads from a probe arrive) it gives the same events as in one; and the
+/// same holds for it taken as TPIU frames.
 pub fn itm(data: &[u8]) {
     let _ = itm::event_lines(data, false);
     let _ = itm::event_lines(data, true);
@@ -67,6 +68,15 @@ pub fn itm(data: &[u8]) {
         let mut once = Vec::new();
         q.feed(rest, &mut |e| once.push(e));
         assert_eq!(pieces, once, "events depend on where the stream was cut");
+        // The same stream taken as TPIU frames: the deframer in two pieces as in one.
+        let (whole, _) = crate::dump::tpiu::deframe(rest, 1);
+        let mut d = crate::dump::tpiu::Deframer::new(1);
+        let mut split = Vec::new();
+        for part in [&rest[..at], &rest[at..]] {
+            d.feed(part, &mut split);
+        }
+        assert_eq!(whole, split, "deframed bytes depend on where the stream was cut");
+        let _ = itm::summarize(&whole, false);
     }
 }
 

@@ -75,7 +75,10 @@ pub fn itm(data: &[u8]) {
         for part in [&rest[..at], &rest[at..]] {
             d.feed(part, &mut split);
         }
-        assert_eq!(whole, split, "deframed bytes depend on where the stream was cut");
+        assert_eq!(
+            whole, split,
+            "deframed bytes depend on where the stream was cut"
+        );
         let _ = itm::summarize(&whole, false);
     }
 }

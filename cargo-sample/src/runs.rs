@@ -16,6 +16,8 @@ pub const LOADED_ELF: &str = "loaded.elf";
 pub const DUMP: &str = "sampler.dump";
 pub const META: &str = "run.json";
 pub const OUTPUT: &str = "firmware-output.txt";
+/// The firmware's defmt log, decoded (the raw frames stay in `rtt-0.bin`).
+pub const DEFMT_LOG: &str = "defmt.log";
 /// What a streaming firmware had written when its run was cut short (raw, as received).
 pub const STREAM: &str = "streamed.dump";
 /// How a run stands, or how it ended (`state` in `meta.json`).

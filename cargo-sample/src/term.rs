@@ -79,6 +79,16 @@ pub fn plural(n: u64, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
+/// A line of the firmware's output on standard error, above a progress bar when one is drawn
+/// (a hidden bar would swallow it).
+pub fn line_above(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 /// A spinner on standard error with a message and the time elapsed (drawn only on a
 /// terminal).
 pub fn spinner(msg: &str) -> indicatif::ProgressBar {

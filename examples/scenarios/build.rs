@@ -1,4 +1,5 @@
-//! Puts memory.x and device.x where cortex-m-rt's link.x finds them.
+//! Puts memory.x and device.x where cortex-m-rt's link.x finds them, and links defmt-app
+//! with defmt's linker script.
 use std::{env, fs, path::PathBuf};
 
 fn main() {
@@ -8,4 +9,8 @@ fn main() {
         println!("cargo::rerun-if-changed={f}");
     }
     println!("cargo::rustc-link-search={}", out.display());
+    // defmt's section layout, for the bin that logs through it (its table must be kept).
+    if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
+        println!("cargo::rustc-link-arg-bin=defmt-app=-Tdefmt.x");
+    }
 }

@@ -121,6 +121,79 @@ fn the_applications_own_rtt_channels_keep_working_beside_the_sampler() {
     assert_eq!(live["functions"], sent["functions"]);
 }
 
+#[test]
+fn the_applications_defmt_log_is_decoded_while_sampling() {
+    // What defmt-app logs, read off its source: level, message, and the line of each call.
+    let source_path = scenarios().join("src/bin/defmt-app.rs");
+    let source = std::fs::read_to_string(&source_path).unwrap();
+    let line_of = |call: &str| {
+        source
+            .lines()
+            .position(|l| l.contains(call))
+            .unwrap_or_else(|| panic!("no {call} in defmt-app.rs"))
+            + 1
+    };
+    let at = |call: &str| format!("  (src/bin/defmt-app.rs:{})", line_of(call));
+    let mut expected = vec![format!("INFO  defmt-app: start{}", at("defmt::info!"))];
+    for round in [0, 100, 200, 300] {
+        expected.push(format!(
+            "WARN  defmt-app: round {round}, {} left{}",
+            400 - round,
+            at("defmt::warn!")
+        ));
+    }
+    expected.push(format!("DEBUG defmt-app: done{}", at("defmt::debug!")));
+
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "defmt-app",
+            "--features",
+            "defmt",
+            "--live",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Printed as they came, in order, and kept decoded beside the raw frames.
+    let printed: Vec<&str> = err.lines().filter(|l| l.contains("defmt-app: ")).collect();
+    assert_eq!(printed, expected, "{err}");
+    let dir = run_dir_of(&out.stderr);
+    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
+    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
+    let raw = std::fs::read(dir.join("rtt-0.bin")).unwrap();
+    assert!(
+        !raw.is_empty() && !raw.windows(9).any(|w| w == b"defmt-app"),
+        "frames, not text"
+    );
+    // The sampler saw what it sees without the log being read.
+    let live: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (samples, taken, lost) = counts(&live);
+    assert_eq!((samples, lost), (taken, 0));
+    // Without --live nothing reads RTT: the run says how to see the log.
+    let sent = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "defmt-app",
+            "--features",
+            "defmt",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&sent.stderr);
+    assert!(sent.status.success(), "{err}");
+    assert!(err.contains("add `--live`"), "{err}");
+    let sent: Value = serde_json::from_slice(&sent.stdout).unwrap();
+    assert_eq!(live["functions"], sent["functions"]);
+}
+
 /// The configuration a run wrote into the image it loads.
 #[test]
 fn bins_are_read_out_of_memory_at_the_end_as_a_probe_would() {

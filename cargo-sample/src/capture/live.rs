@@ -337,18 +337,34 @@ pub struct AppRtt {
     dir: std::path::PathBuf,
     /// Per up channel: the host's read offset, once known.
     read: Vec<Option<u32>>,
+    /// The image's defmt decoder, for channel 0 (`defmt-rtt`'s), when the image uses defmt.
+    defmt: Option<crate::dump::defmt::DefmtLog>,
+    /// Decoded log lines not yet taken by the caller (to print them as they arrive).
+    lines: Vec<String>,
 }
 
 /// An up channel descriptor: name, buffer, size, write offset, read offset, flags.
 const RTT_DESC: u32 = 24;
 
 impl AppRtt {
+    /// The control block at `addr`; channels go to `dir` (the run's directory), and when the
+    /// image saved there uses defmt, channel 0's frames are decoded into `defmt.log` beside.
     pub fn new(addr: u32, dir: &std::path::Path) -> AppRtt {
+        let defmt = std::fs::read(dir.join(crate::runs::ELF))
+            .ok()
+            .and_then(|elf| crate::dump::defmt::DefmtLog::of_elf(&elf).ok().flatten());
         AppRtt {
             addr,
             dir: dir.to_path_buf(),
             read: Vec::new(),
+            defmt,
+            lines: Vec::new(),
         }
+    }
+
+    /// The defmt log lines decoded since the last call.
+    pub fn take_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.lines)
     }
 
     /// Copy what the channels hold beyond the last read to their files. Returns the bytes.
@@ -397,6 +413,21 @@ impl AppRtt {
                 .open(self.dir.join(format!("rtt-{k}.bin")))?;
             f.write_all(&bytes)?;
             total += bytes.len();
+            if k == 0
+                && let Some(log) = self.defmt.as_mut()
+            {
+                let lines = log.feed(&bytes);
+                if !lines.is_empty() {
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(self.dir.join(crate::runs::DEFMT_LOG))?;
+                    for l in &lines {
+                        writeln!(f, "{l}")?;
+                    }
+                    self.lines.extend(lines);
+                }
+            }
         }
         Ok(total)
     }
@@ -461,6 +492,14 @@ impl Reader {
             return Ok(Step::Stopped);
         }
         Ok(Step::Running)
+    }
+
+    /// The application's defmt log lines decoded since the last call.
+    pub fn take_log_lines(&mut self) -> Vec<String> {
+        self.app_rtt
+            .as_mut()
+            .map(AppRtt::take_lines)
+            .unwrap_or_default()
     }
 
     /// Wait `d` before the next read, with a sign of life to a firmware waiting at its end at

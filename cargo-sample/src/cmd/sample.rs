@@ -297,6 +297,12 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             ),
         );
     }
+    if !live && elf::symbol_address(&elf_bytes, "_SEGGER_RTT").is_some() {
+        term::note(
+            "this firmware writes to RTT (`defmt-rtt`, `rtt-target`), which only a reader empties: \
+             add `--live` to have its output (and defmt log, decoded) while sampling",
+        );
+    }
     let outcome = qemu::run(&qemu::RunSpec {
         qemu: qemu_path,
         machine: target.machine_arg.clone(),

@@ -1,5 +1,6 @@
 //! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
 
+pub mod defmt;
 pub mod fault;
 pub mod itm;
 pub mod laps;

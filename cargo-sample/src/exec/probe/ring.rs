@@ -49,7 +49,12 @@ pub(crate) fn capture_ring(
     let progress = |r: &Reader| r.live().map_or(0, |l| l.pcs.len() as u64 + l.lost);
     loop {
         let before = progress(&reader);
-        let step = match reader.step(&mut target) {
+        let stepped = reader.step(&mut target);
+        // The firmware's defmt log, as it arrives.
+        for line in reader.take_log_lines() {
+            crate::term::line_above(&bar, &line);
+        }
+        let step = match stepped {
             Ok(s) => {
                 failures = 0;
                 s

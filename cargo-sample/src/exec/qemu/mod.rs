@@ -344,7 +344,12 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
         if let Some(l) = &mut live {
             let over = l.spec.duration.is_some_and(|d| started.elapsed() >= d);
             let cut = INTERRUPTED.load(Ordering::SeqCst) || started.elapsed() >= opts.timeout;
-            match l.step(&monitor) {
+            let stepped = l.step(&monitor);
+            // The firmware's defmt log, as it arrives.
+            for line in l.reader.take_log_lines() {
+                crate::term::line_above(&bar, &line);
+            }
+            match stepped {
                 Ok(done) => {
                     if let Some(x) = l.reader.live() {
                         bar.set_position(x.taken());

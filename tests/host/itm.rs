@@ -128,16 +128,7 @@ fn a_capture_reports_as_the_run_it_came_from() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let awake: Vec<&Value> = s["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["name"] != "[sleeping]")
-        .collect();
-    assert_eq!(awake.len(), r["functions"].as_array().unwrap().len());
-    for (a, b) in awake.iter().zip(r["functions"].as_array().unwrap()) {
-        assert_eq!((&a["name"], &a["samples"]), (&b["name"], &b["samples"]));
-    }
+    assert_eq!(awake_rows(&s), awake_rows(&r));
     // Sleep samples are a row of their own, and exception trace a table: both counted as
     // pyOCD's decoder counts them.
     let theirs = pyocd_events(&capture);
@@ -269,20 +260,18 @@ fn a_tpiu_framed_stream_read_over_tcp_reports_as_the_run() {
     // The raw stream is kept as it came.
     assert_eq!(std::fs::read(&saved).unwrap(), framed_bytes);
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let awake: Vec<(&Value, &Value)> = s["functions"]
+    assert_eq!(awake_rows(&s), awake_rows(&r));
+}
+
+/// A report's function rows as `(name, samples)`, without the `[sleeping]` row.
+fn awake_rows(r: &Value) -> Vec<(&Value, &Value)> {
+    r["functions"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|f| f["name"] != "[sleeping]")
         .map(|f| (&f["name"], &f["samples"]))
-        .collect();
-    let run_rows: Vec<(&Value, &Value)> = r["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (&f["name"], &f["samples"]))
-        .collect();
-    assert_eq!(awake, run_rows);
+        .collect()
 }
 
 #[test]

@@ -144,19 +144,20 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     }
     expected.push(format!("DEBUG defmt-app: done{}", at("defmt::debug!")));
 
-    let out = cargo_sample(
-        &scenarios(),
-        &[
+    let defmt_app = |extra: &[&str]| {
+        let mut args = vec![
             "--release",
             "--bin",
             "defmt-app",
             "--features",
             "defmt",
-            "--live",
             "--format",
             "json",
-        ],
-    );
+        ];
+        args.extend_from_slice(extra);
+        cargo_sample(&scenarios(), &args)
+    };
+    let out = defmt_app(&["--live"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     // Printed as they came, in order, and kept decoded beside the raw frames.
@@ -175,18 +176,7 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     let (samples, taken, lost) = counts(&live);
     assert_eq!((samples, lost), (taken, 0));
     // Without --live nothing reads RTT: the run says how to see the log.
-    let sent = cargo_sample(
-        &scenarios(),
-        &[
-            "--release",
-            "--bin",
-            "defmt-app",
-            "--features",
-            "defmt",
-            "--format",
-            "json",
-        ],
-    );
+    let sent = defmt_app(&[]);
     let err = String::from_utf8_lossy(&sent.stderr);
     assert!(sent.status.success(), "{err}");
     assert!(err.contains("add `--live`"), "{err}");

@@ -458,6 +458,53 @@ fn an_exact_report_annotates_the_hottest_functions_with_their_source() {
     assert!(errors.is_empty(), "console: {errors:?}");
 }
 
+#[test]
+fn lap_regions_are_a_table_of_their_own() {
+    let Some(b) = Browser::start() else { return };
+    let (r, dir) = profile_in("laps", &["-n", "2000"]);
+    let page = dir.join("test-laps.html");
+    report(
+        &dir,
+        &["--format", "html", "-o", page.to_str().unwrap()],
+        &[],
+    );
+    b.open(&page);
+    let shown = b.js(
+        "return [...document.querySelectorAll('#t-laps tbody tr')].map(tr => \
+         [tr.children[0].textContent, tr.children[1].textContent])",
+    );
+    let mut shown: Vec<(String, String)> = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v[0].as_str().unwrap().to_owned(),
+                v[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut expected: Vec<(String, String)> = r["laps"]["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let name = g["name"].as_str().unwrap().to_owned();
+            let name = if g["kind"] == "iteration" {
+                format!("{name} (iteration)")
+            } else {
+                name
+            };
+            (name, with_commas(g["calls"].as_u64().unwrap()))
+        })
+        .collect();
+    shown.sort();
+    expected.sort();
+    assert!(!expected.is_empty());
+    assert_eq!(shown, expected);
+    b.screenshot("laps.png");
+}
+
 fn with_commas(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();

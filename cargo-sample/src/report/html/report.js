@@ -294,6 +294,30 @@
     section(id, title, rowsTable("t-" + id, rows, columns(rows, withFunction)));
   }
 
+  // ---- lap-timed regions ----
+  if (r.laps && r.laps.regions && r.laps.regions.length) {
+    const L = r.laps;
+    const num = (title, f, fmt) => ({ title, num: true, value: f,
+      cell: (x) => el("td", { class: "num", text: f(x) === undefined || f(x) === null ? "-" : fmt(f(x)) }) });
+    const one = (v) => v.toFixed(1);
+    section("laps", "Lap-timed regions", el("div", { class: "in",
+      text: "Counted by " + L.counter + " in " + r.unit + ", each lap's own cost (" + one(L.overhead) + ") subtracted" }),
+    L.warnings && L.warnings.length ? el("ul", { class: "findings" },
+      ...L.warnings.map((w) => el("li", { class: "warning", text: w }))) : null,
+    rowsTable("t-laps", L.regions, [
+      { title: "region", ascFirst: true, value: (x) => x.name, cell: (x) => el("td", { class: "name", text: x.name + (x.kind === "iteration" ? " (iteration)" : "") }) },
+      num("laps", (x) => x.calls, fmtInt),
+      num("min", (x) => x.min, one),
+      num("median", (x) => x.median, one),
+      Object.assign(num("mean", (x) => x.mean, one), { sortDefault: true }),
+      num("max", (x) => x.max, one),
+      num("mean µs", (x) => x.mean_us, (v) => v.toFixed(3)),
+      num("rate Hz", (x) => x.rate_hz, one),
+      { title: "clusters", value: (x) => x.clusters.length,
+        cell: (x) => el("td", { class: "in", text: x.clusters.map((c) => one(c.center) + " × " + fmtInt(c.laps) + " (" + fmtPct(c.percent) + ")").join(", ") }) },
+    ]));
+  }
+
   // ---- exception trace (SWO captures) ----
   if (r.exceptions && r.exceptions.length) {
     const num = (title, f, fmt) => ({ title, num: true, value: f,

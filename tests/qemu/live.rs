@@ -150,7 +150,7 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
             "--bin",
             "defmt-app",
             "--features",
-            "defmt",
+            "defmt-rtt",
             "--format",
             "json",
         ];
@@ -182,6 +182,33 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     assert!(err.contains("add `--live`"), "{err}");
     let sent: Value = serde_json::from_slice(&sent.stdout).unwrap();
     assert_eq!(live["functions"], sent["functions"]);
+
+    // Through semihosting instead (defmt-semihosting): the frames arrive on QEMU's standard
+    // output, decoded the same way without --live; the raw output is kept as it came.
+    let semi = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "defmt-app",
+            "--features",
+            "defmt-semihosting",
+            "--format",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&semi.stderr);
+    assert!(semi.status.success(), "{err}");
+    let printed: Vec<&str> = err.lines().filter(|l| l.contains("defmt-app: ")).collect();
+    assert_eq!(printed, expected, "{err}");
+    let dir = run_dir_of(&semi.stderr);
+    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
+    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
+    let raw = std::fs::read(dir.join("firmware-output.txt")).unwrap();
+    assert!(
+        !raw.is_empty() && !raw.windows(9).any(|w| w == b"defmt-app"),
+        "frames, not text"
+    );
 }
 
 /// The configuration a run wrote into the image it loads.

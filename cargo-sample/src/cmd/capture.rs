@@ -42,6 +42,13 @@ pub(crate) fn preflight(args: &RunArgs, p: &Project, sampler: bool) -> Result<()
     Ok(())
 }
 
+/// Whether the image's defmt frames come out on QEMU's standard output (defmt without RTT:
+/// `defmt-semihosting`): then the image saved in `dir` decodes them.
+pub(crate) fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
+    let rtt = elf::symbol_address(elf_bytes, "_SEGGER_RTT").is_some();
+    (!rtt && crate::dump::defmt::DefmtLog::in_elf(elf_bytes)).then(|| dir.join(runs::ELF))
+}
+
 /// A built image, read and inspected once.
 pub(crate) struct Image {
     pub bytes: Vec<u8>,

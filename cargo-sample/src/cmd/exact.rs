@@ -148,6 +148,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         label: format!("counting {} in QEMU {}", p.target_name, m.name),
         snapshot: None,
         output_log: Some(run.dir.join(runs::OUTPUT)),
+        defmt_stdout: super::capture::defmt_on_stdout(&img.bytes, &run.dir),
         expected_samples: None,
         budget: Some(budget),
         counting: Some(counting.clone()),

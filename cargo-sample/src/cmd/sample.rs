@@ -297,6 +297,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             ),
         );
     }
+    let defmt_stdout = capture::defmt_on_stdout(&elf_bytes, &dir);
     if !live && elf::symbol_address(&elf_bytes, "_SEGGER_RTT").is_some() {
         term::note(
             "this firmware writes to RTT (`defmt-rtt`, `rtt-target`), which only a reader empties: \
@@ -317,6 +318,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             len: wire::STATE_LEN as u64,
         }),
         output_log: Some(dir.join(runs::OUTPUT)),
+        defmt_stdout,
         expected_samples: (requested > 0 && !args.laps).then_some(requested as u64),
         budget: None,
         counting: counting.clone(),

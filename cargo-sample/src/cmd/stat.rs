@@ -174,6 +174,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
                 label: format!("group {} of {}", i + 1, gs.len()),
                 snapshot: None,
                 output_log: Some(dir.join(format!("output-{}.txt", i + 1))),
+                defmt_stdout: None,
                 counting: None,
                 budget: None,
                 expected_samples: None,

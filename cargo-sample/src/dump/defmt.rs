@@ -23,6 +23,11 @@ impl std::fmt::Debug for DefmtLog {
 }
 
 impl DefmtLog {
+    /// Whether the image logs through defmt (has a defmt table).
+    pub fn in_elf(elf: &[u8]) -> bool {
+        Table::parse(elf).ok().flatten().is_some()
+    }
+
     /// The decoder of `elf`'s defmt table; `None` when the image does not use defmt.
     pub fn of_elf(elf: &[u8]) -> Result<Option<DefmtLog>> {
         let Some(table) = Table::parse(elf).context("reading the image's defmt table")? else {

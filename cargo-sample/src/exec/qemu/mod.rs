@@ -70,6 +70,9 @@ pub struct RunSpec {
     pub snapshot: Option<MemoryBlock>,
     /// Where to keep the firmware's output.
     pub output_log: Option<PathBuf>,
+    /// The firmware's standard output is defmt frames (through semihosting): decode them
+    /// against this image, print the lines and keep them in `defmt.log` beside `output_log`.
+    pub defmt_stdout: Option<PathBuf>,
     /// How to count every executed instruction (`--truth`, `--exact`), if at all.
     pub counting: Option<Counting>,
     /// With counting: end the run after about this many instructions.
@@ -263,8 +266,22 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
         let (bar, log) = (bar.clone(), log.clone());
+        let defmt = opts.defmt_stdout.as_ref().and_then(|elf| {
+            let decoder = std::fs::read(elf)
+                .ok()
+                .and_then(|b| crate::dump::defmt::DefmtLog::of_elf(&b).ok().flatten())?;
+            let kept = opts
+                .output_log
+                .as_ref()
+                .and_then(|o| o.parent())
+                .map(|d| d.join(crate::runs::DEFMT_LOG));
+            Some((decoder, kept))
+        });
         pumps.push(std::thread::spawn(move || {
-            pump(Box::new(out), &bar, &log);
+            match defmt {
+                Some((decoder, kept)) => pump_defmt(out, &bar, &log, decoder, kept),
+                None => pump(Box::new(out), &bar, &log),
+            }
             None
         }));
     }
@@ -558,6 +575,42 @@ fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>
                 });
                 if let Ok(mut l) = log.lock() {
                     l.extend_from_slice(chunk);
+                }
+            }
+        }
+    }
+}
+
+/// QEMU's standard output as defmt frames: each decoded line printed (above the progress
+/// bar) and appended to `kept`; the raw bytes go to the output log as they are.
+fn pump_defmt(
+    mut stream: impl Read,
+    bar: &ProgressBar,
+    log: &Mutex<Vec<u8>>,
+    mut decoder: crate::dump::defmt::DefmtLog,
+    kept: Option<PathBuf>,
+) {
+    let mut file = kept.and_then(|k| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(k)
+            .ok()
+    });
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                if let Ok(mut l) = log.lock() {
+                    l.extend_from_slice(chunk);
+                }
+                for line in decoder.feed(chunk) {
+                    crate::term::line_above(bar, &line);
+                    if let Some(f) = file.as_mut() {
+                        let _ = writeln!(f, "{line}");
+                    }
                 }
             }
         }

@@ -1,11 +1,15 @@
-//! hot-loops in an application that logs through defmt over RTT (`defmt-rtt`, as most embedded
-//! Rust applications do): cargo-sample decodes its frames against the ELF that ran and prints
-//! them while sampling, and keeps the raw frames.
+//! hot-loops in an application that logs through defmt, over RTT (`--features defmt-rtt`, as
+//! most embedded Rust applications do) or semihosting (`--features defmt-semihosting`):
+//! cargo-sample decodes its frames against the ELF that ran and prints them while sampling,
+//! and keeps the raw frames.
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
+#[cfg(feature = "defmt-rtt")]
 use defmt_rtt as _;
+#[cfg(feature = "defmt-semihosting")]
+use defmt_semihosting as _;
 use scenarios::{finish, hot_a, hot_b, hot_c, sampling_start};
 
 #[entry]

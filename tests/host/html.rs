@@ -420,6 +420,13 @@ fn an_exact_report_annotates_the_hottest_functions_with_their_source() {
         .unwrap();
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     b.open(&page);
+    // Only the hottest function's code is drawn at first; a click on another's title opens it.
+    let drawn = b.js("return document.querySelectorAll('.fn-asm table').length");
+    assert_eq!(drawn, 1);
+    let titles = b.js("return document.querySelectorAll('.fn-asm summary').length");
+    for k in 2..=titles.as_u64().unwrap() {
+        b.click(&format!(".fn-asm:nth-of-type({k}) summary"));
+    }
     let shown = b.js("return [...document.querySelectorAll('.fn-asm')].map(d => \
          [d.querySelector('h3').textContent, d.querySelectorAll('tbody tr:not(.src)').length, \
          [...d.querySelectorAll('tr.src td')].map(td => td.textContent)])");

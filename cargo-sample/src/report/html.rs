@@ -3,7 +3,8 @@
 //! intervals (sortable), the callers and callees, and the annotated code of the hottest
 //! functions.
 //!
-//! The page carries the same JSON as `--format json`, plus the flame graph's tree, in a
+//! The page carries the same JSON as `--format json` (without the inline tree, which the flame
+//! graph shows), plus the flame graph's tree, in a
 //! `<script type="application/json">` element; `html/report.js` draws it, `html/report.css`
 //! styles it. The tree is built here from the same stacks as the folded output and the SVG,
 //! so its widths are the tables' shares.
@@ -66,12 +67,12 @@ impl FlameTree {
 }
 
 #[derive(Serialize)]
-struct Page<'a> {
+struct Page {
     generator: String,
     /// What the flame graph's stacks are.
     stacks_kind: String,
     flame: FlameTree,
-    report: &'a Report,
+    report: Report,
 }
 
 /// The page.
@@ -81,11 +82,14 @@ pub fn html(r: &Report) -> Result<Vec<u8>> {
             .iter()
             .map(|s| (s.chain.as_slice(), s.count)),
     );
+    // The inline tree is the flame graph's already (and the largest part of the JSON).
+    let mut report = r.clone();
+    report.tree.clear();
     let page = Page {
         generator: format!("cargo-sample {}", env!("CARGO_PKG_VERSION")),
         stacks_kind: stacks_kind(r),
         flame,
-        report: r,
+        report,
     };
     let data = serde_json::to_string(&page).context("encoding the report for the page")?;
     let title = format!(

@@ -349,29 +349,42 @@
   // ---- annotated code ----
   if (r.annotate && r.annotate.length) {
     const s = section("annotate", "Annotated code");
-    for (const f of r.annotate) {
-      const withExact = f.instructions.some((i) => i.exact_percent !== undefined);
-      const t = el("table", { class: "asm" });
-      const head = el("tr", {}, el("th", { class: "num", text: "share" }), el("th", { class: "num", text: unit }));
-      if (withExact) head.append(el("th", { class: "num", text: "exact" }));
-      head.append(el("th", { text: "address" }), el("th", { text: "instruction" }));
-      t.append(el("thead", {}, head));
-      const body = el("tbody", {});
-      const cols = head.children.length;
-      const hottest = Math.max(...f.instructions.map((i) => i.percent), 0);
-      for (const i of f.instructions) {
-        if (i.line) body.append(el("tr", { class: "src" }, el("td", { colspan: cols, text: i.line })));
-        const tr = el("tr", { class: i.percent > 0 && i.percent >= hottest / 2 ? "hot" : null },
-          i.count ? shareCell(i.percent) : el("td", {}),
-          el("td", { class: "num", text: i.count ? fmtInt(i.count) : "" }));
-        if (withExact) tr.append(el("td", { class: "num", text: fmtPct(i.exact_percent) }));
-        tr.append(el("td", { text: hex(i.addr) }), el("td", { class: "text", text: i.data ? "(data) " + i.text : i.text }));
-        body.append(tr);
-      }
-      t.append(body);
-      s.append(el("div", { class: "fn-asm" },
-        el("h3", { text: f.name + " — " + fmtPct(f.percent) + " (" + fmtInt(f.count) + " " + unit + ")" }), t));
+    // Each function's table is built when it is first opened (a big function is thousands of
+    // rows): the hottest one open from the start.
+    r.annotate.forEach((f, k) => {
+      const details = el("details", { class: "fn-asm" },
+        el("summary", {}, el("h3", { text: f.name + " — " + fmtPct(f.percent) + " (" + fmtInt(f.count) + " " + unit + ")" })));
+      const build = () => {
+        if (details.querySelector("table")) return;
+        details.append(asmTable(f));
+      };
+      details.addEventListener("toggle", () => { if (details.open) build(); });
+      if (k === 0) { details.open = true; build(); }
+      s.append(details);
+    });
+  }
+
+  function asmTable(f) {
+    const withExact = f.instructions.some((i) => i.exact_percent !== undefined);
+    const t = el("table", { class: "asm" });
+    const head = el("tr", {}, el("th", { class: "num", text: "share" }), el("th", { class: "num", text: unit }));
+    if (withExact) head.append(el("th", { class: "num", text: "exact" }));
+    head.append(el("th", { text: "address" }), el("th", { text: "instruction" }));
+    t.append(el("thead", {}, head));
+    const body = el("tbody", {});
+    const cols = head.children.length;
+    const hottest = Math.max(...f.instructions.map((i) => i.percent), 0);
+    for (const i of f.instructions) {
+      if (i.line) body.append(el("tr", { class: "src" }, el("td", { colspan: cols, text: i.line })));
+      const tr = el("tr", { class: i.percent > 0 && i.percent >= hottest / 2 ? "hot" : null },
+        i.count ? shareCell(i.percent) : el("td", {}),
+        el("td", { class: "num", text: i.count ? fmtInt(i.count) : "" }));
+      if (withExact) tr.append(el("td", { class: "num", text: fmtPct(i.exact_percent) }));
+      tr.append(el("td", { text: hex(i.addr) }), el("td", { class: "text", text: i.data ? "(data) " + i.text : i.text }));
+      body.append(tr);
     }
+    t.append(body);
+    return t;
   }
 
   document.body.append(el("footer", { text: "Made by " + data.generator +

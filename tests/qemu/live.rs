@@ -144,20 +144,20 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     }
     expected.push(format!("DEBUG defmt-app: done{}", at("defmt::debug!")));
 
-    let defmt_app = |extra: &[&str]| {
+    let defmt_app = |transport: &str, extra: &[&str]| {
         let mut args = vec![
             "--release",
             "--bin",
             "defmt-app",
             "--features",
-            "defmt-rtt",
+            transport,
             "--format",
             "json",
         ];
         args.extend_from_slice(extra);
         cargo_sample(&scenarios(), &args)
     };
-    let out = defmt_app(&["--live"]);
+    let out = defmt_app("defmt-rtt", &["--live"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     // Printed as they came, in order, and kept decoded beside the raw frames.
@@ -176,7 +176,7 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     let (samples, taken, lost) = counts(&live);
     assert_eq!((samples, lost), (taken, 0));
     // Without --live nothing reads RTT: the run says how to see the log.
-    let sent = defmt_app(&[]);
+    let sent = defmt_app("defmt-rtt", &[]);
     let err = String::from_utf8_lossy(&sent.stderr);
     assert!(sent.status.success(), "{err}");
     assert!(err.contains("add `--live`"), "{err}");
@@ -185,18 +185,7 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
 
     // Through semihosting instead (defmt-semihosting): the frames arrive on QEMU's standard
     // output, decoded the same way without --live; the raw output is kept as it came.
-    let semi = cargo_sample(
-        &scenarios(),
-        &[
-            "--release",
-            "--bin",
-            "defmt-app",
-            "--features",
-            "defmt-semihosting",
-            "--format",
-            "json",
-        ],
-    );
+    let semi = defmt_app("defmt-semihosting", &[]);
     let err = String::from_utf8_lossy(&semi.stderr);
     assert!(semi.status.success(), "{err}");
     let printed: Vec<&str> = err.lines().filter(|l| l.contains("defmt-app: ")).collect();

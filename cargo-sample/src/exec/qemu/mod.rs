@@ -561,18 +561,16 @@ fn streamed_samples(path: &Path) -> u64 {
     len.saturating_sub(overhead) / 4
 }
 
-fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>>) {
+/// Read a stream of QEMU's to its end, keeping every chunk in the output log and handing it to
+/// `show`.
+fn pump_with(mut stream: impl Read, log: &Mutex<Vec<u8>>, mut show: impl FnMut(&[u8])) {
     let mut buf = [0u8; 4096];
     loop {
         match stream.read(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 let chunk = &buf[..n];
-                bar.suspend(|| {
-                    let mut err = std::io::stderr().lock();
-                    let _ = err.write_all(chunk);
-                    let _ = err.flush();
-                });
+                show(chunk);
                 if let Ok(mut l) = log.lock() {
                     l.extend_from_slice(chunk);
                 }
@@ -581,10 +579,21 @@ fn pump(mut stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>
     }
 }
 
+/// A stream of QEMU's passed on to standard error as it comes.
+fn pump(stream: Box<dyn Read + Send>, bar: &ProgressBar, log: &Mutex<Vec<u8>>) {
+    pump_with(stream, log, |chunk| {
+        bar.suspend(|| {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(chunk);
+            let _ = err.flush();
+        })
+    });
+}
+
 /// QEMU's standard output as defmt frames: each decoded line printed (above the progress
 /// bar) and appended to `kept`; the raw bytes go to the output log as they are.
 fn pump_defmt(
-    mut stream: impl Read,
+    stream: impl Read,
     bar: &ProgressBar,
     log: &Mutex<Vec<u8>>,
     mut decoder: crate::dump::defmt::DefmtLog,
@@ -597,24 +606,14 @@ fn pump_defmt(
             .open(k)
             .ok()
     });
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                let chunk = &buf[..n];
-                if let Ok(mut l) = log.lock() {
-                    l.extend_from_slice(chunk);
-                }
-                for line in decoder.feed(chunk) {
-                    crate::term::line_above(bar, &line);
-                    if let Some(f) = file.as_mut() {
-                        let _ = writeln!(f, "{line}");
-                    }
-                }
+    pump_with(stream, log, |chunk| {
+        for line in decoder.feed(chunk) {
+            crate::term::line_above(bar, &line);
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "{line}");
             }
         }
-    }
+    });
 }
 
 /// Read QEMU's stderr line by line: exec-log lines are counted, the rest passes through.

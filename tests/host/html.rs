@@ -161,6 +161,16 @@ impl Browser {
         )
     }
 
+    /// Wait until `condition` (a JavaScript expression) holds: events such as a `<details>`
+    /// element's `toggle` are delivered after the click that caused them.
+    fn wait_for(&self, condition: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.js(&format!("return !!({condition})")) != true {
+            assert!(Instant::now() < deadline, "never true: {condition}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn element(&self, css: &str) -> String {
         let v = self.cmd(
             "POST",
@@ -427,6 +437,7 @@ fn an_exact_report_annotates_the_hottest_functions_with_their_source() {
     for k in 2..=titles.as_u64().unwrap() {
         b.click(&format!(".fn-asm:nth-of-type({k}) summary"));
     }
+    b.wait_for("[...document.querySelectorAll('.fn-asm')].every(d => d.querySelector('table'))");
     let shown = b.js("return [...document.querySelectorAll('.fn-asm')].map(d => \
          [d.querySelector('h3').textContent, d.querySelectorAll('tbody tr:not(.src)').length, \
          [...d.querySelectorAll('tr.src td')].map(td => td.textContent)])");

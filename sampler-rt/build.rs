@@ -1,7 +1,8 @@
 //! Emits `cfg(armv6m)` for cores without Thumb-2 (ARMv6-M, ARMv8-M Baseline) and passes the
 //! ring capacity (`SAMPLER_RT_RING_SLOTS`, default 10240), the number of histogram counters
 //! (`SAMPLER_RT_HIST_BINS`, a power of two, default 4096) and the ARMv8-A PMU counts' buffer
-//! for debuggers (`SAMPLER_RT_PMU_OUT_BYTES`, default 4096) to the crate.
+//! for debuggers (`SAMPLER_RT_PMU_OUT_BYTES`, default 4096) and the laps kept in order for the
+//! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) to the crate.
 use std::env;
 
 fn main() {
@@ -9,6 +10,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_RING_SLOTS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_HIST_BINS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_OUT_BYTES");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_LAP_TRACE");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
     let target = env::var("TARGET").unwrap_or_default();
@@ -20,6 +22,13 @@ fn main() {
         Ok(n) => println!("cargo::rustc-env=SAMPLER_RT_RING_SLOTS={n}"),
         _ => println!(
             "cargo::error=SAMPLER_RT_RING_SLOTS must be a number of samples (0 for a build with bins only), got `{slots}`"
+        ),
+    }
+    let trace = env::var("SAMPLER_RT_LAP_TRACE").unwrap_or_else(|_| "256".to_string());
+    match trace.trim().parse::<u32>() {
+        Ok(n) if n <= 1 << 16 => println!("cargo::rustc-env=SAMPLER_RT_LAP_TRACE={n}"),
+        _ => println!(
+            "cargo::error=SAMPLER_RT_LAP_TRACE must be a number of laps up to 65536 (0 for none), got `{trace}`"
         ),
     }
     let out = env::var("SAMPLER_RT_PMU_OUT_BYTES").unwrap_or_else(|_| "4096".to_string());

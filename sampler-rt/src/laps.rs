@@ -26,6 +26,10 @@
 //! the laps; the host subtracts it. Regions reach the host in the dump's LAPS record.
 //!
 //! Regions are registered at their first lap, up to [`MAX_REGIONS`].
+//!
+//! While the sampler runs, each lap is also kept in order with the number of samples taken
+//! when it started (the last [`TRACE`] laps, `SAMPLER_RT_LAP_TRACE` at build time, 12 bytes
+//! each; 0 keeps none), so the host can draw laps on the samples' timeline.
 
 use core::cell::UnsafeCell;
 use core::ptr::{addr_of, addr_of_mut};
@@ -37,6 +41,8 @@ use crate::wire;
 pub const VALUES: usize = 32;
 /// Regions the runtime keeps.
 pub const MAX_REGIONS: usize = 16;
+/// Laps kept in order while the sampler runs (the newest; `SAMPLER_RT_LAP_TRACE`).
+pub const TRACE: usize = crate::decimal(env!("SAMPLER_RT_LAP_TRACE"));
 
 /// A named region whose laps are timed.
 pub struct Region {
@@ -53,7 +59,11 @@ unsafe impl Sync for Region {}
 struct Data {
     /// Counter at the start of the lap in progress (or the previous iteration).
     start: u32,
+    /// Samples taken when the lap in progress started (`u32::MAX`: the sampler was not running).
+    start_seq: u32,
     started: bool,
+    /// The region's index in the table (`u8::MAX`: not in it).
+    index: u8,
     calls: u32,
     min: u32,
     max: u32,
@@ -68,7 +78,9 @@ struct Data {
 
 const EMPTY: Data = Data {
     start: 0,
+    start_seq: NO_SEQ,
     started: false,
+    index: u8::MAX,
     calls: 0,
     min: u32::MAX,
     max: 0,
@@ -84,14 +96,40 @@ const EMPTY: Data = Data {
 pub struct Lap<'a> {
     region: &'a Region,
     start: u32,
+    seq: u32,
 }
 
 impl Drop for Lap<'_> {
     #[inline(never)]
     fn drop(&mut self) {
         let end = read_counter();
-        self.region.record(self.start, end);
+        self.region.record(self.start, end, self.seq);
     }
+}
+
+/// `r`, through a register the compiler cannot see into: it cannot rebuild the address later
+/// (in the middle of a lap) from what it knew of it.
+#[inline(always)]
+fn opaque<T>(r: &T) -> &T {
+    let mut a = r as *const T as usize;
+    // SAFETY: an empty instruction template; the address comes back unchanged.
+    unsafe {
+        core::arch::asm!("/* {0} */", inout(reg) a, options(nomem, nostack, preserves_flags))
+    };
+    // SAFETY: `a` is `r`'s address.
+    unsafe { &*(a as *const T) }
+}
+
+/// A start sequence number meaning "the sampler was not running".
+const NO_SEQ: u32 = u32::MAX;
+
+/// The samples taken so far, read before a lap's first counter read (outside the lap).
+#[inline(always)]
+fn seq() -> u32 {
+    if TRACE == 0 {
+        return NO_SEQ;
+    }
+    crate::running_seq().unwrap_or(NO_SEQ)
 }
 
 impl Region {
@@ -122,9 +160,11 @@ impl Region {
         if !self.registered.load(Ordering::Relaxed) {
             self.register();
         }
+        let seq = seq();
         Lap {
             region: self,
             start: read_counter(),
+            seq,
         }
     }
 
@@ -132,16 +172,33 @@ impl Region {
     /// an empty lap is subtracted by the host, so the corrected lap is what `f` takes. (A
     /// [`start`](Region::start) guard is handier but its cost varies by a few instructions
     /// with how the caller keeps the guard.)
-    #[inline(never)]
+    #[inline(always)]
     pub fn measure<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut f = core::mem::ManuallyDrop::new(f);
+        let mut out = core::mem::MaybeUninit::<R>::uninit();
+        // SAFETY: `time` calls the closure exactly once, so `f` is taken once and `out` is
+        // written before it is read.
+        self.time(&mut || unsafe {
+            out.write(core::mem::ManuallyDrop::take(&mut f)());
+        });
+        // SAFETY: as above.
+        unsafe { out.assume_init() }
+    }
+
+    /// The lap around `f`, called once. One copy of this code times every region (and the
+    /// calibration's empty lap), so every lap runs exactly the same instructions of its own:
+    /// the counter reads, the indirect call and the closure's return.
+    #[inline(never)]
+    fn time(&self, f: &mut dyn FnMut()) {
         if !self.registered.load(Ordering::Relaxed) {
             self.register();
         }
+        let this = opaque(self);
+        let seq = seq();
         let start = read_counter();
-        let r = f();
+        f();
         let end = read_counter();
-        self.record(start, end);
-        r
+        this.record(start, end, seq);
     }
 
     /// Mark the start of an iteration: the time since the previous mark is one lap.
@@ -157,15 +214,17 @@ impl Region {
             let (start, started) = (d.start, d.started);
             d.started = true;
             if started {
-                record_into(d, start, now);
+                record_into(d, start, now, d.start_seq);
             }
         });
         // The next iteration starts after this bookkeeping.
+        let next = seq();
         let again = read_counter();
         without_interrupts(|| {
             // SAFETY: as above.
             let d = unsafe { &mut *self.data.get() };
             d.start = again;
+            d.start_seq = next;
         });
     }
 
@@ -178,10 +237,10 @@ impl Region {
         });
     }
 
-    fn record(&self, start: u32, end: u32) {
+    fn record(&self, start: u32, end: u32, seq: u32) {
         without_interrupts(|| {
             // SAFETY: interrupts are masked; nothing else touches `data`.
-            record_into(unsafe { &mut *self.data.get() }, start, end);
+            record_into(unsafe { &mut *self.data.get() }, start, end, seq);
         });
     }
 
@@ -196,6 +255,8 @@ impl Region {
             let t = unsafe { &mut *addr_of_mut!(TABLE) };
             if t.len < MAX_REGIONS {
                 t.regions[t.len] = self as *const Region;
+                // SAFETY: interrupts are masked; no lap of this region is recorded yet.
+                unsafe { (*self.data.get()).index = t.len as u8 };
                 t.len += 1;
             } else {
                 t.dropped += 1;
@@ -205,11 +266,14 @@ impl Region {
     }
 }
 
-fn record_into(d: &mut Data, start: u32, end: u32) {
+fn record_into(d: &mut Data, start: u32, end: u32, start_seq: u32) {
     let Some(v) = elapsed(start, end) else {
         d.unmeasured += 1;
         return;
     };
+    if start_seq != NO_SEQ && d.index != u8::MAX {
+        trace(d.index, start_seq, v);
+    }
     d.calls += 1;
     d.sum += v as u64;
     d.min = d.min.min(v);
@@ -222,6 +286,32 @@ fn record_into(d: &mut Data, start: u32, end: u32) {
         d.n += 1;
     } else {
         d.overflow += 1;
+    }
+}
+
+/// The newest laps in order (a ring of [`TRACE`] entries).
+struct Trace {
+    /// Laps traced since the start; entry `total % TRACE` is the next to write.
+    total: u32,
+    entries: [[u32; 3]; TRACE],
+}
+
+static mut TRACE_RING: Trace = Trace {
+    total: 0,
+    entries: [[0; 3]; TRACE],
+};
+
+/// Keep one lap in the trace. Called with interrupts masked.
+fn trace(index: u8, start_seq: u32, ticks: u32) {
+    let inside = crate::running_seq()
+        .unwrap_or(start_seq)
+        .wrapping_sub(start_seq)
+        .min(0x00FF_FFFF);
+    // SAFETY: interrupts are masked by the caller; nothing else touches the ring.
+    let t = unsafe { &mut *addr_of_mut!(TRACE_RING) };
+    if let Some(e) = t.entries.get_mut(t.total as usize % TRACE.max(1)) {
+        *e = [index as u32 | inside << 8, start_seq, ticks];
+        t.total = t.total.wrapping_add(1);
     }
 }
 
@@ -472,6 +562,28 @@ pub(crate) fn record_len() -> Option<u32> {
         len += 44 + (r.name.len() as u32).div_ceil(4) * 4 + d.n * 8;
     }
     Some(len)
+}
+
+/// The LAP_TRACE record's payload length, when laps were traced.
+pub(crate) fn trace_len() -> Option<u32> {
+    // SAFETY: called with sampling stopped.
+    let total = unsafe { (*addr_of!(TRACE_RING)).total };
+    (total != 0).then(|| 8 + 12 * (total as usize).min(TRACE) as u32)
+}
+
+/// Write the LAP_TRACE record's payload through `put`: the laps oldest first.
+pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
+    // SAFETY: dump time: nothing records meanwhile.
+    let t = unsafe { &*addr_of!(TRACE_RING) };
+    let count = (t.total as usize).min(TRACE);
+    put(&t.total.to_le_bytes());
+    put(&(count as u32).to_le_bytes());
+    let first = t.total as usize - count;
+    for k in first..t.total as usize {
+        for w in t.entries[k % TRACE] {
+            put(&w.to_le_bytes());
+        }
+    }
 }
 
 /// Write the LAPS record's payload through `put`.

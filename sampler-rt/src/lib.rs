@@ -55,6 +55,9 @@
 //!   (`SAMPLER_RT_TIMER_VECTOR`); by hand, turn the feature off and use [`timer_interrupt!`].
 //! - `embassy`: implements embassy-executor's trace hooks (enable its `trace` feature), so that
 //!   with `cargo sample --tag api` each sample carries the Embassy task being polled.
+//! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample
+//!   --format firefox` puts the firmware's defmt log lines on the samples' timeline (not for an
+//!   application that defines its own timestamp).
 //!
 //! # Tags
 //! `cargo sample --tag exception` records with each sample the exception that was running
@@ -66,6 +69,8 @@
 //! # Lap timing
 //! [`laps`] times named regions (`Region::measure`, cyclic executives with `iterate`) on DWT
 //! CYCCNT or SysTick (Cortex-M), or PMCCNTR_EL0 / CNTVCT_EL0 (ARMv8-A); `cargo sample --laps`.
+//! Laps timed while the sampler runs are also kept in order (`SAMPLER_RT_LAP_TRACE` below) and
+//! drawn on `--format firefox`'s timeline.
 //!
 //! # ARMv8-A (aarch64)
 //! [`start`], [`flush`] and [`exit`] sample at EL1, EL2 or EL3 with the virtual generic timer,
@@ -77,6 +82,8 @@
 //! - `SAMPLER_RT_RING_SLOTS` (environment, default 10240; `cargo sample` fits it to the part's
 //!   RAM): ring capacity in samples; the ring costs 4 bytes of RAM per slot (8 with tags), plus
 //!   88 bytes of state and 56 of configuration.
+//! - `SAMPLER_RT_LAP_TRACE` (environment, default 256): laps kept in order while sampling, the
+//!   newest ones, 12 bytes of RAM each in firmware that times laps; 0 keeps none.
 //!
 //! The dump format and the configuration block (module `wire`) are shared with the host and
 //! are not part of this crate's API.
@@ -112,10 +119,23 @@ mod a64;
 mod semihosting;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
-pub use a64::{exit, flush, on_irq, start, start_keeping_vectors};
+pub use a64::{exit, flush, on_irq, samples_taken, start, start_keeping_vectors};
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 pub use cortex_m::{Timer, exit, flush, samples_taken, set_writer, start, start_with_timer, stop};
+
+// defmt's timestamp: the samples taken so far, so the host can place log lines among samples.
+#[cfg(all(
+    feature = "defmt-timestamp",
+    any(target_arch = "arm", target_arch = "aarch64"),
+    target_os = "none"
+))]
+defmt::timestamp!("{=u32}", samples_taken());
+
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub(crate) use a64::running_seq;
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub(crate) use cortex_m::running_seq;
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 #[doc(hidden)]

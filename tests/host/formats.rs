@@ -395,25 +395,6 @@ fn pprof_of_an_exact_call_graph_carries_the_real_stacks() {
     assert_eq!(pprof_by_function(&p), by_function(&r, "instructions"));
 }
 
-/// One sample of a Firefox Profiler thread: its frames' names, outermost first.
-fn firefox_stack(thread: &Value, stack: usize) -> Vec<String> {
-    let st = &thread["stackTable"];
-    let ft = &thread["frameTable"];
-    let fu = &thread["funcTable"];
-    let strings = &thread["stringArray"];
-    let mut names = Vec::new();
-    let mut at = Some(stack);
-    while let Some(i) = at {
-        let frame = st["frame"][i].as_u64().unwrap() as usize;
-        let func = ft["func"][frame].as_u64().unwrap() as usize;
-        let name = fu["name"][func].as_u64().unwrap() as usize;
-        names.push(strings[name].as_str().unwrap().to_owned());
-        at = st["prefix"][i].as_u64().map(|p| p as usize);
-    }
-    names.reverse();
-    names
-}
-
 #[test]
 fn the_firefox_profile_has_a_thread_per_tag_with_the_samples_in_order() {
     let (r, dir) = profile_in("shared-isr", &["--tag", "exception", "-n", "2000"]);

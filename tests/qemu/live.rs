@@ -449,3 +449,79 @@ fn a_live_run_shows_a_top_view_on_a_terminal_and_the_report_at_the_end() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("samples/s"), "{err}");
 }
+
+#[test]
+fn log_lines_stamped_with_the_sample_count_are_firefox_markers_where_they_were_logged() {
+    for (transport, extra) in [("defmt-semihosting", None), ("defmt-rtt", Some("--live"))] {
+        let features = format!("{transport},timeline");
+        let mut args = vec![
+            "--release",
+            "--bin",
+            "defmt-app",
+            "--features",
+            &features,
+            "--period",
+            "1000",
+            "--format",
+            "firefox",
+        ];
+        args.extend(extra);
+        let out = cargo_sample(&scenarios(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (markers, times) = crate::support::firefox_markers(&p["threads"][0]);
+        let logged: Vec<(String, String)> = markers
+            .iter()
+            .map(|m| {
+                let text = m.data["message"].as_str().unwrap();
+                (m.name.clone(), text.split("  (").next().unwrap().to_owned())
+            })
+            .collect();
+        let mut expected = vec![("INFO".to_owned(), "defmt-app: start".to_owned())];
+        for round in [0, 100, 200, 300] {
+            expected.push((
+                "WARN".into(),
+                format!("defmt-app: round {round}, {} left", 400 - round),
+            ));
+        }
+        expected.push(("DEBUG".into(), "defmt-app: done".into()));
+        assert_eq!(logged, expected, "{transport}");
+        assert!(markers.iter().all(|m| m.end.is_none()), "instants");
+        // Each round does the same work: the line of round r comes r/400 of the way from the
+        // line of round 0 to the last one, counted in samples.
+        let before =
+            |m: &crate::support::FirefoxMarker| times.iter().filter(|&&t| t < m.start).count();
+        let (first, last) = (before(&markers[1]), before(&markers[5]));
+        assert!(last - first > 500, "{transport}: {} samples", times.len());
+        for (k, round) in [(2, 100), (3, 200), (4, 300)] {
+            let want = first as f64 + (last - first) as f64 * round as f64 / 400.0;
+            let got = before(&markers[k]) as f64;
+            assert!(
+                (got - want).abs() <= 0.01 * (last - first) as f64 + 2.0,
+                "{transport}: round {round} after {got} samples, expected {want:.1}"
+            );
+        }
+        // The printed lines carry the count too.
+        assert!(err.contains(" WARN  defmt-app: round 100"), "{err}");
+    }
+    // Without sampler-rt's timestamp the lines have no place on the timeline: said, not guessed.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "defmt-app",
+            "--features",
+            "defmt-semihosting",
+            "--format",
+            "firefox",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("(6 lines) is not on the timeline"), "{err}");
+    assert!(err.contains("`defmt-timestamp`"), "{err}");
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["threads"][0]["markers"]["length"], 0);
+}

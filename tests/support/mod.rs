@@ -389,3 +389,71 @@ pub fn svg_frames(svg: &str) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// One sample of a Firefox Profiler thread: its frames' names, outermost first.
+pub fn firefox_stack(thread: &Value, stack: usize) -> Vec<String> {
+    let st = &thread["stackTable"];
+    let ft = &thread["frameTable"];
+    let fu = &thread["funcTable"];
+    let strings = &thread["stringArray"];
+    let mut names = Vec::new();
+    let mut at = Some(stack);
+    while let Some(i) = at {
+        let frame = st["frame"][i].as_u64().unwrap() as usize;
+        let func = ft["func"][frame].as_u64().unwrap() as usize;
+        let name = fu["name"][func].as_u64().unwrap() as usize;
+        names.push(strings[name].as_str().unwrap().to_owned());
+        at = st["prefix"][i].as_u64().map(|p| p as usize);
+    }
+    names.reverse();
+    names
+}
+
+/// A marker of a Firefox Profiler thread.
+#[derive(Debug, Clone)]
+pub struct FirefoxMarker {
+    pub name: String,
+    /// Milliseconds; `end` is `None` for an instant.
+    pub start: f64,
+    pub end: Option<f64>,
+    /// The marker's data, its string fields resolved.
+    pub data: serde_json::Map<String, Value>,
+}
+
+/// A thread's markers, and its samples' times (milliseconds, in order).
+pub fn firefox_markers(thread: &Value) -> (Vec<FirefoxMarker>, Vec<f64>) {
+    let strings = &thread["stringArray"];
+    let m = &thread["markers"];
+    let markers = (0..m["length"].as_u64().unwrap() as usize)
+        .map(|i| {
+            let mut data = m["data"][i].as_object().cloned().unwrap_or_default();
+            // String fields are indexes into the thread's strings.
+            for key in ["lap", "message"] {
+                if let Some(k) = data.get(key).and_then(Value::as_u64) {
+                    data.insert(key.into(), strings[k as usize].clone());
+                }
+            }
+            FirefoxMarker {
+                name: strings[m["name"][i].as_u64().unwrap() as usize]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                start: m["startTime"][i].as_f64().unwrap(),
+                // Phase 0: an instant; 1: an interval.
+                end: (m["phase"][i] == 1).then(|| m["endTime"][i].as_f64().unwrap()),
+                data,
+            }
+        })
+        .collect();
+    let mut at = 0.0;
+    let times = thread["samples"]["timeDeltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            at += d.as_f64().unwrap();
+            at
+        })
+        .collect();
+    (markers, times)
+}

@@ -49,6 +49,28 @@ pub(crate) fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
     (!rtt && crate::dump::defmt::DefmtLog::in_elf(elf_bytes)).then(|| dir.join(runs::ELF))
 }
 
+/// The defmt log a run kept raw (RTT channel 0, or QEMU's standard output for firmware that
+/// logs through semihosting), decoded again against its image, and whether its timestamps are
+/// sampler-rt's sample counts. `None` when the image has no defmt table or nothing was kept.
+pub(crate) fn kept_defmt_log(
+    elf_bytes: &[u8],
+    dir: &Path,
+) -> Result<Option<(Vec<crate::dump::defmt::LogLine>, bool)>> {
+    let raw = if defmt_on_stdout(elf_bytes, dir).is_some() {
+        dir.join(runs::OUTPUT)
+    } else {
+        dir.join("rtt-0.bin")
+    };
+    let Ok(bytes) = std::fs::read(&raw) else {
+        return Ok(None);
+    };
+    let Some(mut log) = crate::dump::defmt::DefmtLog::of_elf(elf_bytes)? else {
+        return Ok(None);
+    };
+    let lines = log.feed_lines(&bytes);
+    Ok(Some((lines, log.stamped_with_samples)))
+}
+
 /// A built image, read and inspected once.
 pub(crate) struct Image {
     pub bytes: Vec<u8>,

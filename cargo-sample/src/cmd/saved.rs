@@ -398,6 +398,18 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 .cloned()
                 .unwrap_or_else(|| format!("tag {tag:#x}"))
         });
+        t.first_seq = dump.first_seq;
+        match crate::cmd::capture::kept_defmt_log(&elf_bytes, dir) {
+            Ok(Some((lines, true))) => t.add_logs(&lines),
+            Ok(Some((lines, false))) if !lines.is_empty() => crate::term::note(format!(
+                "the firmware's defmt log ({}) is not on the timeline: its timestamp is not \
+                 sampler-rt's count of samples. Turn on sampler-rt's `defmt-timestamp` feature \
+                 (in place of the application's own `defmt::timestamp!`) to see it there",
+                crate::term::plural(lines.len() as u64, "line")
+            )),
+            Ok(_) => {}
+            Err(e) => crate::term::warn(format!("the firmware's defmt log: {e:#}")),
+        }
         report.timeline = Some(t);
     }
     if !dump.stacks.is_empty() {
@@ -459,6 +471,13 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
             },
         };
+        let (period, unit) = match &report.facts {
+            report::RunFacts::Sampled(f) => (f.period_units, f.unit.clone()),
+            report::RunFacts::Exact(_) => (0.0, String::new()),
+        };
+        if let (Some(t), Some(trace)) = (report.timeline.as_mut(), &dump.lap_trace) {
+            t.add_laps(l, trace, scale, period, &unit);
+        }
         let mut laps = crate::analysis::laps::analyse(l, scale);
         if !dump.pcs.is_empty() || dump.hist.is_some() {
             laps.warnings.push(

@@ -32,6 +32,49 @@ pub struct Region {
     pub values: Vec<(u32, u32)>,
 }
 
+/// The LAP_TRACE record: the newest laps in the order they ended, placed among the samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Laps traced while the sampler ran (the oldest beyond `laps` were overwritten).
+    pub total: u32,
+    pub laps: Vec<TracedLap>,
+}
+
+/// One lap of the trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TracedLap {
+    /// The region's index in the LAPS record.
+    pub region: u8,
+    /// Samples taken when the lap started.
+    pub start_seq: u32,
+    /// Samples taken during the lap (saturated at 0xFFFFFF).
+    pub inside: u32,
+    /// The lap in raw counter ticks (its own cost included).
+    pub ticks: u32,
+}
+
+/// Decode a LAP_TRACE payload; `None` if it is damaged.
+pub fn decode_trace(p: &[u8]) -> Option<Trace> {
+    let total = read_u32(p, 0)?;
+    let count = read_u32(p, 4)? as usize;
+    if count > total as usize || count > (p.len().saturating_sub(8)) / 12 {
+        return None;
+    }
+    let laps = (0..count)
+        .map(|k| {
+            let w = |i: usize| read_u32(p, 8 + 12 * k + 4 * i);
+            let first = w(0)?;
+            Some(TracedLap {
+                region: first as u8,
+                inside: first >> 8,
+                start_seq: w(1)?,
+                ticks: w(2)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Trace { total, laps })
+}
+
 /// Decode a LAPS payload; `None` if it is damaged.
 pub fn decode(p: &[u8]) -> Option<Laps> {
     let count = read_u32(p, 0)? as usize;
@@ -72,6 +115,21 @@ pub fn decode(p: &[u8]) -> Option<Laps> {
     Some(laps)
 }
 
+/// Encode a LAP_TRACE payload (the firmware's layout).
+#[cfg(test)]
+pub fn encode_trace(t: &Trace) -> Vec<u8> {
+    let mut b = Vec::new();
+    let mut put = |v: u32| b.extend_from_slice(&v.to_le_bytes());
+    put(t.total);
+    put(t.laps.len() as u32);
+    for l in &t.laps {
+        put(l.region as u32 | l.inside << 8);
+        put(l.start_seq);
+        put(l.ticks);
+    }
+    b
+}
+
 /// Encode a LAPS payload (the firmware's layout).
 #[cfg(test)]
 pub fn encode(l: &Laps) -> Vec<u8> {
@@ -105,4 +163,39 @@ pub fn encode(l: &Laps) -> Vec<u8> {
         }
     }
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lap_trace_reads_back_and_a_damaged_one_is_refused() {
+        let t = Trace {
+            total: 7,
+            laps: vec![
+                TracedLap {
+                    region: 3,
+                    start_seq: 10,
+                    inside: 2,
+                    ticks: 1234,
+                },
+                TracedLap {
+                    region: 0,
+                    start_seq: 12,
+                    inside: 0xFF_FFFF,
+                    ticks: 9,
+                },
+            ],
+        };
+        let b = encode_trace(&t);
+        // The firmware's layout: the region in the low byte, samples inside above it.
+        assert_eq!(&b[8..12], &(3u32 | 2 << 8).to_le_bytes());
+        assert_eq!(decode_trace(&b), Some(t.clone()));
+        // Cut short, or more laps than traced: damaged.
+        assert_eq!(decode_trace(&b[..b.len() - 1]), None);
+        let mut more = b.clone();
+        more[0..4].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(decode_trace(&more), None);
+    }
 }

@@ -34,6 +34,8 @@ pub struct Dump {
     pub complete: bool,
     /// Lap-timed regions, if the firmware timed any.
     pub laps: Option<crate::dump::laps::Laps>,
+    /// The newest laps in order, placed among the samples (laps timed while sampling).
+    pub lap_trace: Option<crate::dump::laps::Trace>,
     /// ARMv8-A PMU counts, if the firmware counted events.
     pub pmu: Option<crate::dump::pmu::Record>,
     /// Exceptions' priorities at the end of the run: `(exception, priority byte, enabled)`.
@@ -301,6 +303,15 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     return (
                         dump,
                         Some(DumpError::Malformed("damaged LAPS record".into())),
+                    );
+                }
+            },
+            wire::REC_LAP_TRACE if !cut => match laps::decode_trace(payload) {
+                Some(t) => dump.lap_trace = Some(t),
+                None => {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed("damaged LAP_TRACE record".into())),
                     );
                 }
             },

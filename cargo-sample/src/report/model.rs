@@ -331,6 +331,38 @@ pub struct Timeline {
     pub threads: Vec<String>,
     /// Per sample: its thread's index (empty: all on thread 0).
     pub thread_of: Vec<u32>,
+    /// The first sample's number since the sampler started (earlier ones were overwritten).
+    pub first_seq: u32,
+    /// Laps and log lines placed among the samples.
+    pub markers: Vec<TimelineMarker>,
+}
+
+/// What a timeline marker stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerKind {
+    /// A lap of a timed region: it has a duration.
+    Lap,
+    /// A line the firmware logged: an instant.
+    Log,
+}
+
+/// A lap or a log line on the samples' time axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineMarker {
+    pub kind: MarkerKind,
+    /// The region, or the log line's level.
+    pub name: String,
+    /// Where it starts, in sampling periods since the sampler started (sample number `k` is at
+    /// `k`).
+    pub at: f64,
+    /// A lap's length in sampling periods.
+    pub periods: f64,
+    /// A lap's length in the report's unit (its own cost subtracted); 0 for log lines.
+    pub units: f64,
+    /// Samples taken during the lap.
+    pub samples: u32,
+    /// The log line's text, or the lap's length in words.
+    pub text: String,
 }
 
 /// One inline chain (outermost first) and its count.

@@ -1,17 +1,21 @@
 //! The samples in the order they were taken, for formats with a time axis: the Firefox
 //! Profiler's processed format (`--format firefox`, opened at profiler.firefox.com or with
-//! `samply load`), where each tag (RTIC task, handler, RTOS object) is a thread.
+//! `samply load`), where each tag (RTIC task, handler, RTOS object) is a thread, and laps and
+//! the firmware's log lines are markers among the samples.
 
 use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 use fxprof_processed_profile::{
-    CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, Profile, ReferenceTimestamp,
-    SamplingInterval, Timestamp,
+    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, MarkerFieldFlags,
+    MarkerFieldFormat, MarkerTiming, Profile, ReferenceTimestamp, SamplingInterval,
+    StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, Timestamp,
 };
 
-pub use super::model::Timeline;
+pub use super::model::{MarkerKind, Timeline, TimelineMarker};
 use super::model::{OUTSIDE, Report, RunFacts};
+use crate::analysis::laps::Scale;
+use crate::dump::laps::{Laps, Trace};
 use crate::image::symbolize::Symbolizer;
 
 impl Timeline {
@@ -27,6 +31,74 @@ impl Timeline {
             t.samples.push(i);
         }
         t
+    }
+
+    /// The traced laps as markers. Its length is the lap's corrected ticks in the report's
+    /// unit over the mean sampling period in the same unit (or the samples it held, when the
+    /// period's length is unknown); it is placed so that it holds the samples the firmware
+    /// counted during it.
+    pub fn add_laps(
+        &mut self,
+        laps: &Laps,
+        trace: &Trace,
+        scale: Scale,
+        period_units: f64,
+        unit: &str,
+    ) {
+        for l in &trace.laps {
+            let Some(region) = laps.regions.get(l.region as usize) else {
+                continue;
+            };
+            let units = f64::from(l.ticks.saturating_sub(laps.overhead)) * scale.units_per_tick;
+            let periods = if period_units > 0.0 {
+                units / period_units
+            } else {
+                f64::from(l.inside)
+            };
+            let time = scale
+                .hz
+                .map(|hz| {
+                    let s = f64::from(l.ticks.saturating_sub(laps.overhead)) / hz;
+                    format!(", {:.2} µs", s * 1e6)
+                })
+                .unwrap_or_default();
+            // Sample `k` is at `k`: the lap began after sample `s - 1` and before sample `s`,
+            // and held samples `s` to `s + inside - 1`. Of the starts that keep exactly those
+            // samples inside, the middle one.
+            let (s, inside) = (f64::from(l.start_seq), f64::from(l.inside));
+            let lo = (s - 1.0).max(s + inside - 1.0 - periods);
+            let hi = s.min(s + inside - periods);
+            self.markers.push(TimelineMarker {
+                kind: MarkerKind::Lap,
+                name: region.name.clone(),
+                at: (lo + hi) / 2.0,
+                periods,
+                units,
+                samples: l.inside,
+                text: format!("{units:.0} {unit}{time}"),
+            });
+        }
+    }
+
+    /// The firmware's log lines as instants: a line stamped with `k` samples taken was
+    /// logged between samples `k - 1` and `k`.
+    pub fn add_logs(&mut self, lines: &[crate::dump::defmt::LogLine]) {
+        for l in lines {
+            let Some(k) = l.samples_taken() else { continue };
+            let mut text = l.message.clone();
+            if let Some(loc) = &l.location {
+                text.push_str(&format!("  ({loc})"));
+            }
+            self.markers.push(TimelineMarker {
+                kind: MarkerKind::Log,
+                name: l.level.clone(),
+                at: f64::from(k) - 0.5,
+                periods: 0.0,
+                units: 0.0,
+                samples: 0,
+                text,
+            });
+        }
     }
 
     /// Threads from the samples' tags, named as the report's tag table names them.
@@ -97,6 +169,7 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
     // Each thread interns its own stacks.
     let mut interned: HashMap<(usize, u32), Option<fxprof_processed_profile::StackHandle>> =
         HashMap::new();
+    let at = |periods: f64| Timestamp::from_millis_since_reference(periods * period_s * 1e3);
     for (k, &s) in t.samples.iter().enumerate() {
         let th = t.thread_of.get(k).copied().unwrap_or(0) as usize;
         let thread = threads[th];
@@ -116,8 +189,154 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
                 h
             }
         };
-        let at = Timestamp::from_millis_since_reference(k as f64 * period_s * 1e3);
-        p.add_sample(thread, at, stack, CpuDelta::from_millis(period_s * 1e3), 1);
+        let seq = f64::from(t.first_seq) + k as f64;
+        p.add_sample(
+            thread,
+            at(seq),
+            stack,
+            CpuDelta::from_millis(period_s * 1e3),
+            1,
+        );
+    }
+    if !t.markers.is_empty() {
+        // On the only thread, beside its samples; with threads per tag, on a thread of their
+        // own (a lap or a line belongs to no one task).
+        let thread = if threads.len() == 1 {
+            threads[0]
+        } else {
+            let h = p.add_thread(
+                process,
+                threads.len() as u32 + 1,
+                Timestamp::from_millis_since_reference(0.0),
+                false,
+            );
+            p.set_thread_name(h, "laps and logs");
+            h
+        };
+        p.set_thread_show_markers_in_timeline(thread, true);
+        let laps = p.add_category("Lap", CategoryColor::Blue);
+        let logs = p.add_category("Log", CategoryColor::Green);
+        for m in &t.markers {
+            let name = p.intern_string(&m.name);
+            let text = p.intern_string(&m.text);
+            match m.kind {
+                MarkerKind::Lap => p.add_marker(
+                    thread,
+                    MarkerTiming::Interval(at(m.at), at(m.at + m.periods)),
+                    LapMarker {
+                        name,
+                        text,
+                        category: laps,
+                        units: m.units,
+                        samples: m.samples,
+                    },
+                ),
+                MarkerKind::Log => p.add_marker(
+                    thread,
+                    MarkerTiming::Instant(at(m.at)),
+                    LogMarker {
+                        name,
+                        text,
+                        category: logs,
+                    },
+                ),
+            };
+        }
     }
     Ok(serde_json::to_vec(&p)?)
+}
+
+/// A lap of a timed region.
+struct LapMarker {
+    name: StringHandle,
+    text: StringHandle,
+    category: CategoryHandle,
+    units: f64,
+    samples: u32,
+}
+
+impl StaticSchemaMarker for LapMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "Lap";
+    const DESCRIPTION: Option<&'static str> =
+        Some("A lap of a region timed with sampler_rt::laps, its own cost subtracted");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.data.lap}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.lap}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.lap}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[
+        StaticSchemaMarkerField {
+            key: "lap",
+            label: "Lap",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "units",
+            label: "Length (report unit)",
+            format: MarkerFieldFormat::Integer,
+            flags: MarkerFieldFlags::empty(),
+        },
+        StaticSchemaMarkerField {
+            key: "samples",
+            label: "Samples taken during the lap",
+            format: MarkerFieldFormat::Integer,
+            flags: MarkerFieldFlags::empty(),
+        },
+    ];
+
+    fn name(&self, _: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _: &mut Profile) -> CategoryHandle {
+        self.category
+    }
+
+    fn string_field_value(&self, _: u32) -> StringHandle {
+        self.text
+    }
+
+    fn number_field_value(&self, field_index: u32) -> f64 {
+        if field_index == 1 {
+            self.units.round()
+        } else {
+            f64::from(self.samples)
+        }
+    }
+}
+
+/// A line the firmware logged.
+struct LogMarker {
+    name: StringHandle,
+    text: StringHandle,
+    category: CategoryHandle,
+}
+
+impl StaticSchemaMarker for LogMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "Log";
+    const DESCRIPTION: Option<&'static str> = Some("A line the firmware logged with defmt");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.data.message}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.name} {marker.data.message}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name} {marker.data.message}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[StaticSchemaMarkerField {
+        key: "message",
+        label: "Message",
+        format: MarkerFieldFormat::String,
+        flags: MarkerFieldFlags::SEARCHABLE,
+    }];
+
+    fn name(&self, _: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _: &mut Profile) -> CategoryHandle {
+        self.category
+    }
+
+    fn string_field_value(&self, _: u32) -> StringHandle {
+        self.text
+    }
+
+    fn number_field_value(&self, _: u32) -> f64 {
+        0.0
+    }
 }

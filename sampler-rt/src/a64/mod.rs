@@ -318,6 +318,19 @@ pub fn on_irq(intid: u32) -> bool {
     }
 }
 
+/// Samples taken so far.
+pub fn samples_taken() -> u32 {
+    taken(state())
+}
+
+/// The samples taken so far while the sampler runs (`None` before it starts and after it stops).
+pub(crate) fn running_seq() -> Option<u32> {
+    let s = state();
+    // SAFETY: a plain read of a word the sampler updates atomically.
+    let phase = unsafe { read_volatile(addr_of!((*s).phase)) };
+    (phase == RUNNING).then(samples_taken)
+}
+
 /// Stop sampling and send the samples (call before the firmware ends by itself). With a host
 /// reading the ring (a probe, QEMU's monitor), wait a bounded time for it to read the last ones.
 pub fn flush() {

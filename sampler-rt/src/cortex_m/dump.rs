@@ -384,6 +384,10 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
             st.record(wire::REC_LAPS, len);
             crate::laps::write_record(|b| st.put(b));
         }
+        if let Some(len) = crate::laps::trace_len() {
+            st.record(wire::REC_LAP_TRACE, len);
+            crate::laps::write_trace(|b| st.put(b));
+        }
         // The final INFO supersedes the first one: readers keep the last.
         st.info(&info_now(s, taken));
         st.end();

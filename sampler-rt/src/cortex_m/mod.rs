@@ -378,6 +378,15 @@ pub fn samples_taken() -> u32 {
     }
 }
 
+/// The samples taken so far while the sampler runs (`None` before it starts and after it stops):
+/// where a lap falls on the samples' time axis.
+pub(crate) fn running_seq() -> Option<u32> {
+    let s = state();
+    // SAFETY: a plain read of a byte the sampler updates atomically.
+    let phase = unsafe { read_volatile(addr_of!((*s).phase)) };
+    (phase == PHASE_RUNNING).then(samples_taken)
+}
+
 /// Whether the sampler is pacing itself with SysTick right now.
 fn sampling_on_systick() -> bool {
     let s = state();

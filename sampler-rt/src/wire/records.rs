@@ -58,6 +58,12 @@ pub const fn stack_entry_words(window: u32, records: u32) -> u32 {
 pub const fn stack_entry_used(tail: u32) -> u32 {
     STACK_HEADER_WORDS + ((tail >> 8) & 0xFF) + 2 * ((tail >> 16) & 0xFF)
 }
+/// Laps in the order they ended, while the sampler ran: `total: u32` (laps traced since the
+/// start; the oldest are overwritten), `count: u32`, then `count` entries of three words, oldest
+/// first: `region | samples_inside << 8` (the region's index in the LAPS record; samples taken
+/// during the lap, saturated at 0xFFFFFF), the number of samples taken when the lap started,
+/// and the lap in raw counter ticks.
+pub const REC_LAP_TRACE: u16 = 11;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

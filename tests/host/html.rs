@@ -153,6 +153,13 @@ impl Browser {
         }
     }
 
+    /// Open a document that is not the report's page (an SVG): loaded, its scripts run.
+    fn open_document(&self, doc: &Path) {
+        let url = format!("file://{}", doc.canonicalize().unwrap().display());
+        self.cmd("POST", "/url", Some(json!({ "url": url })));
+        self.wait_for("document.readyState === 'complete'");
+    }
+
     fn js(&self, script: &str) -> Value {
         self.cmd(
             "POST",
@@ -215,7 +222,19 @@ impl Browser {
     }
 
     fn screenshot(&self, name: &str) -> PathBuf {
-        let png = self.cmd("GET", "/screenshot", None);
+        self.save_png(self.cmd("GET", "/screenshot", None), name)
+    }
+
+    /// A screenshot of one element (the SVG's root: the graph without the window around it).
+    fn screenshot_of(&self, css: &str, name: &str) -> PathBuf {
+        let e = self.element(css);
+        self.save_png(
+            self.cmd("GET", &format!("/element/{e}/screenshot"), None),
+            name,
+        )
+    }
+
+    fn save_png(&self, png: Value, name: &str) -> PathBuf {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(png.as_str().unwrap())
             .unwrap();
@@ -585,4 +604,48 @@ fn open_hands_the_page_to_the_browser_and_refuses_what_is_not_a_page() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--format html"));
+}
+
+#[test]
+fn the_svg_flame_graph_renders_and_zooms_in_chromium() {
+    let Some(b) = Browser::start() else { return };
+    let (_, dir) = profile_in("call-graph", &["--stacks", "-n", "3000"]);
+    let svg = dir.join("test-flamegraph.svg");
+    report(&dir, &["--format", "svg", "-o", svg.to_str().unwrap()], &[]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    b.open_document(&svg);
+    // Every frame of the file is drawn, with a box of its own.
+    let drawn = b.js("return document.querySelectorAll('#frames > g').length");
+    assert_eq!(drawn.as_u64().unwrap() as usize, svg_frames(&text).len());
+    let empty = b.js("return [...document.querySelectorAll('#frames > g rect')]\
+         .filter(r => !(r.getBBox().width > 0)).length");
+    assert_eq!(empty, 0);
+    b.screenshot_of("svg", "flamegraph.png");
+    // A click on the widest `leaf` frame zooms: it then spans the graph.
+    let widest = "[...document.querySelectorAll('#frames > g')]\
+         .filter(g => g.querySelector('title').textContent.startsWith('leaf ('))\
+         .sort((a, b) => b.querySelector('rect').getBBox().width - \
+                         a.querySelector('rect').getBBox().width)[0]";
+    let before = b.js(&format!(
+        "return {widest}.querySelector('rect').getBBox().width"
+    ));
+    let full = b.js("return document.getElementById('frames').getBBox().width");
+    let (before, full) = (before.as_f64().unwrap(), full.as_f64().unwrap());
+    assert!(before < full * 0.9, "{before} of {full}");
+    b.js(&format!(
+        "window.zoomed = {widest}; window.zoomed.dispatchEvent(\
+         new MouseEvent('click', {{bubbles: true}})); return null"
+    ));
+    let after = b
+        .js("return window.zoomed.querySelector('rect').getBBox().width")
+        .as_f64()
+        .unwrap();
+    assert!((after - full).abs() <= 0.01 * full, "{after} of {full}");
+    b.screenshot_of("svg", "flamegraph-zoomed.png");
+    let errors: Vec<_> = b
+        .console()
+        .into_iter()
+        .filter(|(level, _)| level == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
 }

@@ -2,7 +2,8 @@
 //! ring capacity (`SAMPLER_RT_RING_SLOTS`, default 10240), the number of histogram counters
 //! (`SAMPLER_RT_HIST_BINS`, a power of two, default 4096) and the ARMv8-A PMU counts' buffer
 //! for debuggers (`SAMPLER_RT_PMU_OUT_BYTES`, default 4096) and the laps kept in order for the
-//! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) to the crate.
+//! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) and the ARMv8-A PMU region laps
+//! kept for it (`SAMPLER_RT_PMU_TRACE_WORDS`, default 2048) to the crate.
 use std::env;
 
 fn main() {
@@ -11,6 +12,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_HIST_BINS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_OUT_BYTES");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_LAP_TRACE");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_TRACE_WORDS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
     let target = env::var("TARGET").unwrap_or_default();
@@ -29,6 +31,13 @@ fn main() {
         Ok(n) if n <= 1 << 16 => println!("cargo::rustc-env=SAMPLER_RT_LAP_TRACE={n}"),
         _ => println!(
             "cargo::error=SAMPLER_RT_LAP_TRACE must be a number of laps up to 65536 (0 for none), got `{trace}`"
+        ),
+    }
+    let words = env::var("SAMPLER_RT_PMU_TRACE_WORDS").unwrap_or_else(|_| "2048".to_string());
+    match words.trim().parse::<u32>() {
+        Ok(n) if n <= 1 << 20 => println!("cargo::rustc-env=SAMPLER_RT_PMU_TRACE_WORDS={n}"),
+        _ => println!(
+            "cargo::error=SAMPLER_RT_PMU_TRACE_WORDS must be a number of words up to 1048576 (0 for none), got `{words}`"
         ),
     }
     let out = env::var("SAMPLER_RT_PMU_OUT_BYTES").unwrap_or_else(|_| "4096".to_string());

@@ -84,6 +84,8 @@
 //!   88 bytes of state and 56 of configuration.
 //! - `SAMPLER_RT_LAP_TRACE` (environment, default 256): laps kept in order while sampling, the
 //!   newest ones, 12 bytes of RAM each in firmware that times laps; 0 keeps none.
+//! - `SAMPLER_RT_PMU_TRACE_WORDS` (environment, default 2048): ARMv8-A words for the PMU
+//!   region laps kept in order while sampling (`3 + events` words a lap); 0 keeps none.
 //!
 //! The dump format and the configuration block (module `wire`) are shared with the host and
 //! are not part of this crate's API.

@@ -17,6 +17,11 @@
 //! counters are enabled in MDCR_EL3). A region's lap reads every counter before and after;
 //! the first pre value, the last post value and the sum of deltas of every counter are kept.
 //! `finish` writes a dump (INFO and PMU records) through semihosting and exits.
+//!
+//! While the sampler runs, each region's lap is also kept in order with the number of samples
+//! taken when it started and its counts (the newest ones that fit `SAMPLER_RT_PMU_TRACE_WORDS`
+//! words), and the sampler's dump carries the PMU record and that trace: `cargo sample --format
+//! firefox` draws the counts as counters over time.
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
@@ -49,6 +54,8 @@ const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
 pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
 
 const OUT_BYTES: usize = crate::decimal(env!("SAMPLER_RT_PMU_OUT_BYTES"));
+/// Words of the ring of region laps kept in order while sampling.
+const TRACE_WORDS: usize = crate::decimal(env!("SAMPLER_RT_PMU_TRACE_WORDS"));
 
 #[doc(hidden)]
 /// Where the counts wait for a debugger when the host asked for that (`wire::PMU_FLAG_MEMORY`:
@@ -212,6 +219,8 @@ unsafe impl Sync for Region {}
 
 #[derive(Clone, Copy)]
 struct Data {
+    /// The region's index in the table (`u8::MAX`: not in it).
+    index: u8,
     calls: u32,
     pre: [u64; SLOTS],
     post: [u64; SLOTS],
@@ -225,6 +234,7 @@ impl Region {
             name,
             registered: AtomicBool::new(false),
             data: UnsafeCell::new(Data {
+                index: u8::MAX,
                 calls: 0,
                 pre: [0; SLOTS],
                 post: [0; SLOTS],
@@ -249,11 +259,19 @@ impl Region {
         }
         let mut pre = [0u64; SLOTS];
         let mut post = [0u64; SLOTS];
+        let seq = if TRACE_WORDS > 0 {
+            crate::running_seq()
+        } else {
+            None
+        };
         read_all(&mut pre, count);
         let r = f();
         read_all(&mut post, count);
         // SAFETY: single core; nothing else touches this region's data.
         let d = unsafe { &mut *self.data.get() };
+        if let Some(seq) = seq {
+            trace(d.index, seq, &pre, &post, count);
+        }
         if d.calls == 0 {
             d.pre = pre;
         }
@@ -271,7 +289,89 @@ impl Region {
         let t = unsafe { &mut *addr_of_mut!(TABLE) };
         if t.len < MAX_REGIONS {
             t.regions[t.len] = self as *const Region;
+            // SAFETY: single core; no lap of this region is recorded yet.
+            unsafe { (*self.data.get()).index = t.len as u8 };
             t.len += 1;
+        }
+    }
+}
+
+/// The newest region laps in order: entries of `2 + count + 1` words (the region and the
+/// samples inside, the samples taken at its start, then each counter's delta, the cycle
+/// counter last), in a ring of whole entries.
+struct Trace {
+    /// Laps traced since the start.
+    total: u32,
+    words: [u32; TRACE_WORDS],
+}
+
+static mut TRACE: Trace = Trace {
+    total: 0,
+    words: [0; TRACE_WORDS],
+};
+
+fn trace(index: u8, start_seq: u32, pre: &[u64; SLOTS], post: &[u64; SLOTS], count: usize) {
+    if index == u8::MAX {
+        return;
+    }
+    let width = 3 + count;
+    let capacity = TRACE_WORDS / width;
+    if capacity == 0 {
+        return;
+    }
+    let inside = crate::running_seq()
+        .unwrap_or(start_seq)
+        .wrapping_sub(start_seq)
+        .min(0x00FF_FFFF);
+    // SAFETY: single core; regions are not measured from interrupt handlers.
+    let t = unsafe { &mut *addr_of_mut!(TRACE) };
+    let at = (t.total as usize % capacity) * width;
+    t.words[at] = index as u32 | inside << 8;
+    t.words[at + 1] = start_seq;
+    for i in 0..=count {
+        t.words[at + 2 + i] = post[i].wrapping_sub(pre[i]) as u32;
+    }
+    t.total = t.total.wrapping_add(1);
+}
+
+/// The PMU record's payload length, when the firmware counted regions (for the sampler's dump).
+pub(crate) fn record_len() -> Option<u32> {
+    // SAFETY: counting is over.
+    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
+    (p.ready && t.len > 0).then(|| pmu_len(p, t))
+}
+
+/// Write the PMU record's payload through `put`.
+pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
+    // SAFETY: counting is over.
+    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
+    payload(p, t, &mut put);
+}
+
+/// The PMU_TRACE record's payload length, when laps were traced.
+pub(crate) fn trace_len() -> Option<u32> {
+    // SAFETY: counting is over.
+    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
+    let width = 3 + p.count;
+    let count = (t.total as usize).min(TRACE_WORDS / width);
+    (count > 0).then(|| 12 + (count * width * 4) as u32)
+}
+
+/// Write the PMU_TRACE record's payload through `put`: `total`, `count`, the entry's width in
+/// words, then the laps oldest first.
+pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
+    // SAFETY: counting is over.
+    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
+    let width = 3 + p.count;
+    let capacity = TRACE_WORDS / width;
+    let count = (t.total as usize).min(capacity);
+    for v in [t.total, count as u32, width as u32] {
+        put(&v.to_le_bytes());
+    }
+    for k in t.total as usize - count..t.total as usize {
+        let at = (k % capacity) * width;
+        for w in &t.words[at..at + width] {
+            put(&w.to_le_bytes());
         }
     }
 }
@@ -351,12 +451,6 @@ impl wire::DumpWriter for Out {
     }
 }
 
-impl Out {
-    fn put64(&mut self, v: u64) {
-        self.put(&v.to_le_bytes());
-    }
-}
-
 /// Payload length of the PMU record.
 fn pmu_len(p: &Pmu, t: &Table) -> u32 {
     let mut len = 44 + 4 * p.count as u32 + 4;
@@ -426,32 +520,39 @@ fn write_dump(o: &mut Out, p: &Pmu, t: &Table) {
     };
     o.info(&info);
     o.record(wire::REC_PMU, pmu_len(p, t));
+    payload(p, t, &mut |b| o.put(b));
+    o.end();
+}
+
+/// The PMU record's payload.
+fn payload(p: &Pmu, t: &Table, put: &mut dyn FnMut(&[u8])) {
+    let put32 = |put: &mut dyn FnMut(&[u8]), v: u32| put(&v.to_le_bytes());
+    let put64 = |put: &mut dyn FnMut(&[u8]), v: u64| put(&v.to_le_bytes());
     for v in p.pmceid {
-        o.put32(v);
+        put32(put, v);
     }
-    o.put64(p.dfr0);
-    o.put32(p.n);
-    o.put32(p.el);
-    o.put32(if p.ready { p.status } else { wire::PMU_ABSENT });
-    o.put32(0);
-    o.put32(p.count as u32);
+    put64(put, p.dfr0);
+    put32(put, p.n);
+    put32(put, p.el);
+    put32(put, if p.ready { p.status } else { wire::PMU_ABSENT });
+    put32(put, 0);
+    put32(put, p.count as u32);
     for &e in &p.events[..p.count] {
-        o.put32(e as u32);
+        put32(put, e as u32);
     }
-    o.put32(t.len as u32);
+    put32(put, t.len as u32);
     for &r in &t.regions[..t.len] {
         // SAFETY: registered regions are statics; counting is over.
         let (r, d) = unsafe { (&*r, &*(*r).data.get()) };
-        o.put32(r.name.len() as u32);
-        o.put(r.name.as_bytes());
-        o.put(&[0, 0, 0][..(4 - r.name.len() % 4) % 4]);
-        o.put32(d.calls);
-        o.put32(0);
+        put32(put, r.name.len() as u32);
+        put(r.name.as_bytes());
+        put(&[0, 0, 0][..(4 - r.name.len() % 4) % 4]);
+        put32(put, d.calls);
+        put32(put, 0);
         for i in 0..=p.count {
-            o.put64(d.pre[i]);
-            o.put64(d.post[i]);
-            o.put64(d.sum[i]);
+            put64(put, d.pre[i]);
+            put64(put, d.post[i]);
+            put64(put, d.sum[i]);
         }
     }
-    o.end();
 }

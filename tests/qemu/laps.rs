@@ -238,5 +238,10 @@ fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeli
         .iter()
         .map(|f| inside.get(*f).copied().unwrap_or(0))
         .sum();
-    assert!(total >= 30 && summing == total, "{inside:?}");
+    // (A lap's start is known to a sampling period and the periods vary with the jitter, so
+    // a sample at a lap's edge can fall on the wrong side; the firmware's count above is exact.)
+    assert!(
+        total >= 30 && f64::from(summing) >= 0.95 * f64::from(total),
+        "{inside:?}"
+    );
 }

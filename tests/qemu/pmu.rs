@@ -738,3 +738,98 @@ fn aarch64_rings_are_read_live_and_board_images_prepared_like_cortex_m_ones() {
     ]);
     stops_at_the_probe(&out);
 }
+
+#[test]
+fn pmu_regions_counted_while_sampling_are_counters_and_markers_on_the_firefox_timeline() {
+    let p = json(&["--release", "--bin", "pmu-timeline", "--format", "firefox"]);
+    // A counter track per event of the group, and the cycle counter.
+    let counters: Vec<&str> = p["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(counters, ["INST_RETIRED", "CPU_CYCLES", "cycle counter"]);
+    let thread = &p["threads"][0];
+    let (markers, times) = crate::support::firefox_markers(thread);
+    // A marker per lap, its counts in its text: `INST_RETIRED n · CPU_CYCLES n · ...`.
+    let count = |m: &crate::support::FirefoxMarker, event: &str| -> f64 {
+        let text = m.data["lap"].as_str().unwrap();
+        text.split(" · ")
+            .find_map(|f| f.strip_prefix(event)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {event} in {text}"))
+    };
+    let samples = |m: &crate::support::FirefoxMarker| m.data["samples"].as_f64().unwrap();
+    let of = |name: &str| -> Vec<&crate::support::FirefoxMarker> {
+        markers.iter().filter(|m| m.name == name).collect()
+    };
+    for name in ["empty", "loop 1000", "loop 1000 x 10"] {
+        assert_eq!(of(name).len(), 100, "{name}");
+    }
+    // The counts are the code's: a lap of the 2001-instruction loop that no sample hit counts
+    // 2001 instructions more than an empty lap.
+    let clean = |name: &str| -> f64 {
+        let c: Vec<f64> = of(name)
+            .into_iter()
+            .filter(|m| samples(m) == 0.0)
+            .map(|m| count(m, "INST_RETIRED"))
+            .collect();
+        assert!(c.iter().all(|&x| x == c[0]), "{name}: {c:?}");
+        c[0]
+    };
+    assert_eq!(clean("loop 1000") - clean("empty"), 2001.0);
+    // Each sample the firmware counted inside a lap adds the sampler's own instructions, the
+    // same number every time: the samples are the ones that hit the lap. (A sample taken
+    // between the sample count's read and the counters' first read, at either end, is counted
+    // inside and adds nothing: a few.)
+    let hit: Vec<(f64, f64)> = of("loop 1000")
+        .into_iter()
+        .filter(|m| samples(m) > 0.0)
+        .map(|m| (samples(m), count(m, "INST_RETIRED") - clean("loop 1000")))
+        .collect();
+    let cost = hit
+        .iter()
+        .filter(|(k, extra)| *k == 1.0 && *extra > 0.0)
+        .map(|(_, extra)| *extra)
+        .fold(f64::INFINITY, f64::min);
+    assert!((20.0..100.0).contains(&cost), "{cost}: {hit:?}");
+    let mut whole = 0;
+    for &(k, extra) in &hit {
+        let j = extra / cost;
+        assert!(
+            j.fract() == 0.0 && j <= k,
+            "{extra} with {k} samples (cost {cost})"
+        );
+        whole += usize::from(j == k);
+    }
+    assert!(whole as f64 >= 0.9 * hit.len() as f64, "{whole} of {hit:?}");
+    // The counter track adds up every lap's count.
+    let inst = &p["counters"][0]["samples"]["count"];
+    let total: f64 = inst
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    let laps: f64 = markers.iter().map(|m| count(m, "INST_RETIRED")).sum();
+    assert_eq!(total, laps);
+    // Placed where they ran: the samples inside the long laps are in the loop. (Samples are
+    // drawn a mean period apart, and the real periods vary with the jitter: half a period at
+    // each end of a lap is left out.)
+    let half = p["meta"]["interval"].as_f64().unwrap() / 2.0;
+    let mut inside = 0;
+    let mut in_loop = 0;
+    for m in of("loop 1000 x 10") {
+        let (start, end) = (m.start + half, m.end.unwrap() - half);
+        for k in (0..times.len()).filter(|&k| times[k] > start && times[k] < end) {
+            let stack = thread["samples"]["stack"][k].as_u64().unwrap() as usize;
+            let frames = crate::support::firefox_stack(thread, stack);
+            inside += 1;
+            in_loop += usize::from(frames.last().unwrap() == "aarch64_pmu::known_loop");
+        }
+    }
+    assert!(
+        inside >= 100 && in_loop as f64 >= 0.9 * inside as f64,
+        "{in_loop} of {inside}"
+    );
+}

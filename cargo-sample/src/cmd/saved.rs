@@ -399,6 +399,28 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 .unwrap_or_else(|| format!("tag {tag:#x}"))
         });
         t.first_seq = dump.first_seq;
+        if let (Some(record), Some(trace)) = (&dump.pmu, &dump.pmu_trace) {
+            // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an
+            // instruction; a board's counts cycles, the report's unit.
+            let units_per_cycle = if meta.board.is_none() {
+                1.0 / f64::from(1u32 << meta.icount_shift.min(20))
+            } else {
+                1.0
+            };
+            let names = crate::analysis::events::table_for(&meta.cpu, None)
+                .or_else(|_| crate::analysis::events::table("Cortex-A53"))
+                .ok();
+            let period = match &report.facts {
+                report::RunFacts::Sampled(f) => f.period_units,
+                report::RunFacts::Exact(_) => 0.0,
+            };
+            t.add_pmu(record, trace, units_per_cycle, period, |e| {
+                names
+                    .as_ref()
+                    .map(|n| n.name(e))
+                    .unwrap_or_else(|| format!("{e:#06x}"))
+            });
+        }
         match crate::cmd::capture::kept_defmt_log(&elf_bytes, dir) {
             Ok(Some((lines, true))) => t.add_logs(&lines),
             Ok(Some((lines, false))) if !lines.is_empty() => crate::term::note(format!(

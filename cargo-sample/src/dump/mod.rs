@@ -38,6 +38,8 @@ pub struct Dump {
     pub lap_trace: Option<crate::dump::laps::Trace>,
     /// ARMv8-A PMU counts, if the firmware counted events.
     pub pmu: Option<crate::dump::pmu::Record>,
+    /// PMU region laps in order, placed among the samples (regions counted while sampling).
+    pub pmu_trace: Option<crate::dump::pmu::Trace>,
     /// Exceptions' priorities at the end of the run: `(exception, priority byte, enabled)`.
     pub priorities: Vec<(u16, u8, bool)>,
     /// What each stored sample kept of the interrupted stack, parallel to `pcs`, when the run
@@ -303,6 +305,15 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     return (
                         dump,
                         Some(DumpError::Malformed("damaged LAPS record".into())),
+                    );
+                }
+            },
+            wire::REC_PMU_TRACE if !cut => match pmu::decode_trace(payload) {
+                Some(t) => dump.pmu_trace = Some(t),
+                None => {
+                    return (
+                        dump,
+                        Some(DumpError::Malformed("damaged PMU_TRACE record".into())),
                     );
                 }
             },

@@ -93,9 +93,80 @@ impl Record {
     }
 }
 
+/// The PMU_TRACE record: the newest region laps counted while the sampler ran, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Laps traced (the oldest beyond `laps` were overwritten).
+    pub total: u32,
+    pub laps: Vec<TracedLap>,
+}
+
+/// One region lap of the trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TracedLap {
+    /// The region's index in the PMU record.
+    pub region: u8,
+    /// Samples taken when the lap started, and during it.
+    pub start_seq: u32,
+    pub inside: u32,
+    /// Each counter's delta (low 32 bits), in the record's order, the cycle counter last.
+    pub deltas: Vec<u32>,
+}
+
+/// Decode a PMU_TRACE payload; `None` if it is damaged.
+pub fn decode_trace(p: &[u8]) -> Option<Trace> {
+    let total = read_u32(p, 0)?;
+    let count = read_u32(p, 4)? as usize;
+    let width = read_u32(p, 8)? as usize;
+    if !(3..=3 + wire::PMU_MAX_EVENTS).contains(&width)
+        || count > total as usize
+        || count > p.len().saturating_sub(12) / (4 * width)
+    {
+        return None;
+    }
+    let laps = (0..count)
+        .map(|k| {
+            let w = |i: usize| read_u32(p, 12 + 4 * (k * width + i));
+            let first = w(0)?;
+            Some(TracedLap {
+                region: first as u8,
+                inside: first >> 8,
+                start_seq: w(1)?,
+                deltas: (2..width).map(w).collect::<Option<Vec<u32>>>()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Trace { total, laps })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pmu_trace_reads_back_and_a_damaged_one_is_refused() {
+        let mut b = Vec::new();
+        // Two laps of two counters and the cycle counter: width 5.
+        for v in [9u32, 2, 5, 1 | 3 << 8, 40, 2001, 7, 32016, 0, 44, 2, 0, 9] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        let t = decode_trace(&b).unwrap();
+        assert_eq!(t.total, 9);
+        assert_eq!(
+            t.laps[0],
+            TracedLap {
+                region: 1,
+                inside: 3,
+                start_seq: 40,
+                deltas: vec![2001, 7, 32016]
+            }
+        );
+        assert_eq!(t.laps[1].deltas, vec![2, 0, 9]);
+        assert_eq!(decode_trace(&b[..b.len() - 4]), None);
+        let mut narrow = b.clone();
+        narrow[8..12].copy_from_slice(&2u32.to_le_bytes());
+        assert_eq!(decode_trace(&narrow), None);
+    }
 
     #[test]
     fn records_decode_and_damage_is_refused() {

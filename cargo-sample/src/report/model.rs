@@ -335,6 +335,17 @@ pub struct Timeline {
     pub first_seq: u32,
     /// Laps and log lines placed among the samples.
     pub markers: Vec<TimelineMarker>,
+    /// Event counts over time (PMU regions counted while sampling).
+    pub counters: Vec<CounterTrack>,
+}
+
+/// One event's counts over time: what each lap of a region counted, over the lap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterTrack {
+    pub name: String,
+    pub description: String,
+    /// `(at, count)`: the count added at `at` (in sampling periods, as markers are placed).
+    pub points: Vec<(f64, f64)>,
 }
 
 /// What a timeline marker stands for.

@@ -12,7 +12,7 @@ use fxprof_processed_profile::{
     StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, Timestamp,
 };
 
-pub use super::model::{MarkerKind, Timeline, TimelineMarker};
+pub use super::model::{CounterTrack, MarkerKind, Timeline, TimelineMarker};
 use super::model::{OUTSIDE, Report, RunFacts};
 use crate::analysis::laps::Scale;
 use crate::dump::laps::{Laps, Trace};
@@ -62,22 +62,88 @@ impl Timeline {
                     format!(", {:.2} µs", s * 1e6)
                 })
                 .unwrap_or_default();
-            // Sample `k` is at `k`: the lap began after sample `s - 1` and before sample `s`,
-            // and held samples `s` to `s + inside - 1`. Of the starts that keep exactly those
-            // samples inside, the middle one.
-            let (s, inside) = (f64::from(l.start_seq), f64::from(l.inside));
-            let lo = (s - 1.0).max(s + inside - 1.0 - periods);
-            let hi = s.min(s + inside - periods);
             self.markers.push(TimelineMarker {
                 kind: MarkerKind::Lap,
                 name: region.name.clone(),
-                at: (lo + hi) / 2.0,
+                at: placed(l.start_seq, l.inside, periods),
                 periods,
                 units,
                 samples: l.inside,
                 text: format!("{units:.0} {unit}{time}"),
             });
         }
+    }
+
+    /// The PMU regions' laps counted while sampling: a marker per lap (its counts, and the
+    /// instructions per cycle when INST_RETIRED is counted), and a counter track per event
+    /// (the cycle counter last) to which each lap adds its count at its end. The cycle
+    /// counter's delta, in the report's unit (`units_per_cycle`), is the lap's length.
+    pub fn add_pmu(
+        &mut self,
+        record: &crate::dump::pmu::Record,
+        trace: &crate::dump::pmu::Trace,
+        units_per_cycle: f64,
+        period_units: f64,
+        name: impl Fn(u16) -> String,
+    ) {
+        let mut names: Vec<String> = record.events.iter().map(|&e| name(e)).collect();
+        names.push("cycle counter".into());
+        let mut tracks: Vec<CounterTrack> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| CounterTrack {
+                name: n.clone(),
+                description: match record.events.get(i) {
+                    Some(e) => format!("PMU event {e:#06x}, counted in the regions' laps"),
+                    None => "PMCCNTR_EL0, counted in the regions' laps".into(),
+                },
+                points: Vec::new(),
+            })
+            .collect();
+        for l in &trace.laps {
+            let (Some(region), Some(&cycles)) =
+                (record.regions.get(l.region as usize), l.deltas.last())
+            else {
+                continue;
+            };
+            if l.deltas.len() != names.len() {
+                continue;
+            }
+            let units = f64::from(cycles) * units_per_cycle;
+            let periods = if period_units > 0.0 {
+                units / period_units
+            } else {
+                f64::from(l.inside)
+            };
+            let at = placed(l.start_seq, l.inside, periods);
+            let mut text: Vec<String> = names
+                .iter()
+                .zip(&l.deltas)
+                .map(|(n, d)| format!("{n} {d}"))
+                .collect();
+            let inst = record.events.iter().position(|&e| e == 0x08);
+            if let Some(i) = inst.filter(|_| cycles > 0) {
+                text.push(format!(
+                    "IPC {:.3}",
+                    f64::from(l.deltas[i]) / f64::from(cycles)
+                ));
+            }
+            self.markers.push(TimelineMarker {
+                kind: MarkerKind::Lap,
+                name: region.name.clone(),
+                at,
+                periods,
+                units,
+                samples: l.inside,
+                text: text.join(" · "),
+            });
+            for (track, &d) in tracks.iter_mut().zip(&l.deltas) {
+                track.points.push((at, 0.0));
+                track.points.push((at + periods, f64::from(d)));
+            }
+        }
+        self.counters
+            .extend(tracks.into_iter().filter(|t| !t.points.is_empty()));
     }
 
     /// The firmware's log lines as instants: a line stamped with `k` samples taken was
@@ -117,6 +183,17 @@ impl Timeline {
             })
             .collect();
     }
+}
+
+/// Where a lap of `periods` sampling periods starts on the samples' axis (sample `k` at `k`):
+/// it began after sample `start_seq - 1` and before sample `start_seq`, and held samples
+/// `start_seq` to `start_seq + inside - 1`. Of the starts that keep exactly those samples
+/// inside, the middle one.
+fn placed(start_seq: u32, inside: u32, periods: f64) -> f64 {
+    let (s, inside) = (f64::from(start_seq), f64::from(inside));
+    let lo = (s - 1.0).max(s + inside - 1.0 - periods);
+    let hi = s.min(s + inside - periods);
+    (lo + hi) / 2.0
 }
 
 /// The report's timeline in the Firefox Profiler's processed profile format (JSON).
@@ -197,6 +274,12 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
             CpuDelta::from_millis(period_s * 1e3),
             1,
         );
+    }
+    for c in &t.counters {
+        let h = p.add_counter(process, &c.name, "PMU", &c.description);
+        for &(when, count) in &c.points {
+            p.add_counter_sample(h, at(when.max(0.0)), count, u32::from(count > 0.0));
+        }
     }
     if !t.markers.is_empty() {
         // On the only thread, beside its samples; with threads per tag, on a thread of their

@@ -258,6 +258,14 @@ pub(crate) unsafe fn send_dump(s: *mut State, stop: u8) {
             File(s).record(wire::REC_LAP_TRACE, len);
             crate::laps::write_trace(|b| put(s, b));
         }
+        if let Some(len) = crate::pmu::record_len() {
+            File(s).record(wire::REC_PMU, len);
+            crate::pmu::write_record(|b| put(s, b));
+            if let Some(len) = crate::pmu::trace_len() {
+                File(s).record(wire::REC_PMU_TRACE, len);
+                crate::pmu::write_trace(|b| put(s, b));
+            }
+        }
         crate::tags::write_names(&mut |b| put(s, b));
         let info = info_now(s, n, stop);
         let mut f = File(s);

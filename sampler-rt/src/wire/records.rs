@@ -64,6 +64,11 @@ pub const fn stack_entry_used(tail: u32) -> u32 {
 /// during the lap, saturated at 0xFFFFFF), the number of samples taken when the lap started,
 /// and the lap in raw counter ticks.
 pub const REC_LAP_TRACE: u16 = 11;
+/// PMU region laps in order, while the sampler ran (ARMv8-A): `total: u32`, `count: u32`,
+/// `width: u32` (words an entry), then `count` entries, oldest first: `region | samples_inside
+/// << 8`, the samples taken when the lap started, and each counter's delta (low 32 bits) in
+/// the PMU record's order, the cycle counter last. Sent with the PMU record.
+pub const REC_PMU_TRACE: u16 = 12;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

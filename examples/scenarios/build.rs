@@ -1,5 +1,5 @@
-//! Puts memory.x and device.x where cortex-m-rt's link.x finds them, and links defmt-app
-//! with defmt's linker script.
+//! Puts memory.x and device.x where cortex-m-rt's link.x finds them, and links defmt-app and
+//! uart-defmt with defmt's linker script.
 use std::{env, fs, path::PathBuf};
 
 fn main() {
@@ -12,5 +12,6 @@ fn main() {
     // defmt's section layout, for the bin that logs through it (its table must be kept).
     if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
         println!("cargo::rustc-link-arg-bin=defmt-app=-Tdefmt.x");
+        println!("cargo::rustc-link-arg-bin=uart-defmt=-Tdefmt.x");
     }
 }

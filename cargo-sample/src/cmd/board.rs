@@ -437,6 +437,9 @@ fn serial_ring_warning(elf_bytes: &[u8], args: &RunArgs, requested: u32) -> Opti
     ))
 }
 
+/// What a `--serial` run's port carried, as it came.
+pub(crate) const SERIAL_RAW: &str = "serial.bin";
+
 /// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
 /// user), and read the dump from the port. Everything the port carried is kept.
 pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
@@ -505,10 +508,22 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             None
         }
     };
+    // A defmt logger on the same UART (no RTT block): its frames come before the dump, and
+    // are decoded and printed as they arrive.
+    let mut defmt = match capture::defmt_on_stdout(&img.bytes, &run.dir) {
+        Some(_) => crate::dump::defmt::DefmtLog::of_elf(&img.bytes)?,
+        None => None,
+    };
+    let mut defmt_log = defmt
+        .is_some()
+        .then(|| std::fs::File::create(run.dir.join(runs::DEFMT_LOG)))
+        .transpose()
+        .context("creating the run's defmt.log")?;
+    let mut decoded = 0;
     qemu::install_interrupt_handler();
     let started = std::time::Instant::now();
     let timeout = Duration::from_secs(args.timeout);
-    let raw_path = run.dir.join("serial.bin");
+    let raw_path = run.dir.join(SERIAL_RAW);
     let mut raw = Vec::new();
     let mut saved_len = 0;
     let mut runner_ended: Option<std::time::Instant> = None;
@@ -518,6 +533,19 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             // Nothing that arrived is lost if the host dies.
             runs::write_atomic(&raw_path, &raw)?;
             saved_len = raw.len();
+        }
+        if let Some(d) = defmt.as_mut() {
+            let end = serial::before_dump(&raw);
+            if end > decoded {
+                for line in d.feed(&raw[decoded..end]) {
+                    eprintln!("{line}");
+                    if let Some(f) = defmt_log.as_mut() {
+                        use std::io::Write;
+                        let _ = writeln!(f, "{line}");
+                    }
+                }
+                decoded = end;
+            }
         }
         if let Some((_, true)) = serial::find_dump(&raw) {
             break runs::RunState::Finished;

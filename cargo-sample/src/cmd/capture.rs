@@ -49,21 +49,28 @@ pub(crate) fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
     (!rtt && crate::dump::defmt::DefmtLog::in_elf(elf_bytes)).then(|| dir.join(runs::ELF))
 }
 
-/// The defmt log a run kept raw (RTT channel 0, or QEMU's standard output for firmware that
-/// logs through semihosting), decoded again against its image, and whether its timestamps are
+/// The defmt log a run kept raw (RTT channel 0, QEMU's standard output for firmware that logs
+/// through semihosting, or what came before the dump on a `--serial` port), decoded again against its image, and whether its timestamps are
 /// sampler-rt's sample counts. `None` when the image has no defmt table or nothing was kept.
 pub(crate) fn kept_defmt_log(
     elf_bytes: &[u8],
     dir: &Path,
 ) -> Result<Option<(Vec<crate::dump::defmt::LogLine>, bool)>> {
-    let raw = if defmt_on_stdout(elf_bytes, dir).is_some() {
+    let serial = dir.join(crate::cmd::board::SERIAL_RAW);
+    let raw = if serial.is_file() {
+        serial
+    } else if defmt_on_stdout(elf_bytes, dir).is_some() {
         dir.join(runs::OUTPUT)
     } else {
         dir.join("rtt-0.bin")
     };
-    let Ok(bytes) = std::fs::read(&raw) else {
+    let Ok(mut bytes) = std::fs::read(&raw) else {
         return Ok(None);
     };
+    if raw.ends_with(crate::cmd::board::SERIAL_RAW) {
+        // The frames come before the dump on the port.
+        bytes.truncate(crate::exec::serial::before_dump(&bytes));
+    }
     let Some(mut log) = crate::dump::defmt::DefmtLog::of_elf(elf_bytes)? else {
         return Ok(None);
     };

@@ -95,6 +95,16 @@ pub fn read_some(port: &mut Port, buf: &mut Vec<u8>) -> Result<usize> {
     }
 }
 
+/// How much of what the port carried is the firmware's own output for sure: everything before
+/// the first dump header, or, while none has come, all but the bytes that could begin one.
+pub fn before_dump(bytes: &[u8]) -> usize {
+    let header = wire::file_header();
+    bytes
+        .windows(header.len())
+        .position(|w| w == header.as_slice())
+        .unwrap_or_else(|| bytes.len().saturating_sub(header.len() - 1))
+}
+
 /// Where the dump starts in what the port carried (after the last file header, so a board
 /// that was reset mid-dump gives its fresh dump), and whether it is complete.
 pub fn find_dump(bytes: &[u8]) -> Option<(usize, bool)> {
@@ -148,6 +158,22 @@ mod tests {
         // What follows the dump (more logging) does not spoil it.
         port.extend_from_slice(b"bye\r\n");
         assert_eq!(find_dump(&port), Some((at, true)));
+    }
+
+    #[test]
+    fn the_firmwares_output_ends_where_a_dump_may_begin() {
+        let dump = a_dump(&[0x100, 0x102]);
+        let mut port = b"thirty bytes of the firmware's".to_vec();
+        assert_eq!(port.len(), 30);
+        // No header yet: all but the last 15 bytes (which could begin one) are the firmware's.
+        assert_eq!(before_dump(&port), 15);
+        port.extend_from_slice(&dump[..5]);
+        assert_eq!(before_dump(&port), 20);
+        port.extend_from_slice(&dump[5..]);
+        assert_eq!(before_dump(&port), 30);
+        port.extend_from_slice(b"after");
+        port.extend_from_slice(&dump);
+        assert_eq!(before_dump(&port), 30);
     }
 
     #[test]

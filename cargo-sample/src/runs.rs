@@ -18,6 +18,10 @@ pub const META: &str = "run.json";
 pub const OUTPUT: &str = "firmware-output.txt";
 /// The firmware's defmt log, decoded (the raw frames stay in `rtt-0.bin`).
 pub const DEFMT_LOG: &str = "defmt.log";
+/// What a `--serial` run's port carried, as it came.
+pub const SERIAL: &str = "serial.bin";
+/// The SWO stream of a board's `--method dwt` run, as it came.
+pub const SWO: &str = "swo.bin";
 /// What a streaming firmware had written when its run was cut short (raw, as received).
 pub const STREAM: &str = "streamed.dump";
 /// How a run stands, or how it ended (`state` in `meta.json`).

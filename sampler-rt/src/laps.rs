@@ -256,7 +256,10 @@ impl Region {
             if t.len < MAX_REGIONS {
                 t.regions[t.len] = self as *const Region;
                 // SAFETY: interrupts are masked; no lap of this region is recorded yet.
-                unsafe { (*self.data.get()).index = t.len as u8 };
+                unsafe {
+                    (*self.data.get()).index = t.len as u8;
+                    *addr_of_mut!(TRACE_HOOK) = Some((ring_len, write_ring));
+                }
                 t.len += 1;
             } else {
                 t.dropped += 1;
@@ -566,6 +569,17 @@ pub(crate) fn record_len() -> Option<u32> {
 
 /// The LAP_TRACE record's payload length, when laps were traced.
 pub(crate) fn trace_len() -> Option<u32> {
+    // SAFETY: set once, at the first region's registration; read at dump time.
+    let hook = unsafe { *addr_of!(TRACE_HOOK) };
+    hook.and_then(|(len, _)| len())
+}
+
+/// The trace, reached only through this hook, which the first registered region sets: the
+/// ring's RAM is linked only into firmware that times laps (the dump code refers to the hook).
+type TraceHook = (fn() -> Option<u32>, fn(&mut dyn FnMut(&[u8])));
+static mut TRACE_HOOK: Option<TraceHook> = None;
+
+fn ring_len() -> Option<u32> {
     // SAFETY: called with sampling stopped.
     let total = unsafe { (*addr_of!(TRACE_RING)).total };
     (total != 0).then(|| 8 + 12 * (total as usize).min(TRACE) as u32)
@@ -573,6 +587,13 @@ pub(crate) fn trace_len() -> Option<u32> {
 
 /// Write the LAP_TRACE record's payload through `put`: the laps oldest first.
 pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
+    // SAFETY: as in `trace_len`.
+    if let Some((_, write)) = unsafe { *addr_of!(TRACE_HOOK) } {
+        write(&mut put);
+    }
+}
+
+fn write_ring(put: &mut dyn FnMut(&[u8])) {
     // SAFETY: dump time: nothing records meanwhile.
     let t = unsafe { &*addr_of!(TRACE_RING) };
     let count = (t.total as usize).min(TRACE);

@@ -290,7 +290,10 @@ impl Region {
         if t.len < MAX_REGIONS {
             t.regions[t.len] = self as *const Region;
             // SAFETY: single core; no lap of this region is recorded yet.
-            unsafe { (*self.data.get()).index = t.len as u8 };
+            unsafe {
+                (*self.data.get()).index = t.len as u8;
+                *addr_of_mut!(DUMP_HOOK) = Some(&HOOKS);
+            }
             t.len += 1;
         }
     }
@@ -334,22 +337,69 @@ fn trace(index: u8, start_seq: u32, pre: &[u64; SLOTS], post: &[u64; SLOTS], cou
     t.total = t.total.wrapping_add(1);
 }
 
+/// What the sampler's dump calls, reached only through [`DUMP_HOOK`], which the first region
+/// sets: the counts and the trace are linked only into firmware that counts regions.
+struct Hooks {
+    record_len: fn() -> Option<u32>,
+    write_record: Writer,
+    trace_len: fn() -> Option<u32>,
+    write_trace: Writer,
+}
+
+/// Writes a record's payload through the function it is given.
+type Writer = fn(&mut dyn FnMut(&[u8]));
+
+static HOOKS: Hooks = Hooks {
+    record_len: pmu_record_len,
+    write_record: |put| pmu_write_record(put),
+    trace_len: pmu_trace_len,
+    write_trace: |put| pmu_write_trace(put),
+};
+
+static mut DUMP_HOOK: Option<&'static Hooks> = None;
+
+fn hooks() -> Option<&'static Hooks> {
+    // SAFETY: set once, at the first region's registration; read at dump time.
+    unsafe { *addr_of!(DUMP_HOOK) }
+}
+
 /// The PMU record's payload length, when the firmware counted regions (for the sampler's dump).
 pub(crate) fn record_len() -> Option<u32> {
+    hooks().and_then(|h| (h.record_len)())
+}
+
+/// Write the PMU record's payload through `put`.
+pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
+    if let Some(h) = hooks() {
+        (h.write_record)(&mut put);
+    }
+}
+
+/// The PMU_TRACE record's payload length, when laps were traced.
+pub(crate) fn trace_len() -> Option<u32> {
+    hooks().and_then(|h| (h.trace_len)())
+}
+
+/// Write the PMU_TRACE record's payload through `put`.
+pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
+    if let Some(h) = hooks() {
+        (h.write_trace)(&mut put);
+    }
+}
+
+fn pmu_record_len() -> Option<u32> {
     // SAFETY: counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
     (p.ready && t.len > 0).then(|| pmu_len(p, t))
 }
 
-/// Write the PMU record's payload through `put`.
-pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
+fn pmu_write_record(put: &mut dyn FnMut(&[u8])) {
     // SAFETY: counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
-    payload(p, t, &mut put);
+    payload(p, t, put);
 }
 
-/// The PMU_TRACE record's payload length, when laps were traced.
-pub(crate) fn trace_len() -> Option<u32> {
+fn pmu_trace_len() -> Option<u32> {
     // SAFETY: counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
     let width = 3 + p.count;
@@ -357,9 +407,9 @@ pub(crate) fn trace_len() -> Option<u32> {
     (count > 0).then(|| 12 + (count * width * 4) as u32)
 }
 
-/// Write the PMU_TRACE record's payload through `put`: `total`, `count`, the entry's width in
-/// words, then the laps oldest first.
-pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
+/// The PMU_TRACE record's payload: `total`, `count`, the entry's width in words, then the laps
+/// oldest first.
+fn pmu_write_trace(put: &mut dyn FnMut(&[u8])) {
     // SAFETY: counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
     let width = 3 + p.count;

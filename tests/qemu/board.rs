@@ -309,6 +309,43 @@ fn dwt_over_a_slow_swo_line_counts_the_samples_it_drops() {
     let dir = run_dir_of(&out.stderr);
     let swo = std::fs::read(dir.join("swo.bin")).unwrap();
     assert!(swo.contains(&0x70), "no overflow packet in the SWO capture");
+
+    // Silicon's DWT also sends exception trace (the emulated one does not): a capture that
+    // carries it, standing in for this run's, gives the run's report the exceptions table
+    // `cargo sample swo` gives for the same capture.
+    let run = dir.to_str().unwrap();
+    let capture = dir.join("swo.bin");
+    let capture = capture.to_str().unwrap();
+    let out = cargo_sample(&scenarios(), &["swo", capture, "--synthesize-from", run]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = |args: &[&str]| -> Value {
+        let out = cargo_sample(&scenarios(), args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let elf = dir.join("firmware.elf");
+    let from_swo = report(&[
+        "swo",
+        capture,
+        "--elf",
+        elf.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let from_run = report(&["report", run, "--format", "json"]);
+    assert!(
+        !from_swo["exceptions"].as_array().unwrap().is_empty(),
+        "{from_swo}"
+    );
+    assert_eq!(from_run["exceptions"], from_swo["exceptions"]);
 }
 
 #[test]

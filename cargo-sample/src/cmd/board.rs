@@ -437,9 +437,6 @@ fn serial_ring_warning(elf_bytes: &[u8], args: &RunArgs, requested: u32) -> Opti
     ))
 }
 
-/// What a `--serial` run's port carried, as it came.
-pub(crate) const SERIAL_RAW: &str = "serial.bin";
-
 /// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
 /// user), and read the dump from the port. Everything the port carried is kept.
 pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
@@ -523,7 +520,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     qemu::install_interrupt_handler();
     let started = std::time::Instant::now();
     let timeout = Duration::from_secs(args.timeout);
-    let raw_path = run.dir.join(SERIAL_RAW);
+    let raw_path = run.dir.join(runs::SERIAL);
     let mut raw = Vec::new();
     let mut saved_len = 0;
     let mut runner_ended: Option<std::time::Instant> = None;
@@ -614,7 +611,7 @@ pub fn board_dump(
     } else if !cap.swo.is_empty() {
         let s = crate::dump::itm::summarize(&cap.swo, false);
         (
-            s.pcs.iter().map(|pc| pc & !1).collect(),
+            crate::report::itm::with_sleep(&s),
             wire::TIMER_DWT,
             cap.dwt_period.unwrap_or(reload + 1).saturating_sub(1),
             s.overflow.min(u32::MAX as u64) as u32,
@@ -642,4 +639,31 @@ pub fn board_dump(
         ..Info::default()
     };
     Some(Dump::of_samples(info, 0, pcs, Vec::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dwt_capture_keeps_its_sleep_samples_in_order() {
+        // The stream a DWT sends: a PC packet per sample, a sleep packet after every 64th
+        // from the 20th on (among timestamps and exception trace, skipped).
+        let pcs: Vec<u32> = (0..300u32).map(|k| 0x1000 + 2 * (k % 50)).collect();
+        let cap = crate::exec::probe::Capture {
+            swo: crate::dump::itm::synthetic(&pcs, true),
+            ..Default::default()
+        };
+        let d = board_dump(&cap, (0, 0, 0), 999, 300).unwrap();
+        let sleep = crate::report::model::SLEEP_ADDRESS;
+        let mut expected = Vec::new();
+        for (k, &pc) in pcs.iter().enumerate() {
+            expected.push(pc);
+            if k % 64 == 20 {
+                expected.push(sleep);
+            }
+        }
+        assert_eq!(d.pcs, expected);
+        assert_eq!(d.info.taken as usize, expected.len());
+    }
 }

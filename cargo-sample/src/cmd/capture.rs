@@ -56,7 +56,7 @@ pub(crate) fn kept_defmt_log(
     elf_bytes: &[u8],
     dir: &Path,
 ) -> Result<Option<(Vec<crate::dump::defmt::LogLine>, bool)>> {
-    let serial = dir.join(crate::cmd::board::SERIAL_RAW);
+    let serial = dir.join(runs::SERIAL);
     let raw = if serial.is_file() {
         serial
     } else if defmt_on_stdout(elf_bytes, dir).is_some() {
@@ -67,7 +67,7 @@ pub(crate) fn kept_defmt_log(
     let Ok(mut bytes) = std::fs::read(&raw) else {
         return Ok(None);
     };
-    if raw.ends_with(crate::cmd::board::SERIAL_RAW) {
+    if raw.ends_with(runs::SERIAL) {
         // The frames come before the dump on the port.
         bytes.truncate(crate::exec::serial::before_dump(&bytes));
     }

@@ -330,6 +330,14 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         Some(h) => hist_samples(h, &sym, opts.bin_split),
         None => {
             let mut s = report::Samples::of_dump(&dump);
+            // DWT PC sampling that found the core asleep (a board's SWO).
+            let sleep = s
+                .per_pc
+                .get(&crate::report::model::SLEEP_ADDRESS)
+                .copied()
+                .unwrap_or(0);
+            s.findings
+                .extend(report::itm::asleep(&mut sym, sleep, s.ordered.len() as u64));
             // (ARMv8-A stack entries carry the SPSR in the tag slot: no tag.)
             if dump.tags.len() == dump.pcs.len()
                 && !dump.tags.is_empty()
@@ -388,6 +396,12 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         opts,
         &elf::vectors(&elf_bytes),
     );
+    // A board's SWO capture as it came: its exception trace, if the DWT sent one.
+    if let Ok(swo) = std::fs::read(dir.join(runs::SWO)) {
+        let stats = crate::dump::itm::summarize(&swo, false);
+        report.exceptions =
+            report::itm::exception_rows(&stats.exceptions, &elf::vectors(&elf_bytes), &sym);
+    }
     // The samples in the order taken, a thread per tag (formats with a time axis).
     if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {
         let mut t = report::timeline::Timeline::of_pcs(&mut sym, &samples.ordered);

@@ -93,49 +93,17 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
     let s = crate::dump::itm::summarize(&data, args.sync);
     let mut sym = Symbolizer::new(elf_path, &elf_bytes, None)?;
     let mut code = disasm::Code::new(&elf_bytes).ok();
-    // Samples that found the core asleep carry no address: they stand at an address no code
-    // can have, named `[sleeping]`, in the order they came.
-    let sleep_pc = report::model::SLEEP_ADDRESS;
-    if s.sleep > 0 {
-        sym.add_pseudo(
-            sleep_pc as u64,
-            sleep_pc as u64 + 2,
-            report::model::SLEEPING,
-        );
-    }
-    let mut ordered = Vec::with_capacity(s.pcs.len() + s.sleep_at.len());
-    let mut sleeps = s.sleep_at.iter().peekable();
-    for (i, pc) in s.pcs.iter().enumerate() {
-        while sleeps.next_if(|&&at| at == i).is_some() {
-            ordered.push(sleep_pc);
-        }
-        ordered.push(pc & !1);
-    }
-    ordered.extend(sleeps.map(|_| sleep_pc));
     let mut samples = report::Samples {
-        ordered,
+        ordered: report::itm::with_sleep(&s),
         ..report::Samples::default()
     };
     for &pc in &samples.ordered {
         *samples.per_pc.entry(pc).or_default() += 1;
     }
     let all = s.pcs.len() as u64 + s.sleep;
-    if s.sleep > 0 {
-        let share = 100.0 * s.sleep as f64 / all as f64;
-        samples.findings.push(report::Diagnostic {
-            kind: report::Finding::Asleep,
-            severity: report::Severity::Note,
-            message: format!(
-                "{} of {all} PC samples ({share:.2} %) found the core asleep: they are the `{}` \
-                 row (sleep packets carry no address)",
-                s.sleep,
-                report::model::SLEEPING
-            ),
-            percent: Some(share),
-            addresses: Vec::new(),
-            functions: Vec::new(),
-        });
-    }
+    samples
+        .findings
+        .extend(report::itm::asleep(&mut sym, s.sleep, all));
     if s.overflow > 0 {
         samples.findings.push(report::Diagnostic {
             kind: report::Finding::Lost,
@@ -179,34 +147,8 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         build_options(&args.view),
         &vectors,
     );
-    report.exceptions = exception_rows(&s.exceptions, &vectors, &sym);
+    report.exceptions = report::itm::exception_rows(&s.exceptions, &vectors, &sym);
     print_report(&report, &args.view, None)
-}
-
-/// The exception trace's rows, named by the vector table's handlers.
-fn exception_rows(
-    stats: &[crate::dump::itm::ExceptionStats],
-    vectors: &[(u32, u32)],
-    sym: &Symbolizer,
-) -> Vec<report::model::ExceptionRow> {
-    stats
-        .iter()
-        .filter(|e| e.entries > 0)
-        .map(|e| report::model::ExceptionRow {
-            number: e.number,
-            name: vectors
-                .iter()
-                .find(|v| v.0 == e.number as u32)
-                .and_then(|v| sym.function_of(v.1 as u64))
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("exception {}", e.number)),
-            entries: e.entries,
-            timed: e.timed,
-            min_ticks: e.min,
-            mean_ticks: e.mean,
-            max_ticks: e.max,
-        })
-        .collect()
 }
 
 /// Record `--tcp` into the capture file, with the bytes and PC samples so far on a spinner.

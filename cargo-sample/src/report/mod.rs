@@ -8,6 +8,7 @@ pub mod diagnose;
 pub mod diff;
 pub mod formats;
 pub mod html;
+pub mod itm;
 pub mod model;
 pub mod stat;
 pub mod text;

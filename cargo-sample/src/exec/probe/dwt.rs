@@ -114,7 +114,7 @@ pub(crate) fn capture_swo(
     out.dwt_period = Some(period);
     let started = Instant::now();
     let bar = spinner("capturing SWO");
-    let raw = opts.dir.join("swo.bin");
+    let raw = opts.dir.join(crate::runs::SWO);
     let mut file = std::fs::File::create(&raw)?;
     let mut counted = 0u64;
     loop {

@@ -124,16 +124,7 @@ fn the_applications_own_rtt_channels_keep_working_beside_the_sampler() {
 #[test]
 fn the_applications_defmt_log_is_decoded_while_sampling() {
     // What defmt-app logs, read off its source: level, message, and the line of each call.
-    let source_path = scenarios().join("src/bin/defmt-app.rs");
-    let source = std::fs::read_to_string(&source_path).unwrap();
-    let line_of = |call: &str| {
-        source
-            .lines()
-            .position(|l| l.contains(call))
-            .unwrap_or_else(|| panic!("no {call} in defmt-app.rs"))
-            + 1
-    };
-    let at = |call: &str| format!("  (src/bin/defmt-app.rs:{})", line_of(call));
+    let at = |call: &str| crate::support::logged_at("defmt-app", call);
     let mut expected = vec![format!("INFO  defmt-app: start{}", at("defmt::info!"))];
     for round in [0, 100, 200, 300] {
         expected.push(format!(
@@ -158,19 +149,8 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
         cargo_sample(&scenarios(), &args)
     };
     let out = defmt_app("defmt-rtt", &["--live"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
     // Printed as they came, in order, and kept decoded beside the raw frames.
-    let printed: Vec<&str> = err.lines().filter(|l| l.contains("defmt-app: ")).collect();
-    assert_eq!(printed, expected, "{err}");
-    let dir = run_dir_of(&out.stderr);
-    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
-    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
-    let raw = std::fs::read(dir.join("rtt-0.bin")).unwrap();
-    assert!(
-        !raw.is_empty() && !raw.windows(9).any(|w| w == b"defmt-app"),
-        "frames, not text"
-    );
+    crate::support::assert_defmt_log(&out, "defmt-app: ", &expected, "rtt-0.bin");
     // The sampler saw what it sees without the log being read.
     let live: Value = serde_json::from_slice(&out.stdout).unwrap();
     let (samples, taken, lost) = counts(&live);
@@ -186,18 +166,7 @@ fn the_applications_defmt_log_is_decoded_while_sampling() {
     // Through semihosting instead (defmt-semihosting): the frames arrive on QEMU's standard
     // output, decoded the same way without --live; the raw output is kept as it came.
     let semi = defmt_app("defmt-semihosting", &[]);
-    let err = String::from_utf8_lossy(&semi.stderr);
-    assert!(semi.status.success(), "{err}");
-    let printed: Vec<&str> = err.lines().filter(|l| l.contains("defmt-app: ")).collect();
-    assert_eq!(printed, expected, "{err}");
-    let dir = run_dir_of(&semi.stderr);
-    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
-    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
-    let raw = std::fs::read(dir.join("firmware-output.txt")).unwrap();
-    assert!(
-        !raw.is_empty() && !raw.windows(9).any(|w| w == b"defmt-app"),
-        "frames, not text"
-    );
+    crate::support::assert_defmt_log(&semi, "defmt-app: ", &expected, "firmware-output.txt");
 }
 
 /// The configuration a run wrote into the image it loads.

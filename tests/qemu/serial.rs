@@ -68,9 +68,7 @@ fn the_dump_arrives_through_the_firmwares_uart_among_its_own_output() {
 #[test]
 fn a_defmt_logger_on_the_same_uart_is_decoded_as_its_frames_arrive() {
     // What uart-defmt logs, read off its source: level, message, and the line of each call.
-    let source = std::fs::read_to_string(scenarios().join("src/bin/uart-defmt.rs")).unwrap();
-    let line_of = |call: &str| source.lines().position(|l| l.contains(call)).unwrap() + 1;
-    let at = |call: &str| format!("  (src/bin/uart-defmt.rs:{})", line_of(call));
+    let at = |call: &str| crate::support::logged_at("uart-defmt", call);
     let mut expected = vec![format!("INFO  uart-defmt: start{}", at("defmt::info!"))];
     for round in [0, 100, 200, 300] {
         expected.push(format!(
@@ -79,16 +77,8 @@ fn a_defmt_logger_on_the_same_uart_is_decoded_as_its_frames_arrive() {
         ));
     }
     let (out, _tmp) = serial_run("uart-defmt", &["-n", "4000", "--features", "defmt"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let printed: Vec<&str> = err.lines().filter(|l| l.contains("uart-defmt: ")).collect();
-    assert_eq!(printed, expected, "{err}");
-    let dir = run_dir_of(&out.stderr);
-    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
-    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
     // The frames went out as frames (not text), before the dump, which is whole.
-    let raw = std::fs::read(dir.join("serial.bin")).unwrap();
-    assert!(!raw.windows(10).any(|w| w == b"uart-defmt"));
+    crate::support::assert_defmt_log(&out, "uart-defmt: ", &expected, "serial.bin");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["samples"], 4000);
     assert_hot_a_share(&r, 4000.0);

@@ -457,3 +457,35 @@ pub fn firefox_markers(thread: &Value) -> (Vec<FirefoxMarker>, Vec<f64>) {
         .collect();
     (markers, times)
 }
+
+/// Where a scenario's source makes a defmt call, as the decoded line ends:
+/// `  (src/bin/BIN.rs:LINE)`.
+pub fn logged_at(bin: &str, call: &str) -> String {
+    let source = std::fs::read_to_string(scenarios().join(format!("src/bin/{bin}.rs"))).unwrap();
+    let line = source
+        .lines()
+        .position(|l| l.contains(call))
+        .unwrap_or_else(|| panic!("no {call} in {bin}.rs"))
+        + 1;
+    format!("  (src/bin/{bin}.rs:{line})")
+}
+
+/// A run that succeeded printed the firmware's defmt lines that mention `about`, in order, as
+/// `expected`, and kept them in `defmt.log`; its run directory, and the raw bytes in `raw` (which
+/// must be frames, not text).
+pub fn assert_defmt_log(out: &Output, about: &str, expected: &[String], raw: &str) -> PathBuf {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let printed: Vec<&str> = err.lines().filter(|l| l.contains(about)).collect();
+    assert_eq!(printed, expected, "{err}");
+    let dir = run_dir_of(&out.stderr);
+    let kept = std::fs::read_to_string(dir.join("defmt.log")).unwrap();
+    assert_eq!(kept.lines().collect::<Vec<_>>(), expected);
+    let bytes = std::fs::read(dir.join(raw)).unwrap();
+    let text = about.trim_end_matches(": ").as_bytes();
+    assert!(
+        !bytes.is_empty() && !bytes.windows(text.len()).any(|w| w == text),
+        "frames, not text, in {raw}"
+    );
+    dir
+}

@@ -290,42 +290,11 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     return (dump, Some(e));
                 }
             }
-            wire::REC_PMU if !cut => match pmu::decode(payload) {
-                Some(p) => dump.pmu = Some(p),
-                None => {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed("damaged PMU record".into())),
-                    );
+            wire::REC_PMU | wire::REC_LAPS | wire::REC_PMU_TRACE | wire::REC_LAP_TRACE if !cut => {
+                if let Err(e) = store_record(&mut dump, kind, payload) {
+                    return (dump, Some(e));
                 }
-            },
-            wire::REC_LAPS if !cut => match laps::decode(payload) {
-                Some(l) => dump.laps = Some(l),
-                None => {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed("damaged LAPS record".into())),
-                    );
-                }
-            },
-            wire::REC_PMU_TRACE if !cut => match pmu::decode_trace(payload) {
-                Some(t) => dump.pmu_trace = Some(t),
-                None => {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed("damaged PMU_TRACE record".into())),
-                    );
-                }
-            },
-            wire::REC_LAP_TRACE if !cut => match laps::decode_trace(payload) {
-                Some(t) => dump.lap_trace = Some(t),
-                None => {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed("damaged LAP_TRACE record".into())),
-                    );
-                }
-            },
+            }
             wire::REC_NAMES => {
                 let mut at = 4usize;
                 let count = if payload.len() >= 4 {
@@ -432,6 +401,25 @@ pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
                 .collect(),
         },
     ))
+}
+
+/// A PMU, LAPS, PMU_TRACE or LAP_TRACE record into `dump`.
+fn store_record(dump: &mut Dump, kind: u16, payload: &[u8]) -> Result<(), DumpError> {
+    let stored = match kind {
+        wire::REC_PMU => pmu::decode(payload).map(|p| dump.pmu = Some(p)),
+        wire::REC_LAPS => laps::decode(payload).map(|l| dump.laps = Some(l)),
+        wire::REC_PMU_TRACE => pmu::decode_trace(payload).map(|t| dump.pmu_trace = Some(t)),
+        _ => laps::decode_trace(payload).map(|t| dump.lap_trace = Some(t)),
+    };
+    stored.ok_or_else(|| {
+        let name = match kind {
+            wire::REC_PMU => "PMU",
+            wire::REC_LAPS => "LAPS",
+            wire::REC_PMU_TRACE => "PMU_TRACE",
+            _ => "LAP_TRACE",
+        };
+        DumpError::Malformed(format!("damaged {name} record"))
+    })
 }
 
 /// A record of samples from sample `first` on: the first one sets the dump's first sample;

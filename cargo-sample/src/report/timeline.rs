@@ -329,6 +329,23 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&p)?)
 }
 
+/// The name, category and one string field every marker type here has.
+macro_rules! marker_text {
+    () => {
+        fn name(&self, _: &mut Profile) -> StringHandle {
+            self.name
+        }
+
+        fn category(&self, _: &mut Profile) -> CategoryHandle {
+            self.category
+        }
+
+        fn string_field_value(&self, _: u32) -> StringHandle {
+            self.text
+        }
+    };
+}
+
 /// A lap of a timed region.
 struct LapMarker {
     name: StringHandle,
@@ -366,17 +383,7 @@ impl StaticSchemaMarker for LapMarker {
         },
     ];
 
-    fn name(&self, _: &mut Profile) -> StringHandle {
-        self.name
-    }
-
-    fn category(&self, _: &mut Profile) -> CategoryHandle {
-        self.category
-    }
-
-    fn string_field_value(&self, _: u32) -> StringHandle {
-        self.text
-    }
+    marker_text!();
 
     fn number_field_value(&self, field_index: u32) -> f64 {
         if field_index == 1 {
@@ -407,17 +414,7 @@ impl StaticSchemaMarker for LogMarker {
         flags: MarkerFieldFlags::SEARCHABLE,
     }];
 
-    fn name(&self, _: &mut Profile) -> StringHandle {
-        self.name
-    }
-
-    fn category(&self, _: &mut Profile) -> CategoryHandle {
-        self.category
-    }
-
-    fn string_field_value(&self, _: u32) -> StringHandle {
-        self.text
-    }
+    marker_text!();
 
     fn number_field_value(&self, _: u32) -> f64 {
         0.0

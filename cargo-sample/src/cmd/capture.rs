@@ -50,8 +50,9 @@ pub(crate) fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
 }
 
 /// The defmt log a run kept raw (RTT channel 0, QEMU's standard output for firmware that logs
-/// through semihosting, or what came before the dump on a `--serial` port), decoded again against its image, and whether its timestamps are
-/// sampler-rt's sample counts. `None` when the image has no defmt table or nothing was kept.
+/// through semihosting, or what came before the dump on a `--serial` port), decoded again
+/// against its image, and whether its timestamps are sampler-rt's sample counts. `None` when
+/// the image has no defmt table or nothing was kept.
 pub(crate) fn kept_defmt_log(
     elf_bytes: &[u8],
     dir: &Path,

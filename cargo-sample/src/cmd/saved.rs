@@ -414,21 +414,11 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         });
         t.first_seq = dump.first_seq;
         if let (Some(record), Some(trace)) = (&dump.pmu, &dump.pmu_trace) {
-            // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an
-            // instruction; a board's counts cycles, the report's unit.
-            let units_per_cycle = if meta.board.is_none() {
-                1.0 / f64::from(1u32 << meta.icount_shift.min(20))
-            } else {
-                1.0
-            };
+            let units_per_cycle = pmccntr_units_per_cycle(&meta);
             let names = crate::analysis::events::table_for(&meta.cpu, None)
                 .or_else(|_| crate::analysis::events::table("Cortex-A53"))
                 .ok();
-            let period = match &report.facts {
-                report::RunFacts::Sampled(f) => f.period_units,
-                report::RunFacts::Exact(_) => 0.0,
-            };
-            t.add_pmu(record, trace, units_per_cycle, period, |e| {
+            t.add_pmu(record, trace, units_per_cycle, report.period_units(), |e| {
                 names
                     .as_ref()
                     .map(|n| n.name(e))
@@ -497,9 +487,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 units_per_tick: meta.units_per_tick,
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
             },
-            // QEMU's cycle counter runs at 1 GHz of virtual time: 2^shift cycles an instruction.
             wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::analysis::laps::Scale {
-                units_per_tick: 1.0 / f64::from(1u32 << meta.icount_shift.min(20)),
+                units_per_tick: pmccntr_units_per_cycle(&meta),
                 hz: Some(1e9),
             },
             _ => crate::analysis::laps::Scale {
@@ -507,10 +496,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
             },
         };
-        let (period, unit) = match &report.facts {
-            report::RunFacts::Sampled(f) => (f.period_units, f.unit.clone()),
-            report::RunFacts::Exact(_) => (0.0, String::new()),
-        };
+        let (period, unit) = (report.period_units(), report.unit.clone());
         if let (Some(t), Some(trace)) = (report.timeline.as_mut(), &dump.lap_trace) {
             t.add_laps(l, trace, scale, period, &unit);
         }
@@ -526,6 +512,16 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         report.laps = Some(laps);
     }
     Ok(report)
+}
+
+/// The report's units a tick of the PMU's cycle counter is: QEMU's runs at 1 GHz of virtual
+/// time, 2^shift cycles an instruction; a board's counts cycles, the report's unit.
+fn pmccntr_units_per_cycle(meta: &RunMeta) -> f64 {
+    if meta.board.is_none() {
+        1.0 / f64::from(1u32 << meta.icount_shift.min(20))
+    } else {
+        1.0
+    }
 }
 
 /// The samples of a histogram: each bin split among the functions whose bytes it holds.

@@ -195,7 +195,10 @@ fn a_workspace_of_two_firmware_crates_is_set_up_one_crate_at_a_time() {
         "{stderr}"
     );
     assert_eq!(before, snapshot(dir), "nothing may change");
-    let diff = init(dir, &["-p", "meter"]);
+    let out = cargo_sample_in_copy(dir, &["init", "-p", "meter"], &[]);
+    let (diff, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(suggested_command(&stderr).join(" "), "--release -p meter");
     assert!(
         diff.contains("meter/Cargo.toml") && diff.contains("meter/src/main.rs"),
         "{diff}"
@@ -206,6 +209,53 @@ fn a_workspace_of_two_firmware_crates_is_set_up_one_crate_at_a_time() {
     // The other crate is still as it was.
     let blinky = std::fs::read_to_string(dir.join("blinky/Cargo.toml")).unwrap();
     assert!(!blinky.contains("sampler-rt"));
+}
+
+/// The command `init` ends with ("profile it with `...`"), as arguments of `cargo sample`.
+fn suggested_command(stderr: &str) -> Vec<String> {
+    let at = stderr
+        .find("profile it with `")
+        .unwrap_or_else(|| panic!("no command suggested:\n{stderr}"));
+    let rest = &stderr[at + "profile it with `".len()..];
+    let cmd = &rest[..rest.find('`').unwrap()];
+    let cmd = cmd
+        .strip_prefix("cargo sample ")
+        .unwrap_or_else(|| panic!("not a cargo sample command: {cmd}"));
+    cmd.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn init_names_the_command_that_profiles_the_example_it_set_up() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    // An example that needs a feature of its own, beside the crate's binary.
+    std::fs::create_dir_all(dir.join("examples")).unwrap();
+    std::fs::copy(dir.join("src/main.rs"), dir.join("examples/alt.rs")).unwrap();
+    let mut manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    manifest += "\n[[example]]\nname = \"alt\"\nrequired-features = [\"extra\"]\n\n\
+                 [features]\nextra = []\n";
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    let out = cargo_sample_in_copy(dir, &["init", "--example", "alt"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let cmd = suggested_command(&stderr);
+    assert_eq!(
+        cmd.join(" "),
+        "--release --example alt --features extra",
+        "{stderr}"
+    );
+    // The command works as printed.
+    let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    args.extend(["--samples", "500", "--format", "json"]);
+    let out = cargo_sample_in_copy(dir, &args, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        share(&r, "functions", "alt::sort") > 20.0,
+        "{}",
+        r["functions"]
+    );
 }
 
 #[test]

@@ -40,6 +40,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            cargo_sample::project::firmware::print_build_messages(&e);
             anstream::eprintln!("{}: {e:#}", term::paint("1;31", "error"));
             ExitCode::FAILURE
         }

@@ -24,6 +24,32 @@ pub const SERIAL: &str = "serial.bin";
 pub const SWO: &str = "swo.bin";
 /// What a streaming firmware had written when its run was cut short (raw, as received).
 pub const STREAM: &str = "streamed.dump";
+/// The run's ELF: `firmware.elf`, else `loaded.elf` (the same code, with the run's
+/// configuration written into its data; a note says which was read). Returns its path and bytes.
+pub fn elf_of(dir: &Path) -> Result<(PathBuf, Vec<u8>)> {
+    let built = dir.join(ELF);
+    match std::fs::read(&built) {
+        Ok(bytes) => Ok((built, bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let loaded = dir.join(LOADED_ELF);
+            let bytes = std::fs::read(&loaded).with_context(|| {
+                format!(
+                    "the run {} has neither `{ELF}` nor `{LOADED_ELF}`: its code cannot be named; \
+                     copy the ELF that ran to {}",
+                    dir.display(),
+                    built.display()
+                )
+            })?;
+            crate::term::note(format!(
+                "`{ELF}` is missing from {}: reading `{LOADED_ELF}`, the same code as it ran",
+                dir.display()
+            ));
+            Ok((loaded, bytes))
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", built.display())),
+    }
+}
+
 /// How a run stands, or how it ended (`state` in `meta.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum RunState {

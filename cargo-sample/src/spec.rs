@@ -15,9 +15,12 @@ pub fn parse_u32(s: &str) -> Result<u32, String> {
     v.map_err(|_| format!("`{s}` is not a 32-bit number (decimal or 0x hex)"))
 }
 
-/// A sampling period as given: timer ticks (`250`), a duration (`10us`), or a rate (`100khz`).
+/// A sampling period as given: in the run's unit (`10000`: instructions in QEMU, cycles on a
+/// board), timer ticks (`16000ticks`), a duration (`10us`), or a rate (`100khz`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Period {
+    /// The unit the report counts in: instructions in QEMU, the core's cycles on a board.
+    Units(f64),
     Ticks(f64),
     Seconds(f64),
     Hertz(f64),
@@ -34,14 +37,16 @@ impl FromStr for Period {
         let (num, unit) = t.split_at(split);
         let v: f64 = num.parse().map_err(|_| {
             format!(
-                "`{s}` is not a period: use ticks (`250`), a duration (`10us`) or a rate (`100khz`)"
+                "`{s}` is not a period: use instructions in QEMU or cycles on a board (`10000`), \
+                 timer ticks (`16000ticks`), a duration (`10us`) or a rate (`100khz`)"
             )
         })?;
         if !(v > 0.0 && v.is_finite()) {
             return Err(format!("`{s}`: a period is more than zero"));
         }
         Ok(match unit.trim() {
-            "" | "ticks" => Period::Ticks(v),
+            "" => Period::Units(v),
+            "ticks" => Period::Ticks(v),
             "ns" => Period::Seconds(v / 1e9),
             "us" | "µs" => Period::Seconds(v / 1e6),
             "ms" => Period::Seconds(v / 1e3),
@@ -57,13 +62,15 @@ impl FromStr for Period {
 impl Period {
     /// Whether the period needs the timer's clock to be counted in ticks.
     pub fn needs_clock(self) -> bool {
-        !matches!(self, Period::Ticks(_))
+        !matches!(self, Period::Ticks(_) | Period::Units(_))
     }
 
-    /// The period in ticks of a timer at `timer_hz` (2 ..= 2^24, what the timers take).
-    pub fn ticks(self, timer_hz: u64) -> Result<u64, String> {
+    /// The period in ticks of a timer at `timer_hz` that advances `units_per_tick` of the run's
+    /// unit a tick (2 ..= 2^24, what the timers take).
+    pub fn ticks(self, timer_hz: u64, units_per_tick: f64) -> Result<u64, String> {
         let hz = timer_hz as f64;
         let ticks = match self {
+            Period::Units(u) => u / units_per_tick,
             Period::Ticks(t) => t,
             Period::Seconds(s) => s * hz,
             Period::Hertz(f) => hz / f,
@@ -81,7 +88,8 @@ impl Period {
 impl fmt::Display for Period {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Period::Ticks(t) => write!(f, "{t}"),
+            Period::Units(u) => write!(f, "{u}"),
+            Period::Ticks(t) => write!(f, "{t}ticks"),
             Period::Seconds(s) => write!(f, "{}us", s * 1e6),
             Period::Hertz(h) => write!(f, "{h}hz"),
         }
@@ -231,8 +239,19 @@ mod tests {
 
     #[test]
     fn periods_in_every_unit() {
-        let p = |s: &str, hz| s.parse::<Period>().and_then(|p| p.ticks(hz));
+        let p = |s: &str, hz| s.parse::<Period>().and_then(|p| p.ticks(hz, 1.0));
+        assert_eq!(p("250ticks", 25_000_000), Ok(250));
         assert_eq!(p("250", 25_000_000), Ok(250));
+        // A bare number is in the run's unit: 0.625 instructions a tick (mps2's 25 MHz SysTick
+        // at the default `-icount` shift 6: 40 ns a tick, 64 ns an instruction).
+        let insns = |s: &str, per_tick| s.parse::<Period>().and_then(|p| p.ticks(1, per_tick));
+        assert_eq!(insns("1000", 0.625), Ok(1600));
+        assert_eq!(insns("10000", 0.625), Ok(16_000));
+        assert_eq!(insns("1000ticks", 0.625), Ok(1000));
+        assert_eq!(
+            "16000ticks".parse::<Period>().unwrap().to_string(),
+            "16000ticks"
+        );
         assert_eq!(p("10us", 25_000_000), Ok(250));
         assert_eq!(p("100kHz", 25_000_000), Ok(250));
         assert_eq!(p("1ms", 12_500_000), Ok(12_500));

@@ -235,7 +235,7 @@ fn ticked_loop_lies_in_lockstep_and_is_exact_with_jitter() {
             "--samples",
             "2000",
             "--period",
-            "16000",
+            "16000ticks",
             "--no-jitter",
             "--truth",
         ],
@@ -261,7 +261,7 @@ fn ticked_loop_lies_in_lockstep_and_is_exact_with_jitter() {
 
     let (free, _) = profile_in(
         "ticked-loop",
-        &["--samples", "5000", "--period", "16000", "--truth"],
+        &["--samples", "5000", "--period", "16000ticks", "--truth"],
     );
     let judged = judged_rows(&free, "functions");
     let bad = outliers(&free, "functions", judged);

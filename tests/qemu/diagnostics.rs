@@ -43,7 +43,7 @@ fn lockstep_is_named_when_samples_repeat_or_depend_on_each_other() {
     // A constant period equal to the loop's tick: the same few points over and over.
     let r = profile(
         "ticked-loop",
-        &["--samples", "3000", "--period", "16000", "--no-jitter"],
+        &["--samples", "3000", "--period", "16000ticks", "--no-jitter"],
     );
     let d = of_kind(&r, "lockstep");
     assert_eq!(d.len(), 1, "{d:?}");
@@ -53,7 +53,14 @@ fn lockstep_is_named_when_samples_repeat_or_depend_on_each_other() {
     // do not repeat exactly, but each one nearly fixes the next.
     let r = profile(
         "ticked-loop",
-        &["--samples", "3000", "--period", "16000", "--jitter", "256"],
+        &[
+            "--samples",
+            "3000",
+            "--period",
+            "16000ticks",
+            "--jitter",
+            "256",
+        ],
     );
     let d = of_kind(&r, "lockstep");
     assert_eq!(d.len(), 1, "{:?}", diagnostics(&r));
@@ -180,7 +187,7 @@ fn a_profile_that_disagrees_with_its_exact_count_says_so() {
             "--samples",
             "3000",
             "--period",
-            "16000",
+            "16000ticks",
             "--jitter",
             "64",
             "--truth",

@@ -53,20 +53,40 @@ fn period_and_count_change_without_a_rebuild_and_m_samples_scale() {
     assert!((r["period_ticks"].as_f64().unwrap() - 32_000.0).abs() <= 1.0);
     assert_hot_a_share(&r, 1000.0);
     // The same ticks at shift 0 are 40 instructions each.
-    let r = profile(
-        "hot-loops",
-        &[
-            "--samples",
-            "1000",
-            "--period",
-            "500",
-            "--icount-shift",
-            "0",
-        ],
-    );
+    let at_shift_0 = |period: &str| {
+        profile(
+            "hot-loops",
+            &[
+                "--samples",
+                "1000",
+                "--period",
+                period,
+                "--icount-shift",
+                "0",
+            ],
+        )
+    };
+    let r = at_shift_0("500ticks");
     let period = r["period_units"].as_f64().unwrap();
     assert!((period - 20_000.0).abs() <= 20.0, "period {period}");
     assert_hot_a_share(&r, 1000.0);
+    // A bare number is in the report's unit, instructions, whatever the timer's clock.
+    let r = at_shift_0("20000");
+    let period = r["period_units"].as_f64().unwrap();
+    assert!((period - 20_000.0).abs() <= 20.0, "period {period}");
+    assert!((r["period_ticks"].as_f64().unwrap() - 500.0).abs() <= 1.0);
+}
+
+#[test]
+fn every_seed_is_a_run_of_its_own() {
+    // Seeds 0 and 1 once gave the same run (a zero state was moved up to one).
+    let counts = |seed: &str| {
+        let r = profile("hot-loops", &["--samples", "2000", "--seed", seed]);
+        rows(&r, "functions")
+    };
+    let (zero, one) = (counts("0"), counts("1"));
+    assert_ne!(zero, one, "--seed 0 and --seed 1 sampled the same");
+    assert_eq!(one, counts("1"), "a seed repeats exactly");
 }
 
 #[test]
@@ -74,7 +94,7 @@ fn constant_period_in_step_with_a_ticked_loop_lies_and_jitter_fixes_it() {
     // The loop's tick is 16 000 timer ticks; sampling every 16 000 ticks sees one phase only.
     let locked = profile(
         "ticked-loop",
-        &["--samples", "2000", "--period", "16000", "--no-jitter"],
+        &["--samples", "2000", "--period", "16000ticks", "--no-jitter"],
     );
     let top = locked["functions"][0]["percent"].as_f64().unwrap();
     assert!(
@@ -84,7 +104,10 @@ fn constant_period_in_step_with_a_ticked_loop_lies_and_jitter_fixes_it() {
     let warnings = locked["warnings"].to_string();
     assert!(warnings.contains("in step with a loop"), "{warnings}");
 
-    let free = profile("ticked-loop", &["--samples", "4000", "--period", "16000"]);
+    let free = profile(
+        "ticked-loop",
+        &["--samples", "4000", "--period", "16000ticks"],
+    );
     let wait = share(&free, "functions", "wait_tick");
     let control = share(&free, "functions", "control");
     // control spins 1000 of the 10 000 instructions' worth of a tick at ~3 instructions a spin.
@@ -194,7 +217,8 @@ fn saved_runs_re_render_and_damage_is_refused() {
     let second: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(first["functions"], second["functions"]);
 
-    // A bit flipped in a copy of the run: refused, and the message says why.
+    // A bit flipped in a copy of the run, in its only record of samples: refused, and the
+    // message says why (a dump of several records keeps the others: `faults.rs`).
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("run");
     std::fs::create_dir(&copy).unwrap();
@@ -220,7 +244,11 @@ fn saved_runs_re_render_and_damage_is_refused() {
     std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
     let bad = report(&copy);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("corrupt"));
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("damaged in bytes") && said.contains("no other sample was recorded"),
+        "{said}"
+    );
 
     // The same dump against another ELF: refused by the fingerprint.
     dump[200] ^= 0x04;
@@ -369,10 +397,10 @@ fn a_period_the_handler_would_fill_is_warned_about() {
         assert!(out.status.success(), "{stderr}");
         stderr
     };
-    let starved = run("20");
+    let starved = run("20ticks");
     assert!(starved.contains("barely runs"), "{starved}");
     assert!(starved.contains("takes about 20 of its own"), "{starved}");
-    let usual = run("16000");
+    let usual = run("16000ticks");
     assert!(!usual.contains("sampler-rt's handler takes"), "{usual}");
 }
 
@@ -616,9 +644,20 @@ fn a_systick_taken_at_run_time_stops_the_sampler_with_the_reason() {
 /// reads that, finds the free timer and builds again.
 #[test]
 fn without_lto_the_duplicate_systick_is_resolved_by_a_free_timer() {
-    let (r, _) = profile_example("rtic-app", &["--profile", "nolto", "--bin", "mono"]);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rtic-app");
+    let out = cargo_sample(
+        &dir,
+        &["--profile", "nolto", "--bin", "mono", "--format", "json"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["timer"], "GPTM0 (IRQ 19)");
     assert!(r["samples"].as_u64().unwrap() > 300);
+    // The failed link is recovered from: none of its messages are printed.
+    for said in ["duplicate symbol", "could not compile", "error"] {
+        assert!(!err.contains(said), "`{said}` printed:\n{err}");
+    }
 }
 
 /// SysTick owned and no free timer known on the machine: a clear message, nothing run. And
@@ -764,6 +803,10 @@ fn the_ring_is_sized_to_the_part_without_a_variable_on_every_command() {
     };
     let (err, dir) = run(&[]);
     assert!(err.contains("Resizing sampler-rt's ring"), "{err}");
+    // The links that overflowed RAM are recovered from: none of their messages are printed.
+    for said in ["will not fit in region", "could not compile", "error"] {
+        assert!(!err.contains(said), "`{said}` printed:\n{err}");
+    }
     assert!(
         err.contains("sampler-rt's buffers were made smaller to fit the part's RAM"),
         "{err}"

@@ -512,7 +512,7 @@ fn a_host_too_slow_for_the_ring_counts_what_was_overwritten() {
             "-n",
             "300000",
             "--period",
-            "100",
+            "100ticks",
             "--poll-interval",
             "300",
             "--format",
@@ -558,5 +558,106 @@ fn ctrl_c_during_a_board_run_reports_what_was_read() {
         "board: Ctrl-C during capture",
         true,
         missing_raw(&dir, true),
+    );
+}
+
+/// Records of a dump as the format document draws them: `(kind, start, payload start, payload
+/// length)`, read here from the bytes without the decoder.
+fn dump_records(dump: &[u8]) -> Vec<(u16, usize, usize, usize)> {
+    let word = |at: usize| u32::from_le_bytes(dump[at..at + 4].try_into().unwrap()) as usize;
+    let mut out = Vec::new();
+    let mut off = u16::from_le_bytes([dump[6], dump[7]]) as usize;
+    while off + 8 <= dump.len() {
+        let kind = u16::from_le_bytes([dump[off], dump[off + 1]]);
+        let len = word(off + 4);
+        out.push((kind, off, off + 8, len));
+        if kind == 0xFFFF {
+            break;
+        }
+        off += 8 + len.div_ceil(4) * 4;
+    }
+    out
+}
+
+#[test]
+fn a_flipped_byte_loses_only_the_record_it_hit_and_a_run_without_its_elf_still_reports() {
+    // 25 000 samples stream as three records of samples (a ring of 10 240).
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "hot-loops",
+            "-n",
+            "25000",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let whole: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = run_dir_of(&out.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("run");
+    std::fs::create_dir(&copy).unwrap();
+    // `firmware.elf` is missing: `loaded.elf` holds the same code.
+    for f in ["run.json", "loaded.elf", "sampler.dump"] {
+        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+    }
+    let mut dump = std::fs::read(copy.join("sampler.dump")).unwrap();
+    let pcs: Vec<_> = dump_records(&dump)
+        .into_iter()
+        .filter(|r| r.0 == 2)
+        .collect();
+    assert_eq!(pcs.len(), 3, "records of samples: {pcs:?}");
+    let (_, start, payload, len) = pcs[1];
+    let count = u32::from_le_bytes(dump[payload + 4..payload + 8].try_into().unwrap()) as u64;
+    dump[payload + len / 2] ^= 0x10;
+    std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
+
+    let out = cargo_sample(
+        &scenarios(),
+        &["report", copy.to_str().unwrap(), "--format", "json"],
+    );
+    let err = stderr(&out);
+    summary(
+        "one byte of a 3-record dump flipped",
+        out.status.success(),
+        0,
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("`firmware.elf` is missing"), "{err}");
+    assert!(err.contains("damaged in bytes"), "{err}");
+    assert!(
+        err.contains(&format!("the {count} samples recorded there")),
+        "{err}"
+    );
+    // The range named holds the damaged record and no other record of samples.
+    let named = err[err.find("damaged in bytes ").unwrap() + 17..]
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (a, b) = named.split_once("..").unwrap();
+    let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+    assert!(
+        a <= start && payload + len <= b,
+        "{a}..{b} vs the record {start}..{}",
+        payload + len
+    );
+    assert!(
+        pcs[0].2 + pcs[0].3 <= a && b <= pcs[2].1,
+        "{a}..{b} reaches another record"
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["samples"].as_u64().unwrap(), 25_000 - count);
+    assert_eq!(r["lost"].as_u64().unwrap(), count);
+    // What is left is still a fair draw: hot_a within 3 sigma of the whole run's share.
+    let n = (25_000 - count) as f64;
+    let p = crate::support::share(&whole, "functions", "hot_a");
+    let q = crate::support::share(&r, "functions", "hot_a");
+    assert!(
+        (p - q).abs() < 3.0 * crate::support::sigma_points(p, n),
+        "{p} vs {q}"
     );
 }

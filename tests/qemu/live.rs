@@ -39,7 +39,7 @@ fn samples_the_host_could_not_read_in_time_are_counted_and_reported() {
         "-n",
         "300000",
         "--period",
-        "100",
+        "100ticks",
         "--poll-interval",
         "300",
     ];
@@ -430,7 +430,7 @@ fn log_lines_stamped_with_the_sample_count_are_firefox_markers_where_they_were_l
             "--features",
             &features,
             "--period",
-            "1000",
+            "1000ticks",
             "--format",
             "firefox",
         ];

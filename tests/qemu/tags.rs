@@ -218,7 +218,7 @@ fn rtic_tasks_match_the_exact_count_of_each_exception() {
             "--truth-method",
             "exec-log",
             "--period",
-            "2000",
+            "2000ticks",
             "--samples",
             "2000",
         ],

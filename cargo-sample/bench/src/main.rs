@@ -389,7 +389,7 @@ fn release_args(manifest: &Path, args: &[&str]) -> Result<Cli> {
 fn measure(manifest: &Path, extra: &[&str]) -> Result<(f64, u64, Vec<u8>)> {
     // 25 600 ticks = 16 000 instructions at the machine's default shift: about 3 750 samples
     // during the measured workload, fewer than the ring holds (no chunk is streamed meanwhile).
-    let period = "25600";
+    let period = "25600ticks";
     let mut args = vec!["--bin", "cost", "--samples", "0", "--period", period];
     args.extend_from_slice(extra);
     let cli = release_args(manifest, &args)?;
@@ -1029,7 +1029,7 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
                 "--samples",
                 "1000000",
                 "--period",
-                "64",
+                "64ticks",
             ],
         )?;
         let dir = sample::capture(&cli.run)?;
@@ -1177,7 +1177,7 @@ pub struct LiveRate {
 /// be lost (the host reads every 10 ms; the ring holds 10 240 samples).
 fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
     let mut out = Vec::new();
-    for period in ["16000", "1600", "400", "160", "64"] {
+    for period in ["16000ticks", "1600ticks", "400ticks", "160ticks", "64ticks"] {
         let cli = release_args(
             manifest,
             &[

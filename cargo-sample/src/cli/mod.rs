@@ -106,5 +106,12 @@ mod tests {
         assert!(parse_count("0").is_err() && parse_count("lots").is_err());
         assert_eq!(parse_u32("0x2545F491"), Ok(0x2545_F491));
         assert!(parse_u32("-1").is_err());
+        // Seeds 0 and 1 are different runs; the one seed that would wrap to 0 is refused.
+        assert_eq!(parse_seed("0"), Ok(0));
+        assert!(parse_seed("0xFFFFFFFF").is_err());
+        let state = crate::cmd::settings::generator_state;
+        assert_ne!(state(Some(0)), state(Some(1)));
+        assert!((0..1000).all(|s| state(Some(s)) != 0));
+        assert_eq!(state(None), 0x2545_F491, "the default run is unchanged");
     }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::values::{Budget, parse_budget, parse_duration, parse_u8, parse_u32};
+use super::values::{Budget, parse_budget, parse_duration, parse_seed, parse_u8, parse_u32};
 use crate::exec::probe::Method;
 use crate::spec::{Period, Tag, TimerChoice};
 use crate::term::ColorWhen;
@@ -221,9 +221,10 @@ pub struct RunArgs {
     /// Default: 10000, or the ring's capacity if smaller.
     #[arg(short = 'n', long, value_name = "N")]
     pub samples: Option<u32>,
-    /// Mean sampling period: timer ticks (`250`), or a duration (`10us`, `1ms`), or a rate (`100khz`).
-    /// Default: 10 000 instructions in QEMU (the ticks that make them at the run's
-    /// `-icount` shift), 10 000 cycles on a board.
+    /// Mean sampling period, in the report's unit: instructions in QEMU (`10000`: the timer
+    /// ticks that make them at the run's `-icount` shift), the core's cycles on a board; or
+    /// timer ticks (`16000ticks`), a duration (`10us`, `1ms`), a rate (`100khz`).
+    /// Default: 10 000 instructions in QEMU, 10 000 cycles on a board.
     #[arg(long, value_name = "PERIOD")]
     pub period: Option<Period>,
     /// Random span of each period, in ticks, rounded down to a power of two, at most twice the
@@ -306,8 +307,9 @@ pub struct RunArgs {
     /// QEMU has no plugin support), `plugin`, or `exec-log` (exact too, about 500 times slower).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
     pub truth_method: TruthMethod,
-    /// Seed of the period's random generator (default: fixed, so runs repeat exactly).
-    #[arg(long, value_name = "N", value_parser = parse_u32)]
+    /// Seed of the period's random generator, 0 ..= 4294967294 (default: fixed, so runs
+    /// repeat exactly).
+    #[arg(long, value_name = "N", value_parser = parse_seed)]
     pub seed: Option<u32>,
     /// Time the firmware's lap regions (`sampler_rt::laps`) without sampling: SysTick stays
     /// free to serve as the lap counter where the core has no cycle counter (QEMU).

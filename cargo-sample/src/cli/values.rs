@@ -4,6 +4,14 @@
 use std::time::Duration;
 
 pub(crate) use crate::spec::parse_u32;
+
+/// `--seed`: a 32-bit number below 2^32 - 1 (the generator's state is the seed plus one).
+pub(crate) fn parse_seed(s: &str) -> Result<u32, String> {
+    match parse_u32(s)? {
+        u32::MAX => Err(format!("`{s}`: a seed is at most 4294967294 (0xFFFFFFFE)")),
+        v => Ok(v),
+    }
+}
 use crate::term::ColorWhen;
 use clap::ValueEnum;
 

@@ -79,8 +79,7 @@ fn by_function(sym: &Symbolizer, per_pc: &HashMap<u32, u64>) -> (HashMap<String,
 /// Judge `size`-byte bins on the run in `dir` (which has exact counts).
 fn judge(dir: &Path, size: u32, aligned: bool) -> Result<(Choice, String, (u64, u64), u32)> {
     let meta = runs::load_meta(dir)?;
-    let elf_path = dir.join(runs::ELF);
-    let data = std::fs::read(&elf_path)?;
+    let (elf_path, data) = runs::elf_of(dir)?;
     let fw = elf::inspect(&data)?;
     let text = fw
         .text

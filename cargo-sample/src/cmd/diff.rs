@@ -14,8 +14,8 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<()> {
     let b = find_run(args.runs_dir.as_deref(), &args.after)?;
     let ra = load_report(&a, report::Options::default())?;
     let rb = load_report(&b, report::Options::default())?;
-    let code_a = std::fs::read(a.join(runs::ELF))?;
-    let code_b = std::fs::read(b.join(runs::ELF))?;
+    let code_a = runs::elf_of(&a)?.1;
+    let code_b = runs::elf_of(&b)?.1;
     let name = |p: &Path| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())

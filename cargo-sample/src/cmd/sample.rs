@@ -12,8 +12,8 @@ use super::capture::{self, Image, Run, project_meta};
 use super::exact::{check_plugin_loaded, choose_counting};
 use super::saved::render_run;
 use super::settings::{
-    DEFAULT_FRAME_RECORDS, DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, DEFAULT_SEED, Timer,
-    event_name, hist_layout, names_at, pacer, resolve_timer, tag_for, timer_settings,
+    DEFAULT_FRAME_RECORDS, DEFAULT_PERIOD_INSTRUCTIONS, DEFAULT_SAMPLES, Timer, event_name,
+    hist_layout, names_at, pacer, resolve_timer, tag_for, timer_settings,
 };
 use super::stages::{choose_machine, note_live};
 use crate::capture::snapshot;
@@ -152,7 +152,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         _ => 1e9 / timer_hz as f64 / f64::from(1u32 << shift),
     };
     let period = match args.period {
-        Some(p) => p.ticks(timer_hz).map_err(anyhow::Error::msg)?,
+        Some(p) => p
+            .ticks(timer_hz, units_per_tick)
+            .map_err(anyhow::Error::msg)?,
         None => (DEFAULT_PERIOD_INSTRUCTIONS / units_per_tick)
             .round()
             .max(2.0) as u64,
@@ -197,7 +199,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         reload,
         jitter_mask,
         limit: requested,
-        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+        seed: super::settings::generator_state(args.seed),
         timer_base,
         timer_irq,
         stack_words: args.stacks.unwrap_or(0),

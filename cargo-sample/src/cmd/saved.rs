@@ -264,6 +264,19 @@ pub fn load_dump(dir: &Path) -> Result<Dump> {
             d.info.taken = d.info.taken.max(arrived);
             Ok(d)
         }
+        Some(e @ dump::DumpError::Damaged { .. }) if d.pcs.is_empty() && d.hist.is_none() => {
+            Err(anyhow!("{e}, and no other sample was recorded"))
+                .with_context(|| format!("decoding {}", path.display()))
+        }
+        Some(e @ dump::DumpError::Damaged { samples, .. }) => {
+            term::warn(format!(
+                "{e} (counted as lost); every other record checked out and is reported. {} is \
+                 kept as it is",
+                path.display()
+            ));
+            d.info.lost = d.info.lost.saturating_add(samples as u32);
+            Ok(d)
+        }
         Some(e) => Err(anyhow!(e)).with_context(|| format!("decoding {}", path.display())),
     }
 }
@@ -301,9 +314,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     if meta.mode == "exact" {
         return load_exact_report(dir, &meta, opts);
     }
-    let elf_path = dir.join(runs::ELF);
-    let elf_bytes =
-        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let (elf_path, elf_bytes) = runs::elf_of(dir)?;
     let dump = load_dump(dir)?;
     let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
     if (callers.is_some() || callees.is_some()) && dump.stacks.is_empty() {
@@ -562,9 +573,7 @@ pub(crate) fn load_exact_report(
     meta: &RunMeta,
     opts: report::Options,
 ) -> Result<report::Report> {
-    let elf_path = dir.join(runs::ELF);
-    let elf_bytes =
-        std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;
+    let (elf_path, elf_bytes) = runs::elf_of(dir)?;
     let counts_path = dir.join(exact::FILE);
     let bytes = std::fs::read(&counts_path).with_context(|| {
         format!(

@@ -48,8 +48,14 @@ pub(crate) fn stack_top(elf_bytes: &[u8]) -> Result<u32> {
         })
 }
 
-/// Default random-generator seed (fixed, so that runs repeat exactly).
-pub const DEFAULT_SEED: u32 = 0x2545_F491;
+/// Default `--seed` (fixed, so that runs repeat exactly).
+pub const DEFAULT_SEED: u32 = 0x2545_F490;
+
+/// The generator's first state for `--seed`: xorshift needs a state other than 0, so every
+/// seed moves up by one (the parser takes 0 ..= 2^32 - 2) and distinct seeds stay distinct.
+pub fn generator_state(seed: Option<u32>) -> u32 {
+    seed.unwrap_or(DEFAULT_SEED).wrapping_add(1)
+}
 
 /// The sampling timer of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,7 +313,8 @@ pub(crate) fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
             "`--period {p}` is a time or a rate: give the core clock with `--clock HZ`, or the \
              period in cycles"
         ),
-        Some(p) => p.ticks(clock).map_err(anyhow::Error::msg)?,
+        // The core's cycles are the timer's ticks on a board.
+        Some(p) => p.ticks(clock, 1.0).map_err(anyhow::Error::msg)?,
         None => DEFAULT_PERIOD_INSTRUCTIONS as u64,
     })
 }

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, bail};
 use sampler_rt::wire;
 
-use super::settings::{DEFAULT_SEED, hist_layout, tag_for};
+use super::settings::{hist_layout, tag_for};
 use crate::cli::RunArgs;
 use crate::exec::machine::{self, Machine};
 use crate::exec::qemu;
@@ -220,7 +220,7 @@ pub(crate) fn board_config(
         reload,
         jitter_mask,
         limit: requested,
-        seed: args.seed.unwrap_or(DEFAULT_SEED).max(1),
+        seed: super::settings::generator_state(args.seed),
         tag_kind,
         tag_addr,
         stack_words: args.stacks.unwrap_or(0),

@@ -120,6 +120,12 @@ pub enum DumpError {
         stored: u32,
         computed: u32,
     },
+    /// The END checksum is wrong, and the CHECK records place the damage: the records in
+    /// these byte ranges were left out, with the samples they held.
+    Damaged {
+        ranges: Vec<std::ops::Range<usize>>,
+        samples: u64,
+    },
     Malformed(String),
 }
 
@@ -141,6 +147,18 @@ impl fmt::Display for DumpError {
                 f,
                 "the dump is corrupt: its checksum is {stored:#010x} but its bytes give {computed:#010x}"
             ),
+            DumpError::Damaged { ranges, samples } => {
+                let at: Vec<String> = ranges
+                    .iter()
+                    .map(|r| format!("{}..{}", r.start, r.end))
+                    .collect();
+                write!(
+                    f,
+                    "the dump is damaged in bytes {} (their checkpoints' checksums do not match): \
+                     the {samples} samples recorded there were left out",
+                    at.join(", ")
+                )
+            }
             DumpError::Malformed(m) => write!(f, "the dump is malformed: {m}"),
         }
     }
@@ -166,8 +184,9 @@ pub fn decode(bytes: &[u8]) -> Result<Dump, DumpError> {
 }
 
 /// Decode as much as can be trusted. Returns what was read before the first problem, and the
-/// problem. Samples of a record that is cut short are kept (they were written in order), but a
-/// dump with a wrong checksum yields no samples at all: its bytes cannot be trusted.
+/// problem. Samples of a record that is cut short are kept (they were written in order). A dump
+/// with a wrong checksum keeps the records its CHECK records vouch for ([`DumpError::Damaged`]),
+/// or yields no samples at all when it has none (or the damage is in its INFO).
 pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
     let mut dump = Dump::default();
     if bytes.is_empty() {
@@ -195,6 +214,8 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
     }
     let mut off = header_len;
     let mut have_info = false;
+    let mut spans: Vec<Span> = Vec::new();
+    let mut checks: Vec<(usize, u32)> = Vec::new();
     loop {
         if off + wire::RECORD_HEADER_LEN > bytes.len() {
             return (dump, Some(DumpError::Truncated { at: bytes.len() }));
@@ -218,6 +239,24 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
             }
             let stored = le32(bytes, body);
             let computed = wire::crc32(&bytes[..off]);
+            if stored != computed && have_info && !checks.is_empty() {
+                let damaged = damaged_ranges(bytes, &checks, (off, stored));
+                return match leave_out(&mut dump, &spans, &damaged) {
+                    Some(samples) => (
+                        dump,
+                        Some(DumpError::Damaged {
+                            ranges: damaged,
+                            samples,
+                        }),
+                    ),
+                    None => {
+                        dump.pcs.clear();
+                        dump.tags.clear();
+                        dump.stacks.clear();
+                        (dump, Some(DumpError::Checksum { stored, computed }))
+                    }
+                };
+            }
             if stored != computed {
                 dump.pcs.clear();
                 dump.tags.clear();
@@ -233,7 +272,9 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
         let available = bytes.len().saturating_sub(body);
         let cut = len > available;
         let payload = &bytes[body..body + len.min(available)];
+        let samples_before = dump.pcs.len();
         match kind {
+            wire::REC_CHECK if payload.len() == 4 => checks.push((off, le32(payload, 0))),
             wire::REC_INFO => match Info::decode(payload) {
                 Some(i) => {
                     dump.info = i;
@@ -365,8 +406,112 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
         if cut {
             return (dump, Some(DumpError::Truncated { at: bytes.len() }));
         }
-        off = body + len.div_ceil(4) * 4;
+        let end = body + len.div_ceil(4) * 4;
+        spans.push(Span {
+            bytes: off..end,
+            kind,
+            samples: samples_before..dump.pcs.len(),
+        });
+        off = end;
     }
+}
+
+/// Where a record lay in the dump and which samples it gave.
+struct Span {
+    bytes: std::ops::Range<usize>,
+    kind: u16,
+    samples: std::ops::Range<usize>,
+}
+
+/// The byte ranges whose checkpoint does not vouch for them: from one CHECK record (or the
+/// file's start) to the next one, the next one included. When the stretch after a failed
+/// checkpoint checks out from the CRC computed up to it, only the checkpoint's own value was
+/// damaged: then just that record is named. `checks` are the CHECK records' offsets and
+/// values; `end` the END record's offset and value.
+fn damaged_ranges(
+    bytes: &[u8],
+    checks: &[(usize, u32)],
+    end: (usize, u32),
+) -> Vec<std::ops::Range<usize>> {
+    let points: Vec<(usize, u32)> = checks.iter().copied().chain([end]).collect();
+    // The CRC register after everything before `at`, from `from`'s register on.
+    let register = |from: (usize, u32), at: usize| {
+        let mut c = wire::Crc32::resume(from.1);
+        c.update(&bytes[from.0..at]);
+        c.state()
+    };
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut add = |r: std::ops::Range<usize>| match out.last_mut() {
+        Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+        _ => out.push(r),
+    };
+    let record_end = |at: usize| (at + wire::RECORD_HEADER_LEN + 4).min(bytes.len());
+    let mut from = (0usize, wire::Crc32::new().state());
+    for (i, &(at, stored)) in points.iter().enumerate() {
+        let computed = register(from, at);
+        if !computed == stored {
+            from = (at, computed);
+            continue;
+        }
+        // The next stretch begins with this CHECK record: CRC it with the value it should hold.
+        let header = at + wire::RECORD_HEADER_LEN;
+        let corrected = {
+            let mut c = wire::Crc32::resume(computed);
+            c.update(&bytes[at..header]);
+            c.update(&(!computed).to_le_bytes());
+            (header + 4, c.state())
+        };
+        let value_only = points.get(i + 1).is_some_and(|&(next, value)| {
+            next >= corrected.0 && !register(corrected, next) == value
+        });
+        if value_only {
+            add(at..record_end(at));
+            from = corrected;
+        } else {
+            add(from.0..record_end(at));
+            from = (at, !stored);
+        }
+    }
+    out
+}
+
+/// Take out of `dump` what the records in `damaged` gave: their samples (returned as a count)
+/// and whatever else they held. `None` when the damage is in what the rest depends on: an
+/// INFO record (the first stretch holds the file header and the first INFO).
+fn leave_out(dump: &mut Dump, spans: &[Span], damaged: &[std::ops::Range<usize>]) -> Option<u64> {
+    let hit = |s: &Span| {
+        damaged
+            .iter()
+            .any(|d| d.start < s.bytes.end && s.bytes.start < d.end)
+    };
+    if spans.iter().any(|s| s.kind == wire::REC_INFO && hit(s)) {
+        return None;
+    }
+    let mut left_out = 0u64;
+    for s in spans.iter().rev().filter(|s| hit(s)) {
+        match s.kind {
+            wire::REC_PCS | wire::REC_PCS_TAGS | wire::REC_STACKS => {
+                let r = s.samples.clone();
+                left_out += r.len() as u64;
+                dump.pcs.drain(r.clone());
+                if !dump.tags.is_empty() {
+                    dump.tags.drain(r.clone());
+                }
+                if !dump.stacks.is_empty() {
+                    dump.stacks.drain(r);
+                }
+            }
+            wire::REC_HIST => dump.hist = None,
+            wire::REC_NAMES => dump.names.clear(),
+            wire::REC_PRIORITIES => dump.priorities.clear(),
+            wire::REC_LAPS => dump.laps = None,
+            wire::REC_LAP_TRACE => dump.lap_trace = None,
+            wire::REC_PMU => dump.pmu = None,
+            wire::REC_PMU_TRACE => dump.pmu_trace = None,
+            _ => {}
+        }
+    }
+    Some(left_out)
 }
 
 /// Encode a dump the way the firmware writes one (the host makes dumps of what it read off a
@@ -605,6 +750,97 @@ impl DumpWriter for VecWriter {
 mod tests {
     use super::*;
 
+    /// A dump streamed as the runtimes stream it: INFO (and its CHECK), records of `per`
+    /// samples each followed by a CHECK, a NAMES record, END. Returns it and each record of
+    /// samples' byte range.
+    fn streamed(chunks: u32, per: u32) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
+        let mut w = VecWriter {
+            out: Vec::new(),
+            crc: 0,
+        };
+        w.begin();
+        w.info(&Info {
+            taken: chunks * per,
+            ..Info::default()
+        });
+        let mut ranges = Vec::new();
+        for c in 0..chunks {
+            let start = w.out.len();
+            w.record(wire::REC_PCS, 8 + 4 * per);
+            w.put32(c * per);
+            w.put32(per);
+            for k in 0..per {
+                w.put32(0x1000 + 2 * (c * per + k));
+            }
+            ranges.push(start..w.out.len());
+            w.check();
+        }
+        w.record(wire::REC_NAMES, 20);
+        for v in [1, 7, 5] {
+            w.put32(v);
+        }
+        w.put(b"motor\0\0\0");
+        w.end();
+        (w.out, ranges)
+    }
+
+    #[test]
+    fn a_damaged_dump_keeps_the_records_its_checkpoints_vouch_for() {
+        let (clean, ranges) = streamed(3, 100);
+        let d = decode(&clean).unwrap();
+        assert_eq!(d.pcs.len(), 300);
+        assert_eq!(d.names, [(7, "motor".to_owned())]);
+        // A flip inside the second record: its 100 samples go, the rest stay, in order.
+        let mut bytes = clean.clone();
+        bytes[ranges[1].start + 200] ^= 0x40;
+        let (d, err) = decode_partial(&bytes);
+        let Some(DumpError::Damaged {
+            ranges: bad,
+            samples,
+        }) = err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(samples, 100);
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].start <= ranges[1].start && ranges[1].end <= bad[0].end);
+        assert!(ranges[0].end <= bad[0].start && bad[0].end <= ranges[2].start);
+        let want: Vec<u32> = (0..100).chain(200..300).map(|k| 0x1000 + 2 * k).collect();
+        assert_eq!(d.pcs, want);
+        assert_eq!(d.names, [(7, "motor".to_owned())]);
+        assert!(decode(&bytes).is_err(), "strict decoding refuses it");
+        // A damaged checkpoint value: the stretch after it checks out from the CRC computed
+        // up to it, so only the checkpoint is named and every sample stays.
+        let mut bytes = clean.clone();
+        bytes[ranges[1].end + 9] ^= 1;
+        let (d, err) = decode_partial(&bytes);
+        let Some(DumpError::Damaged {
+            ranges: bad,
+            samples: 0,
+        }) = err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(bad, [ranges[1].end..ranges[1].end + 12]);
+        assert_eq!(d.pcs.len(), 300);
+        // After the last checkpoint: the names go, every sample stays.
+        let mut bytes = clean.clone();
+        let at = bytes.len() - 14;
+        bytes[at] ^= 2;
+        let (d, err) = decode_partial(&bytes);
+        assert!(
+            matches!(err, Some(DumpError::Damaged { samples: 0, .. })),
+            "{err:?}"
+        );
+        assert_eq!((d.pcs.len(), d.names.len()), (300, 0));
+        // In the INFO record: nothing can be trusted.
+        let mut bytes = clean;
+        bytes[wire::FILE_HEADER_LEN + 8 + 20] ^= 1;
+        let (d, err) = decode_partial(&bytes);
+        assert!(matches!(err, Some(DumpError::Checksum { .. })), "{err:?}");
+        assert!(d.pcs.is_empty());
+    }
+
     #[test]
     fn tagged_samples_and_names_round_trip() {
         let info = Info {
@@ -692,7 +928,8 @@ mod tests {
         }
         // An entry that claims more words than the record holds is named.
         let mut bad = bytes.clone();
-        let at = wire::FILE_HEADER_LEN + wire::RECORD_HEADER_LEN + wire::INFO_LEN;
+        // INFO, its CHECK, then STACKS.
+        let at = wire::FILE_HEADER_LEN + 2 * wire::RECORD_HEADER_LEN + wire::INFO_LEN + 4;
         assert_eq!(u16::from_le_bytes([bad[at], bad[at + 1]]), wire::REC_STACKS);
         bad[at + wire::RECORD_HEADER_LEN + 12 + 22] = 40;
         assert!(matches!(

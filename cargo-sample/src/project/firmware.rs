@@ -368,21 +368,54 @@ impl Build {
         }
     }
 
+    /// The build, or a [`BuildFailed`] that holds the compiler's messages: they are printed
+    /// where the error is reported, so that a failure cargo-sample recovers from (two SysTick
+    /// handlers, a ring too big for RAM) prints nothing.
     fn into_result(self, project: &Project) -> Result<Built> {
         match self {
             Build::Built(b) => Ok(b),
-            Build::Failed { status, errors } => {
-                eprint!("{errors}");
-                bail!(
-                    "building `{}` failed (cargo {}); the compiler's messages are above{}",
-                    project.target_name,
-                    status,
-                    link_hint(&errors)
-                        .map(|h| format!("\n{h}"))
-                        .unwrap_or_default()
-                )
+            Build::Failed { status, errors } => Err(BuildFailed {
+                target: project.target_name.clone(),
+                status,
+                hint: link_hint(&errors),
+                messages: errors,
             }
+            .into()),
         }
+    }
+}
+
+/// A failed `cargo build`, with the messages that say why.
+#[derive(Debug)]
+pub struct BuildFailed {
+    target: String,
+    status: String,
+    hint: Option<String>,
+    /// The compiler's and cargo's error messages, rendered.
+    pub messages: String,
+}
+
+impl std::fmt::Display for BuildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "building `{}` failed (cargo {}); the compiler's messages are above",
+            self.target, self.status
+        )?;
+        match &self.hint {
+            Some(h) => write!(f, "\n{h}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for BuildFailed {}
+
+/// Print the build's messages held in `e`, if it is a failed build: call it where an error is
+/// reported to the user, before the error's own line.
+pub fn print_build_messages(e: &anyhow::Error) {
+    if let Some(b) = e.downcast_ref::<BuildFailed>() {
+        eprint!("{}", b.messages);
     }
 }
 
@@ -450,9 +483,18 @@ fn cargo_build(
     } else {
         cmd.arg("--bin").arg(&project.target_name);
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    // cargo's own lines pass through as they come, except its errors ("could not compile"),
+    // which are held back with the compiler's: a build that is retried says nothing.
+    cmd.arg("--color").arg(if crate::term::color() {
+        "always"
+    } else {
+        "never"
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().context("starting cargo")?;
     let stdout = child.stdout.take().context("cargo's stdout")?;
+    let stderr = child.stderr.take().context("cargo's stderr")?;
+    let held = std::thread::spawn(move || pass_through_but_errors(stderr));
     let mut found: Option<Built> = None;
     let want = if project.is_example {
         TargetKind::Example
@@ -485,6 +527,7 @@ fn cargo_build(
         }
     }
     let status = child.wait().context("waiting for cargo")?;
+    errors.push_str(&held.join().unwrap_or_default());
     if !status.success() {
         return Ok(Build::Failed {
             status: status.to_string(),
@@ -497,4 +540,22 @@ fn cargo_build(
             project.target_name
         )
     })
+}
+
+/// Copy cargo's standard error to ours line by line, keeping back its error lines (and the
+/// "build failed, waiting for other jobs" that comes with them); returns those.
+fn pass_through_but_errors(stderr: std::process::ChildStderr) -> String {
+    use std::io::{BufRead, Write};
+    let mut held = String::new();
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        let plain = anstream::adapter::strip_str(&line).to_string();
+        let plain = plain.trim_start();
+        if plain.starts_with("error") || plain.starts_with("warning: build failed") {
+            held.push_str(&line);
+            held.push('\n');
+        } else {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+    held
 }

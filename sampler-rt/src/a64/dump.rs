@@ -161,6 +161,7 @@ pub(crate) unsafe fn stream(s: *mut State, upto: u32) {
             put(s, bytes);
             q += run;
         }
+        File(s).check();
         (*s).sent = upto;
     }
 }

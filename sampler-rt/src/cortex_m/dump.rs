@@ -264,6 +264,7 @@ pub(crate) unsafe fn send_samples(s: *mut State, st: &mut Stream, from: u32, to:
             st.put(bytes(a, cap));
             st.put(bytes(0, b));
         }
+        st.check();
         st.sent = to;
     }
 }

@@ -69,6 +69,10 @@ pub const REC_LAP_TRACE: u16 = 11;
 /// << 8`, the samples taken when the lap started, and each counter's delta (low 32 bits) in
 /// the PMU record's order, the cycle counter last. Sent with the PMU record.
 pub const REC_PMU_TRACE: u16 = 12;
+/// A checkpoint: `crc32: u32` over every byte before this record, as END's. Written after each
+/// INFO and after each record of samples, so that a reader of a damaged dump can tell which
+/// stretch between two checkpoints holds the damage and keep the rest.
+pub const REC_CHECK: u16 = 13;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 
@@ -439,10 +443,18 @@ pub trait DumpWriter {
         self.put(&record_header(kind, len));
     }
 
-    /// An INFO record (a later one supersedes an earlier one).
+    /// An INFO record (a later one supersedes an earlier one), and a checkpoint.
     fn info(&mut self, info: &Info) {
         self.record(REC_INFO, INFO_LEN as u32);
         self.put(&info.encode());
+        self.check();
+    }
+
+    /// A CHECK record: the CRC of everything before it (the CRC goes on over it).
+    fn check(&mut self) {
+        let crc = Crc32::resume(*self.crc_word()).finish();
+        self.record(REC_CHECK, 4);
+        self.put32(crc);
     }
 
     /// A STACKS record of the ring's samples `from .. from + n` (`n` at most `capacity`):
@@ -477,6 +489,7 @@ pub trait DumpWriter {
                 unsafe { core::slice::from_raw_parts(entry(k) as *const u8, 4 * used(k) as usize) };
             self.put(bytes);
         }
+        self.check();
     }
 
     /// The END record with the CRC of everything before it.

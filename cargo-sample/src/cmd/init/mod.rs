@@ -474,9 +474,48 @@ pub fn init(args: &InitArgs) -> Result<()> {
     }
     term::status(
         "Ready",
-        format!("`{}`: profile it with `cargo sample --release`", pkg.name),
+        format!(
+            "`{}`: profile it with `{}`",
+            pkg.name,
+            profile_command(pkg, args, members.len() > 1)
+        ),
     );
     Ok(())
+}
+
+/// The `cargo sample` command that profiles what init just set up: the package in a
+/// workspace, the example or binary chosen (the only binary needs no `--bin`), and the
+/// features an example requires.
+fn profile_command(pkg: &Package, args: &InitArgs, in_workspace: bool) -> String {
+    let mut cmd = String::from("cargo sample --release");
+    if in_workspace {
+        cmd += &format!(" -p {}", pkg.name);
+    }
+    let bins: Vec<&str> = pkg
+        .targets
+        .iter()
+        .filter(|t| t.kind.contains(&TargetKind::Bin))
+        .map(|t| t.name.as_str())
+        .collect();
+    let (flag, target) = match (&args.example, &args.bin) {
+        (Some(e), _) => ("--example", Some(e.as_str())),
+        (None, Some(b)) if bins.len() > 1 => ("--bin", Some(b.as_str())),
+        (None, None) if bins.len() > 1 => ("--bin", bins.first().copied()),
+        _ => ("", None),
+    };
+    if let Some(name) = target {
+        cmd += &format!(" {flag} {name}");
+        let required = pkg
+            .targets
+            .iter()
+            .find(|t| t.name == name && (t.is_example() || t.is_bin()))
+            .map(|t| t.required_features.clone())
+            .unwrap_or_default();
+        if !required.is_empty() {
+            cmd += &format!(" --features {}", required.join(","));
+        }
+    }
+    cmd
 }
 
 /// `cargo metadata` with the dependency graph resolved: the new dependency must be found.

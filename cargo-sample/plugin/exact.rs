@@ -280,6 +280,11 @@ struct Frame {
     ret: Option<u32>,
     /// Exception frames: the call pending when the exception came in (resumed after it).
     pending: Option<(u32, Option<u32>)>,
+    /// Where the frame's function was entered.
+    entry: u32,
+    /// No instruction has run in it yet: a more urgent exception came in before the first
+    /// one (late arrival), and the block at `entry` that follows its return resumes it.
+    fresh: bool,
 }
 
 /// The calling-context tree (`graph=FILE`): each node a function entered by a call (or an
@@ -347,7 +352,7 @@ impl Graph {
 
     /// Count the previous block's instructions that ran (its counters that moved since it
     /// started; they ran in order, so they are a prefix of it). Returns whether it ran to
-    /// its end, and its start.
+    /// its end, and its start; a frame in which an instruction ran is no longer fresh.
     fn settle(&mut self) -> Option<(bool, u32)> {
         let (node, b) = self.prev.take()?;
         let ran = b
@@ -358,6 +363,9 @@ impl Graph {
             .count();
         if ran > 0 {
             *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
+            if let Some(f) = self.stack.last_mut() {
+                f.fresh = false;
+            }
         }
         Some((ran == b.pcs.len(), b.pcs[0]))
     }
@@ -382,7 +390,13 @@ impl Graph {
             site = None;
         }
         let target = self.pending.and_then(|p| p.1);
-        if self.handlers.contains(&pc) && target != Some(pc) {
+        // Back at the first instruction of a handler that was preempted before it ran one:
+        // the same exception, resumed, not entered again.
+        let resumed = self
+            .stack
+            .last()
+            .is_some_and(|f| f.ret.is_none() && f.fresh && f.entry == pc);
+        if self.handlers.contains(&pc) && target != Some(pc) && !resumed {
             self.enter_exception(pc, site);
         } else {
             self.call_or_return(pc);
@@ -404,6 +418,8 @@ impl Graph {
                 node,
                 ret: None,
                 pending: self.pending.take(),
+                entry: pc,
+                fresh: true,
             });
         }
     }
@@ -419,6 +435,8 @@ impl Graph {
                     node,
                     ret: Some(ret),
                     pending: None,
+                    entry: pc,
+                    fresh: true,
                 });
             }
         } else {

@@ -488,3 +488,131 @@ fn stacks_are_refused_where_they_cannot_be_kept() {
         assert!(!err.contains("Compiling"), "{args:?}: {err}");
     }
 }
+
+/// What a call graph in a report must say of itself, read from its JSON alone: no inclusive
+/// share above 100 % or below the function's own, and the callers of a function that never
+/// calls itself adding up to its inclusive time (checked for `--callers FN`).
+pub(crate) fn assert_graph_holds(r: &Value) {
+    let total: u64 = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["instructions"].as_u64().unwrap_or(0))
+        .sum();
+    for f in r["functions"].as_array().unwrap() {
+        let (own, inc) = (
+            f["instructions"].as_u64().unwrap(),
+            f["inclusive_instructions"].as_u64().unwrap(),
+        );
+        assert!(own <= inc && inc <= total, "{f}");
+    }
+    if let Some(rows) = r["callers"]["rows"].as_array() {
+        let name = r["callers"]["function"].as_str().unwrap();
+        let sum: u64 = rows
+            .iter()
+            .map(|e| e["instructions"].as_u64().unwrap())
+            .sum();
+        if !rows.iter().any(|e| e["name"] == name) {
+            let inc = function(r, name)["inclusive_instructions"]
+                .as_u64()
+                .unwrap();
+            assert_eq!(sum, inc, "callers of {name}: {rows:#?}");
+        }
+    }
+}
+
+#[test]
+fn exceptions_nested_tail_chained_and_entered_at_a_device_access_close_where_they_end() {
+    let handler = |name: &str, callers: &[&str]| {
+        let (r, _) = profile_in("nested-irqs", &["--exact", "--callers", name]);
+        assert_graph_holds(&r);
+        let found: Vec<&str> = r["callers"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(found, callers, "callers of {name}");
+    };
+    let (r, dir) = profile_in("nested-irqs", &["--exact", "--callers", "IRQ26"]);
+    assert_graph_holds(&r);
+    // 500 rounds: IRQ26 is entered from the thread each round, and IRQ27 and IRQ28 nest
+    // inside it; IRQ29 waits for IRQ26 to return and is chained to it, so its caller is the
+    // thread, never IRQ26.
+    assert_eq!(
+        edge(&r, "callers", "nested_irqs::__cortex_m_rt_main").1,
+        500
+    );
+    handler("IRQ27", &["first_work"]);
+    handler("IRQ28", &["IRQ27"]);
+    handler("IRQ29", &["nested_irqs::__cortex_m_rt_main"]);
+    let inc = |name: &str| {
+        function(&r, name)["inclusive_instructions"]
+            .as_u64()
+            .unwrap()
+    };
+    let own = |name: &str| function(&r, name)["instructions"].as_u64().unwrap();
+    assert_eq!(inc("IRQ27"), own("IRQ27") + own("IRQ28"));
+    assert_eq!(
+        inc("IRQ26"),
+        own("IRQ26") + own("first_work") + inc("IRQ27")
+    );
+    assert_eq!(inc("IRQ29"), own("IRQ29"));
+
+    // Each exception's time, from the graph, against QEMU's own log of exception entries and
+    // returns (the exec log with `-d int`), which follows no call at all.
+    let (_, log_dir) = profile_in("nested-irqs", &["--exact", "--truth-method", "exec-log"]);
+    let logged = assert_graph_matches_exec_log(&dir, &log_dir);
+    assert_eq!(logged.len(), 5, "thread mode and four handlers: {logged:?}");
+}
+
+/// The instructions each exception ran, per handler address (0: thread mode), from the exact
+/// call graph of the run in `graph_dir` and from QEMU's exec log of the same firmware in
+/// `log_dir` (its `-d int` lines name every exception entry and return): equal. Returns them.
+pub(crate) fn assert_graph_matches_exec_log(
+    graph_dir: &Path,
+    log_dir: &Path,
+) -> BTreeMap<u32, u64> {
+    use cargo_sample::exec::{callgraph, exact};
+    let elf = std::fs::read(graph_dir.join("firmware.elf")).unwrap();
+    let handler: BTreeMap<u32, u32> = cargo_sample::image::elf::vectors(&elf)
+        .into_iter()
+        .collect();
+    let contexts =
+        exact::parse_contexts(&std::fs::read(log_dir.join(exact::CONTEXTS_FILE)).unwrap()).unwrap();
+    let mut logged: BTreeMap<u32, u64> = BTreeMap::new();
+    for (exception, _, n) in contexts {
+        let at = if exception == 0 {
+            0
+        } else {
+            handler[&exception]
+        };
+        *logged.entry(at).or_default() += n;
+    }
+    let tree = callgraph::parse(&std::fs::read(graph_dir.join(callgraph::FILE)).unwrap()).unwrap();
+    let from_graph: BTreeMap<u32, u64> = callgraph::per_exception(&tree).into_iter().collect();
+    assert_eq!(
+        from_graph, logged,
+        "per exception: the graph, then QEMU's log"
+    );
+    logged
+}
+
+/// RTIC v2 applications from crates.io's RTIC (hardware tasks at three priorities sharing
+/// resources, a software task on a dispatcher, a SysTick monotonic), with fat LTO and
+/// without: every exact graph holds, and its time per exception is QEMU's.
+#[test]
+fn rtic_applications_exact_graphs_close_every_exception() {
+    for bin in ["tasks", "mono"] {
+        for profile in ["release", "nolto"] {
+            let args = ["--profile", profile, "--bin", bin, "--exact"];
+            let (r, graph) = profile_example("rtic-app", &args);
+            assert_graph_holds(&r);
+            let mut log = args.to_vec();
+            log.extend(["--truth-method", "exec-log"]);
+            let (_, log) = profile_example("rtic-app", &log);
+            let per = assert_graph_matches_exec_log(&graph, &log);
+            assert!(per.len() >= 3, "{bin} {profile}: {per:?}");
+        }
+    }
+}

@@ -175,6 +175,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     if let Some(graph) = &outcome.call_graph {
         run.keep(crate::exec::callgraph::FILE, graph)?;
     }
+    if let Some(c) = &outcome.exact_contexts {
+        run.keep(exact::CONTEXTS_FILE, c)?;
+    }
     capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
     run.finish(outcome.state(), exact::FILE, |dir| {
         format!(

@@ -281,6 +281,70 @@ pub fn edges(s: &Stacks, f: &str, callers: bool) -> Vec<(String, u64)> {
     v
 }
 
+/// What a recorded graph says that no run can do, in words: an exception entered while the
+/// same exception is still running (the core never preempts an exception with itself, so one
+/// was left open: its return was missed), a function whose time below it exceeds the run or
+/// falls short of its own. Empty when the graph holds. `name` gives a PC's function.
+pub fn inconsistencies(t: &Tree, s: &Stacks, mut name: impl FnMut(u32) -> String) -> Vec<String> {
+    let mut out = Vec::new();
+    // Per exception node: the entries of the exceptions open around it.
+    let mut reentered: HashMap<u32, u64> = HashMap::new();
+    for nd in t.nodes.iter().skip(1) {
+        if !nd.exception {
+            continue;
+        }
+        let mut up = nd.parent as usize;
+        while up != 0 {
+            let a = &t.nodes[up];
+            if a.exception && a.entry == nd.entry {
+                *reentered.entry(nd.entry).or_default() += nd.calls.max(1);
+                break;
+            }
+            up = a.parent as usize;
+        }
+    }
+    let mut reentered: Vec<(u32, u64)> = reentered.into_iter().collect();
+    reentered.sort_unstable();
+    for (entry, n) in reentered {
+        out.push(format!(
+            "`{}` was entered {n} times while it was still running, which the core never does: \
+             an earlier entry's return was not followed",
+            name(entry)
+        ));
+    }
+    for (f, (inc, own)) in inclusive(s) {
+        if inc > s.total || own > inc {
+            out.push(format!(
+                "`{f}` has {inc} instructions in it and below it, {own} in it alone, in a run \
+                 of {}",
+                s.total
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Instructions per exception, each counted in the innermost exception open when it ran (the
+/// time an exception preempted is its own), keyed by the handler's entry; 0 for thread mode.
+/// What QEMU's exec log counts per exception, from the graph instead.
+pub fn per_exception(t: &Tree) -> HashMap<u32, u64> {
+    // The innermost exception around each node (nodes come after their parents).
+    let mut inner: Vec<u32> = Vec::with_capacity(t.nodes.len());
+    for (i, nd) in t.nodes.iter().enumerate() {
+        inner.push(match i {
+            0 => 0,
+            _ if nd.exception => nd.entry,
+            _ => inner[nd.parent as usize],
+        });
+    }
+    let mut out: HashMap<u32, u64> = HashMap::new();
+    for &(node, _, n) in &t.counts {
+        *out.entry(inner[node as usize]).or_default() += n;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,6 +510,28 @@ mod tests {
         assert!(deep.len() <= MAX_FRAMES, "{}", deep.len());
         assert!(deep.iter().any(|f| f == "[deeper frames left out]"));
         assert_eq!(inclusive(&s)["rec"], (7, 7));
+    }
+
+    #[test]
+    fn a_graph_with_an_exception_inside_itself_is_named() {
+        assert!(inconsistencies(&sample(), &stacks(&sample(), names), names).is_empty());
+        // IRQ (node 9) entered again under itself, through leaf.
+        let nodes = [
+            (0, 0, 0, 0),
+            (0, 0x100, 0, 1),
+            (1, 0x700, 1, 1),
+            (2, 0x300, 0, 1),
+            (3, 0x700, 1, 41),
+        ];
+        let t = parse(&file(&nodes, &[(4, 0x700, 5), (3, 0x300, 5)])).unwrap();
+        let found = inconsistencies(&t, &stacks(&t, names), names);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("`IRQ` was entered 41 times"), "{found:?}");
+        // Every instruction under an exception is that exception's, nested entries included.
+        let per = per_exception(&t);
+        assert_eq!(per[&0x700], 10);
+        assert_eq!(per_exception(&sample())[&0x700], 54);
+        assert_eq!(per_exception(&sample())[&0], 546 - 54);
     }
 
     #[test]

@@ -19,9 +19,9 @@ pub fn apply(
     callers: Option<&str>,
     callees: Option<&str>,
 ) -> Result<()> {
-    let s = callgraph::stacks(tree, |pc| {
-        sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned()
-    });
+    let name = |pc: u32| sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned();
+    let s = callgraph::stacks(tree, name);
+    verify(tree, &s, name)?;
     let total = s.total.max(1) as f64;
     let inc = callgraph::inclusive(&s);
     for row in &mut r.functions {
@@ -58,6 +58,25 @@ pub fn apply(
     Ok(())
 }
 
+/// Refuse a graph that says what no run can do ([`callgraph::inconsistencies`]): its views
+/// would mislead, so they are not shown at all.
+pub(crate) fn verify(
+    tree: &Tree,
+    s: &callgraph::Stacks,
+    name: impl FnMut(u32) -> String,
+) -> Result<()> {
+    let wrong = callgraph::inconsistencies(tree, s, name);
+    if !wrong.is_empty() {
+        bail!(
+            "the exact call graph of this run does not hold together, so none of its views \
+             is shown:\n  - {}\nThis is a fault in how cargo-sample follows calls and \
+             exceptions, not in the firmware: please report it with the run's directory",
+            wrong.join("\n  - ")
+        );
+    }
+    Ok(())
+}
+
 /// The edges `--callers FN` / `--callees FN` ask for (rows made by `rows(function, callers)`),
 /// and the stacks for folded stacks, flamegraphs and callgrind, from either graph.
 pub(crate) fn set_edges(
@@ -71,10 +90,15 @@ pub(crate) fn set_edges(
     for (wanted, up) in [(callers, true), (callees, false)] {
         if let Some(f) = wanted {
             let function = find(names, f)?;
-            let e = Some(Edges {
-                rows: rows(&function, up),
-                function,
-            });
+            let rows = rows(&function, up);
+            if rows.is_empty() && up {
+                bail!(
+                    "`{function}` ran, but no stack holds it with a frame above it, so it has no \
+                     caller to show: its time was counted where the graph could not follow the \
+                     call into it"
+                );
+            }
+            let e = Some(Edges { rows, function });
             if up {
                 r.callers = e;
             } else {

@@ -203,6 +203,10 @@ pub fn apply(
         t.samples = timeline.samples;
     }
     let n = s.total;
+    if let Some(t) = graph {
+        let name = |pc: u32| sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned();
+        super::calls::verify(t, &callgraph::stacks(t, name), name)?;
+    }
     let exact = graph.map(|t| exact_stacks(t, sym, &u));
     let share = |k: u64| 100.0 * k as f64 / n.max(1) as f64;
     let interval = |k: u64| {

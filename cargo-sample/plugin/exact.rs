@@ -387,7 +387,8 @@ impl Graph {
             // the call that was pending then.
             let f = self.stack.pop().expect("checked above");
             self.pending = f.pending;
-            site = None;
+            // An exception entered now (tail-chained) interrupts the same code as this one.
+            site = Some(self.nodes[f.node as usize].3).filter(|&s| s != 0);
         }
         let target = self.pending.and_then(|p| p.1);
         // Back at the first instruction of a handler that was preempted before it ran one:
@@ -487,15 +488,20 @@ impl Graph {
     }
 }
 
-/// Whether an instruction (QEMU's disassembly of it) returns from a function.
+/// Whether an instruction (QEMU's disassembly of it) returns from a function: `bx lr`, or a
+/// load into PC from the stack (`pop {.., pc}`, `ldm sp!, {.., pc}`, `ldr pc, [sp], #4`).
+/// A load into PC through another register is a computed jump (a dispatch through a table, a
+/// tail call through a function pointer: `ldm.w r1, {r0, r2, r3, pc}`, `ldr pc, [r3, #12]`),
+/// not a return.
 fn returns(disas: &str) -> bool {
     let d = disas.to_ascii_lowercase();
     let mut words = d.splitn(2, char::is_whitespace);
     let m = words.next().unwrap_or("");
     let ops = words.next().unwrap_or("").trim();
     (m.starts_with("bx") && ops == "lr")
-        || ((m.starts_with("pop") || m.starts_with("ldm")) && ops.contains("pc"))
-        || (m.starts_with("ldr") && ops.starts_with("pc"))
+        || (m.starts_with("pop") && ops.contains("pc"))
+        || (m.starts_with("ldm") && ops.starts_with("sp") && ops.contains("pc"))
+        || (m.starts_with("ldr") && ops.starts_with("pc") && ops.contains("[sp"))
         || m == "ret"
         || m == "eret"
 }

@@ -216,6 +216,7 @@ pub fn unwind(data: &[u8]) {
         r7: regs[3],
         window,
         records: &records,
+        frames_inline: regs[4] & 1 != 0,
     });
     assert!(r.frames.len() <= MAX_DEPTH + 2, "{} frames", r.frames.len());
     if let End::Failed(why) = &r.end {

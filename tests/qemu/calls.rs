@@ -616,3 +616,114 @@ fn rtic_applications_exact_graphs_close_every_exception() {
         }
     }
 }
+
+/// Handlers nested three deep, chained, and entered at a device access: every sampled stack
+/// crosses their exception frames to the thread's root (the frame records carry each
+/// exception frame's stacked PC, LR and xPSR beyond the window), and the inclusive shares
+/// match the exact graph's.
+#[test]
+fn stacks_through_nested_handlers_reach_their_root() {
+    let args = ["--stacks", "--truth", "--period", "2000", "-n", "5000"];
+    let (r, graph) = profile_in("nested-irqs", &args);
+    // The exact graph of a run with the sampler in it: each exception's time, the sampler's
+    // own included, is what QEMU's exception log of the same run says (the sampler's
+    // dispatch `ldm r1, {.., pc}` is a jump, not a return that closes the handler it
+    // interrupted).
+    let mut log = args.to_vec();
+    log.extend(["--truth-method", "exec-log"]);
+    let (_, log) = profile_in("nested-irqs", &log);
+    assert_graph_matches_exec_log(&graph, &log);
+    let rooted = inclusive_within_3_sigma(&r);
+    assert_eq!(rooted, r["samples"].as_u64().unwrap(), "{}", r["unwinding"]);
+    assert!(r["unwinding"]["exception_frames"].as_u64().unwrap() > rooted / 2);
+    let cut: Vec<&Value> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "cut-stacks")
+        .collect();
+    assert!(cut.is_empty(), "{cut:?}");
+    // Nothing is marked as a lower bound when every stack reached its root.
+    for f in r["functions"].as_array().unwrap() {
+        assert!(f.get("inclusive_at_most_percent").is_none(), "{f}");
+    }
+}
+
+/// Stacks cut short (a 4-word window on a deep workload): said in a warning with the count
+/// and the reason, and every inclusive share marked as a lower bound, with the most it can be;
+/// the exact inclusive share lies between the two (within sampling noise).
+#[test]
+fn stacks_cut_short_are_warned_about_and_their_shares_marked_as_lower_bounds() {
+    let args = [
+        "--stacks",
+        "4",
+        "--truth",
+        "-n",
+        "5000",
+        "--callers",
+        "hot_a",
+    ];
+    let (r, dir) = profile_in("workload", &args[..5]);
+    let n = r["samples"].as_f64().unwrap();
+    let u = &r["unwinding"];
+    let cut = u["samples"].as_u64().unwrap()
+        - u["complete"].as_u64().unwrap()
+        - u["handler_root"].as_u64().unwrap();
+    assert!(cut * 100 > u["samples"].as_u64().unwrap(), "{u}");
+    let warned: Vec<&Value> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "cut-stacks" && d["severity"] == "warning")
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", r["diagnostics"]);
+    let msg = warned[0]["message"].as_str().unwrap();
+    assert!(msg.starts_with(&format!("{cut} of ")), "{msg}");
+    assert!(msg.contains("4-word window"), "{msg}");
+    for f in r["functions"].as_array().unwrap() {
+        let (s, x, most) = (
+            f["inclusive_percent"].as_f64().unwrap(),
+            f["exact_inclusive_percent"].as_f64().unwrap(),
+            f["inclusive_at_most_percent"].as_f64().unwrap(),
+        );
+        assert!(
+            (most - (s + 100.0 * cut as f64 / n).min(100.0)).abs() < 1e-6,
+            "{f}"
+        );
+        // (4 sigma: some 50 rows, and a caller's inclusive share moves with its callees'.)
+        assert!(
+            (s <= x + 1e-6 || sigmas(s, x, n) <= 4.0)
+                && (most >= x - 1e-6 || sigmas(most, x, n) >= -4.0),
+            "{}: exact {x:.2} % outside [{s:.2}, {most:.2}] %",
+            f["name"]
+        );
+    }
+    // The text marks them; so do the callers.
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--callers",
+            "core::fmt::write",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(" ≥"), "{text}");
+    let callers = &text[text.find("callers of").unwrap()..];
+    let rows: Vec<&str> = callers
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|l| l.starts_with('≥')),
+        "{callers}"
+    );
+    let _ = args;
+}

@@ -19,6 +19,8 @@ use cargo_sample::cmd::sample;
 use cargo_sample::exec::exact::{self, Counting};
 use cargo_sample::runs;
 
+mod diagnostics;
+
 /// What to measure, and how to print it.
 #[derive(clap::Parser, Debug)]
 #[command(
@@ -50,6 +52,18 @@ struct BenchArgs {
     /// and (with Chromium installed) the time a headless Chromium takes to draw it.
     #[arg(long)]
     html_only: bool,
+    /// Only how often each diagnostic fires: on clean runs of the bundled firmware and of the
+    /// crates given with `--outside`, and on runs built to provoke each one, `--seeds` seeds
+    /// each.
+    #[arg(long)]
+    diagnostics: bool,
+    /// With `--diagnostics`: a crate from outside, `DIR` or `DIR:ARGS` (ARGS: its `cargo
+    /// sample` arguments, space-separated). Repeatable.
+    #[arg(long, value_name = "DIR[:ARGS]")]
+    outside: Vec<String>,
+    /// With `--diagnostics`: seeds per firmware.
+    #[arg(long, default_value_t = 20)]
+    seeds: u32,
 }
 
 /// The newest saved run of `bin`.
@@ -1225,6 +1239,9 @@ fn bench(args: &BenchArgs) -> Result<()> {
     }
     if args.html_only {
         return html_cost(&manifest);
+    }
+    if args.diagnostics {
+        return diagnostics::diagnostics(&manifest, &args.outside, args.seeds);
     }
     if args.counting_only {
         let c = counting_cost(&manifest)?;

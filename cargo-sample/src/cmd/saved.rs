@@ -100,41 +100,8 @@ pub fn tag_names(
 /// sampler's): a sample due while one runs waits until it returns and lands in the code it
 /// interrupted, so its time is counted there. Only handlers the image has (not cortex-m-rt's
 /// defaults, not the sampler's own), from the priorities the firmware sent at its end.
-pub(crate) fn unpreemptable(
-    dump: &Dump,
-    vectors: &[(u32, u32)],
-    sym: &mut Symbolizer,
-    code: Option<&mut disasm::Code>,
-) -> Option<report::Diagnostic> {
-    let own = dump.info.priority;
-    let mut code = code;
-    let mut names = Vec::new();
-    let rtic = crate::image::rtic::is_rtic(sym);
-    for &(exc, prio, enabled) in &dump.priorities {
-        if !enabled || prio > own {
-            continue;
-        }
-        let Some(addr) = vectors
-            .iter()
-            .find(|v| v.0 == u32::from(exc))
-            .map(|v| v.1 as u64)
-        else {
-            continue;
-        };
-        let Some(name) = sym.function_of(addr).map(str::to_owned) else {
-            continue;
-        };
-        if name.starts_with("DefaultHandler") || sym.is_sampler(addr) {
-            continue;
-        }
-        let label = match (exc >= 16, code.as_deref_mut()) {
-            (true, Some(c)) if rtic => crate::image::rtic::tasks_of(sym, c, addr)
-                .describe(&name)
-                .unwrap_or(name),
-            _ => name,
-        };
-        names.push(format!("{label} at {prio:#04x}"));
-    }
+pub(crate) fn unpreemptable(urgent: Option<&[String]>, own: u8) -> Option<report::Diagnostic> {
+    let names = urgent?;
     if names.is_empty() {
         return None;
     }
@@ -169,6 +136,50 @@ pub(crate) fn unpreemptable(
             if one { "shows" } else { "show" },
         ),
     ))
+}
+
+/// The image's handlers (not cortex-m-rt's defaults, not the sampler's own) that the
+/// priorities the firmware sent at its end make as urgent as the sampler or more, as `NAME at
+/// 0xPP` (RTIC: the task's name); `None` when the firmware sent no priorities.
+pub(crate) fn urgent_handlers(
+    dump: &Dump,
+    vectors: &[(u32, u32)],
+    sym: &mut Symbolizer,
+    code: Option<&mut disasm::Code>,
+) -> Option<Vec<String>> {
+    if dump.priorities.is_empty() {
+        return None;
+    }
+    let own = dump.info.priority;
+    let mut code = code;
+    let mut names = Vec::new();
+    let rtic = crate::image::rtic::is_rtic(sym);
+    for &(exc, prio, enabled) in &dump.priorities {
+        if !enabled || prio > own {
+            continue;
+        }
+        let Some(addr) = vectors
+            .iter()
+            .find(|v| v.0 == u32::from(exc))
+            .map(|v| v.1 as u64)
+        else {
+            continue;
+        };
+        let Some(name) = sym.function_of(addr).map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with("DefaultHandler") || sym.is_sampler(addr) {
+            continue;
+        }
+        let label = match (exc >= 16, code.as_deref_mut()) {
+            (true, Some(c)) if rtic => crate::image::rtic::tasks_of(sym, c, addr)
+                .describe(&name)
+                .unwrap_or(name),
+            _ => name,
+        };
+        names.push(format!("{label} at {prio:#04x}"));
+    }
+    Some(names)
 }
 
 /// Everything the report needs besides the dump and the ELF.
@@ -388,12 +399,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                     code.as_mut(),
                 );
             }
-            s.findings.extend(unpreemptable(
-                &dump,
-                &elf::vectors(&elf_bytes),
-                &mut sym,
-                code.as_mut(),
-            ));
+            s.urgent = urgent_handlers(&dump, &elf::vectors(&elf_bytes), &mut sym, code.as_mut());
+            s.findings
+                .extend(unpreemptable(s.urgent.as_deref(), dump.info.priority));
             s
         }
     };

@@ -64,6 +64,9 @@ pub struct StackSample {
     /// The r7 chain's frame records beyond the window: `(saved r7, saved LR)`, the first at
     /// `r7`, each next one at the saved r7 of the one before.
     pub records: Vec<(u32, u32)>,
+    /// After a record whose LR is an EXC_RETURN, the exception frame's stacked LR, PC and
+    /// xPSR follow in `records` as `(LR, PC)`, `(xPSR, 0)` ([`wire::STACK_FRAMES_INLINE`]).
+    pub frames_inline: bool,
 }
 
 /// Address-range bins as the firmware counted them.
@@ -535,6 +538,7 @@ pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
             sp: word(3)?,
             r7: word(4)?,
             exc_return: tail as u8,
+            frames_inline: tail & wire::STACK_FRAMES_INLINE != 0,
             window: (0..valid).filter_map(|i| word(header + i)).collect(),
             records: (0..records)
                 .filter_map(|i| {
@@ -617,6 +621,7 @@ fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Resu
             sp: word(3),
             r7: word(4),
             exc_return: tail as u8,
+            frames_inline: tail & wire::STACK_FRAMES_INLINE != 0,
             window: (0..valid).map(|i| word(6 + i)).collect(),
             records: (0..records)
                 .map(|i| (word(6 + valid + 2 * i), word(7 + valid + 2 * i)))
@@ -672,7 +677,14 @@ pub fn encode(d: &Dump) -> Vec<u8> {
                     st.lr,
                     st.sp,
                     st.r7,
-                    st.exc_return as u32 | (valid as u32) << 8 | (records as u32) << 16,
+                    st.exc_return as u32
+                        | (valid as u32) << 8
+                        | (records as u32) << 16
+                        | if st.frames_inline {
+                            wire::STACK_FRAMES_INLINE
+                        } else {
+                            0
+                        },
                 ] {
                     w.put32(v);
                 }
@@ -906,6 +918,7 @@ mod tests {
                 exc_return: 0xF9,
                 window: vec![1, 2, 3],
                 records: vec![(0x2000_FF40, 0x1235), (0x2000_FF80, 0x1301)],
+                frames_inline: true,
             },
             StackSample {
                 lr: 0xFFFF_FFF9,
@@ -914,6 +927,7 @@ mod tests {
                 exc_return: 0xE9,
                 window: Vec::new(),
                 records: Vec::new(),
+                frames_inline: false,
             },
         ];
         let bytes = encode(&d);

@@ -117,6 +117,9 @@ pub struct Context<'a> {
     /// The r7 chain's frame records beyond the window (`(saved r7, saved LR)`, the first at
     /// `r7`): stack words the sampler read at those addresses.
     pub records: &'a [(u32, u32)],
+    /// A record whose LR is an EXC_RETURN is followed in `records` by its exception frame's
+    /// stacked `(LR, PC)` and `(xPSR, 0)`, the words 28, 32 and 36 bytes above the record.
+    pub frames_inline: bool,
 }
 
 /// The registers a pop from the stack loads (bit n: register n), if the instruction is one:
@@ -568,9 +571,18 @@ impl Unwinder {
         // The frame records' words, by address (the chain goes up the stack).
         let mut sparse: Vec<(u32, u32)> = Vec::with_capacity(2 * c.records.len());
         let mut at = c.r7;
-        for &(next, lr) in c.records {
+        let mut pairs = c.records.iter();
+        while let Some(&(next, lr)) = pairs.next() {
             sparse.push((at, next));
             sparse.push((at.wrapping_add(4), lr));
+            if c.frames_inline && lr >= 0xFFFF_FF00 {
+                // The exception frame starts 8 bytes above the handler's record.
+                if let (Some(&(slr, spc)), Some(&(xpsr, _))) = (pairs.next(), pairs.next()) {
+                    sparse.push((at.wrapping_add(28), slr));
+                    sparse.push((at.wrapping_add(32), spc));
+                    sparse.push((at.wrapping_add(36), xpsr));
+                }
+            }
             at = next;
         }
         sparse.sort_unstable_by_key(|w| w.0);
@@ -816,6 +828,7 @@ mod tests {
                 r7: sp + 4 * (next() % 64),
                 window: &window,
                 records: &[(sp + 0x200, 0x155), (sp + 0x100, 0x201)],
+                frames_inline: round % 2 == 0,
             });
             assert!(r.frames.len() <= MAX_DEPTH + 2, "{}", r.frames.len());
             if let End::Failed(why) = &r.end {
@@ -926,6 +939,7 @@ mod tests {
             r7: 0,
             window: &w,
             records: &[],
+            frames_inline: true,
         });
         assert!(matches!(r.end, End::Failed(ref why) if why.contains("not an ELF")));
         assert_eq!(r.frames.len(), 1);

@@ -47,6 +47,7 @@ pub fn apply(
                 percent: 100.0 * n as f64 / total,
                 ci95: None,
                 exact_percent: None,
+                lower_bound: false,
             })
             .collect()
     };
@@ -169,9 +170,10 @@ pub fn render(s: &mut String, e: &Edges, callers: bool) {
                 .exact_percent
                 .map(|x| format!(" {x:>7.2}%"))
                 .unwrap_or_default();
+            let at_least = if row.lower_bound { "≥" } else { " " };
             let _ = writeln!(
                 s,
-                "{:>7.2}% [{lo:>6.2}, {hi:>6.2}]% {:>9}{exact}   {}",
+                "{at_least}{:>6.2}% [{lo:>6.2}, {hi:>6.2}]% {:>9}{exact}   {}",
                 row.percent,
                 row.samples.unwrap_or(0),
                 row.name

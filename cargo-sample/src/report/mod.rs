@@ -85,6 +85,7 @@ fn rows(
                 inclusive_samples: None,
                 inclusive_ci95: None,
                 exact_inclusive_percent: None,
+                inclusive_at_most_percent: None,
             }
         })
         .collect();
@@ -285,6 +286,9 @@ pub struct Samples {
     pub binned: bool,
     /// Findings made while reading the samples (e.g. bins shared by several functions).
     pub findings: Vec<Diagnostic>,
+    /// The image's handlers as urgent as the sampler or more (`NAME at 0xPP`), when the
+    /// firmware sent the priorities: what can hold a sample off.
+    pub urgent: Option<Vec<String>>,
 }
 
 impl Samples {
@@ -433,6 +437,7 @@ pub fn build_samples(
             functions: &v.functions,
             vectors,
             exact_total: exact_instructions,
+            urgent: samples.urgent.as_deref(),
         },
         sym,
         code,

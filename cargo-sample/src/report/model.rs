@@ -151,6 +151,10 @@ pub struct Row {
     /// With `--stacks --truth`: the exact inclusive share, from the exact call graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_inclusive_percent: Option<f64>,
+    /// Sampled stacks of which some stopped short of their root: `inclusive_percent` is then
+    /// a lower bound, and the share is at most this (the stacks cut short may all hold it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_at_most_percent: Option<f64>,
 }
 
 /// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).
@@ -176,6 +180,10 @@ pub struct EdgeRow {
     /// Calls along the edge (an exception entry counts as one): exact reports.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// Sampled stacks of which some stopped short of their root: the share is a lower bound
+    /// (what the stacks cut short held is in the `[stack cut short …]` rows).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub lower_bound: bool,
 }
 
 /// How the stacks of a sampled run unwound (`--stacks`).
@@ -470,6 +478,8 @@ pub enum Finding {
     SaturatedBins,
     /// The firmware stopped in a fault handler.
     Fault,
+    /// Sampled stacks that stopped short of their root: inclusive shares are lower bounds.
+    CutStacks,
 }
 
 /// How much a finding matters.
@@ -540,4 +550,6 @@ pub struct Input<'a> {
     pub vectors: &'a [(u32, u32)],
     /// With `--truth`: the instructions the firmware executed (sampler-rt's excluded).
     pub exact_total: Option<u64>,
+    /// The image's handlers as urgent as the sampler or more, when known.
+    pub urgent: Option<&'a [String]>,
 }

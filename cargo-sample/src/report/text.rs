@@ -314,7 +314,13 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
             }
         }
         if let (Some(inc), true) = (row.inclusive_percent, sampled_inclusive) {
-            cols.push_str(&format!(" {inc:>8.2}%"));
+            // A lower bound where stacks stopped short of their root.
+            let at_least = if row.inclusive_at_most_percent.is_some() {
+                "≥"
+            } else {
+                " "
+            };
+            cols.push_str(&format!(" {at_least}{inc:>7.2}%"));
             if let Some(x) = row.exact_inclusive_percent {
                 cols.push_str(&format!(" {x:>7.2}%"));
             }

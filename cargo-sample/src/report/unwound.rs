@@ -12,7 +12,7 @@ use crate::dump::Dump;
 use crate::exec::callgraph::{self, Stacks, Tree};
 use crate::image::symbolize::Symbolizer;
 use crate::image::unwind::{Context, End, Kind, Unwinder};
-use crate::report::model::{EdgeRow, OUTSIDE, Report, Row, Unwinding};
+use crate::report::model::{Diagnostic, EdgeRow, Finding, OUTSIDE, Report, Row, Unwinding};
 
 /// The outermost frame of a stack that the window cut short.
 pub const TRUNCATED: &str = "[stack cut short by the window]";
@@ -63,6 +63,7 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
             r7: st.r7,
             window: &st.window,
             records: &st.records,
+            frames_inline: st.frames_inline,
         });
         how.samples += 1;
         how.prologue_frames += w.prologue as u64;
@@ -231,11 +232,15 @@ pub fn apply(
             ..Row::default()
         });
     }
+    // Stacks that stopped short of their root may hold any function above the cut: every
+    // inclusive share is then a lower bound, and at most that plus the stacks cut short.
+    let cut = how.samples.saturating_sub(how.complete + how.handler_root);
     for row in &mut r.functions {
         let k = inc.get(&row.name).map(|x| x.0).unwrap_or(0);
         row.inclusive_samples = Some(k);
         row.inclusive_percent = Some(share(k));
         row.inclusive_ci95 = Some(interval(k));
+        row.inclusive_at_most_percent = (cut > 0).then(|| share(k + cut).min(100.0));
         if let (Some(e), Some(t)) = (&exact_inc, exact_total) {
             let x = e.get(&row.name).map(|x| x.0).unwrap_or(0);
             row.exact_inclusive_percent = Some(100.0 * x as f64 / t);
@@ -257,13 +262,14 @@ pub fn apply(
                 percent: share(k),
                 ci95: Some(interval(k)),
                 calls: None,
+                lower_bound: cut > 0,
             })
             .collect()
     };
     let names: Vec<&String> = inc.keys().collect();
     super::calls::set_edges(r, &s, &names, callers, callees, edge_rows)?;
     let rooted = how.complete + how.handler_root;
-    if how.samples > 0 && rooted * 100 < how.samples * 99 {
+    if cut > 0 {
         let mut why: Vec<String> = Vec::new();
         if how.truncated > 0 {
             why.push(format!(
@@ -274,14 +280,24 @@ pub fn apply(
         for (reason, k) in how.failed.iter().take(3) {
             why.push(format!("{k} failed: {reason}"));
         }
-        r.warnings.push(format!(
-            "only {rooted} of {} stacks ({:.1} %) were unwound to their root: {}. Inclusive \
-             shares and callers count what was unwound; the rest shows as `{TRUNCATED}` or \
+        let message = format!(
+            "{cut} of {} stacks ({:.1} %) stopped short of their root: {}. Inclusive shares and \
+             callers count what was unwound, so each is a lower bound (marked `≥`; the JSON \
+             gives `inclusive_at_most_percent`), and the rest shows as `{TRUNCATED}` or \
              `{FAILED}`",
             how.samples,
-            100.0 * rooted as f64 / how.samples as f64,
+            100.0 * cut as f64 / how.samples as f64,
             why.join("; ")
-        ));
+        );
+        let share_cut = 100.0 * cut as f64 / how.samples as f64;
+        // Below 99 % rooted the inclusive view misleads; above, it is worth knowing.
+        let d = if rooted * 100 < how.samples * 99 {
+            r.warnings.push(message.clone());
+            Diagnostic::warning(Finding::CutStacks, message)
+        } else {
+            Diagnostic::note(Finding::CutStacks, message)
+        };
+        r.diagnostics.push(d.at(share_cut, Vec::new()));
     }
     // The tree of real callers, with the inlined frames below each.
     r.tree = super::tree::from_stacks(&inlined, n);

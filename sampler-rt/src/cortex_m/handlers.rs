@@ -174,22 +174,32 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
             core::ptr::write_volatile(out.add(6 + i), core::ptr::read_volatile(from.add(i)));
         }
         // The frame records beyond the window: the chain of (saved r7, saved LR) pairs that
-        // r7 points to, followed while it stays on the stack and goes up.
+        // r7 points to, followed while it stays on the stack and goes up. A record whose LR
+        // is an EXC_RETURN belongs to a handler that interrupted other code: the exception
+        // frame the core stacked lies right above it, and its stacked LR, PC and xPSR follow
+        // as two more pairs (LR, PC), (xPSR, 0), so that the host goes on into the code the
+        // handler interrupted (nested handlers reach their root).
         let records = ((*s).tag_kind >> 16) & 0xFF;
         let rec = out.add(6 + valid as usize);
+        let put = |i: u32, v: u32| core::ptr::write_volatile(rec.add(i as usize), v);
+        let word = |a: u32| core::ptr::read_volatile(a as *const u32);
         let (mut fp, mut low, mut n) = (r7, sp, 0u32);
         while n < records && fp >= low && fp & 3 == 0 && fp < top.saturating_sub(4) {
-            let next = core::ptr::read_volatile(fp as *const u32);
-            core::ptr::write_volatile(rec.add(2 * n as usize), next);
-            core::ptr::write_volatile(
-                rec.add(2 * n as usize + 1),
-                core::ptr::read_volatile((fp + 4) as *const u32),
-            );
+            let (next, lr) = (word(fp), word(fp + 4));
+            put(2 * n, next);
+            put(2 * n + 1, lr);
             n += 1;
+            if lr >= 0xFFFF_FF00 && n + 2 <= records && fp < top.saturating_sub(40) {
+                put(2 * n, word(fp + 28));
+                put(2 * n + 1, word(fp + 32));
+                put(2 * n + 2, word(fp + 36));
+                put(2 * n + 3, 0);
+                n += 2;
+            }
             low = fp + 8;
             fp = next;
         }
-        *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16;
+        *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16 | wire::STACK_FRAMES_INLINE;
         (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
         (*s).remaining -= 1;
         // ARMv7-M keeps the span (mask + 1) for a multiply-high, ARMv6-M the mask itself.

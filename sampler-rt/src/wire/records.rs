@@ -54,6 +54,10 @@ pub const STACK_HEADER_WORDS: u32 = 6;
 pub const fn stack_entry_words(window: u32, records: u32) -> u32 {
     STACK_HEADER_WORDS + window + 2 * records
 }
+/// Bit of a stack entry's sixth word: after a frame record whose saved LR is an EXC_RETURN,
+/// the exception frame's stacked LR, PC and xPSR follow as two more pairs, `(LR, PC)` and
+/// `(xPSR, 0)` (the words 20, 24 and 28 bytes above the address 8 bytes past the record).
+pub const STACK_FRAMES_INLINE: u32 = 1 << 24;
 /// Words an entry uses in a [`REC_STACKS`] record, from its sixth word.
 pub const fn stack_entry_used(tail: u32) -> u32 {
     STACK_HEADER_WORDS + ((tail >> 8) & 0xFF) + 2 * ((tail >> 16) & 0xFF)

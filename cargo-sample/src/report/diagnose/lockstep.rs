@@ -34,6 +34,19 @@ pub(crate) fn lockstep(input: &Input<'_>, sym: &mut Symbolizer, d: &mut Vec<Diag
         ));
         return true;
     }
+    // Consecutive samples that depend on each other mislead only when the period can be in
+    // step with a loop. With a random span at least as wide as the mean period it cannot: a
+    // loop no longer than the span is met at a fresh random point by every sample, and a
+    // longer one is swept in order at a random offset. What correlation remains then is the
+    // program changing what it does more slowly than the sampling (phases, a slow state
+    // machine), which makes the shares of this run more precise than independent samples
+    // would, not less: nothing to say.
+    if input.facts.timer_hz != 0
+        && input.facts.jitter_ticks > 0
+        && f64::from(input.facts.jitter_ticks) >= input.facts.period_ticks
+    {
+        return false;
+    }
     // The function of each sample, for the correlation between consecutive samples.
     let mut ids: HashMap<u32, usize> = HashMap::new();
     let mut names: Vec<String> = Vec::new();

@@ -367,6 +367,7 @@ mod tests {
             functions: &[],
             vectors: &[],
             exact_total: None,
+            urgent: None,
         };
         sampled(&input, &mut sym, None)
     }
@@ -397,6 +398,7 @@ mod tests {
             functions: &rows,
             vectors: &[],
             exact_total: None,
+            urgent: None,
         };
         let mut d = Vec::new();
         resolution(&input, &sym, &mut d);
@@ -433,6 +435,7 @@ mod tests {
             functions: &[],
             vectors: &[],
             exact_total: Some(1072),
+            urgent: None,
         };
         let d = sampled(&input, &mut sym, None);
         assert_eq!(d[0].kind, Finding::NoSamples);
@@ -453,6 +456,95 @@ mod tests {
             d[0].message
                 .contains("the firmware ended the run before the first sample")
         );
+    }
+
+    /// The diagnostics of `pcs` (fixture addresses) under `f`, with `urgent` handlers.
+    fn diagnose(pcs: &[u32], f: &Facts, urgent: Option<&[String]>) -> Vec<Diagnostic> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hot-loops.elf");
+        let data = std::fs::read(&path).unwrap();
+        let mut sym = Symbolizer::new(&path, &data, None).unwrap();
+        let mut code = Code::new(&data).unwrap();
+        let mut per_pc = HashMap::new();
+        for &pc in pcs {
+            *per_pc.entry(pc).or_default() += 1;
+        }
+        let input = Input {
+            pcs,
+            total: pcs.len() as u64,
+            binned: false,
+            per_pc: &per_pc,
+            facts: f,
+            functions: &[],
+            vectors: &[],
+            exact_total: None,
+            urgent,
+        };
+        sampled(&input, &mut sym, Some(&mut code))
+    }
+
+    #[test]
+    fn slow_phases_under_a_wide_random_span_are_not_called_correlated() {
+        // 400 samples in hot_a, then 400 in hot_b, and so on: consecutive samples depend on
+        // each other because the program changes phase slowly.
+        let (mut x, mut pcs) = (0x2545_F491u32, Vec::new());
+        for i in 0..8000u32 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            pcs.push(if (i / 400) % 2 == 0 { 0xff0 } else { 0x1000 } + 2 * (x % 4));
+        }
+        let kinds = |f: &Facts| -> Vec<Finding> {
+            diagnose(&pcs, f, Some(&[]))
+                .iter()
+                .map(|d| d.kind)
+                .collect()
+        };
+        // The default span (wider than the period): no loop can be in step, and slow phases
+        // make the shares more precise, not less.
+        assert_eq!(kinds(&facts(8000, 0, 0)), Vec::<Finding>::new());
+        // A span far narrower than the period: the same series may be a loop in step.
+        let mut narrow = facts(8000, 0, 0);
+        narrow.jitter_ticks = 256;
+        assert_eq!(kinds(&narrow), [Finding::Lockstep]);
+    }
+
+    #[test]
+    fn a_pile_is_named_only_beyond_chance_and_only_where_something_can_hold_the_sampler_off() {
+        let f = facts(0, 0, 0);
+        // hot_loops' straight-line code: 0xff0, 0xff2 (its successor), 0xff4.
+        let pile = |on_next: usize, on_prev: usize| -> Vec<u32> {
+            let mut v = vec![0xff0; on_prev];
+            v.extend(std::iter::repeat_n(0xff2, on_next));
+            v.extend(std::iter::repeat_n(0xff4, 400));
+            // In a random order, as independent samples come.
+            let mut x = 0x2545_F491u32;
+            for i in (1..v.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                v.swap(i, x as usize % (i + 1));
+            }
+            v
+        };
+        let held = |pcs: &[u32], urgent: Option<&[String]>| {
+            diagnose(pcs, &f, urgent)
+                .into_iter()
+                .filter(|d| d.kind == Finding::HeldOff)
+                .collect::<Vec<_>>()
+        };
+        // 13 samples after 2: more than 4 times, and yet within what chance gives when a few
+        // addresses are tested (P = 0.0037 for an even split).
+        assert!(held(&pile(13, 2), None).is_empty());
+        // 120 after 2: no chance at all; a held-off warning, naming what can hold it off.
+        let urgent = ["SysTick at 0x00".to_owned()];
+        let d = held(&pile(120, 2), Some(&urgent));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].message.contains("SysTick at 0x00"), "{}", d[0].message);
+        // The sampler is at 0: no advice to raise its priority.
+        assert!(!d[0].message.contains("`--priority`"), "{}", d[0].message);
+        // Nothing in the firmware as urgent as the sampler: no handler to blame.
+        assert!(held(&pile(120, 2), Some(&[])).is_empty());
     }
 
     #[test]

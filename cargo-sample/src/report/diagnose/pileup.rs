@@ -9,7 +9,11 @@ use crate::image::symbolize::Symbolizer;
 use crate::report::model::Input;
 use crate::report::model::{Diagnostic, Finding, OUTSIDE};
 
-/// Instructions holding far more samples than the instruction before them.
+/// Instructions holding far more samples than the instruction before them, which runs as
+/// often. After masking or sleeping instructions the cause is in the code; after anything
+/// else a pile is named only when chance cannot explain it (a binomial test against an even
+/// split, or at most 4 : 1 where instructions differ in cost, at a false-alarm rate shared
+/// among every sampled instruction), and only where something can hold the sampler off.
 pub(crate) fn pile_ups(
     input: &Input<'_>,
     sym: &mut Symbolizer,
@@ -24,7 +28,27 @@ pub(crate) fn pile_ups(
             by_function.entry(r).or_default().push(pc);
         }
     }
-    let handlers = handler_names(input, sym, code);
+    let handlers = match input.urgent {
+        Some(names) if !names.is_empty() => format!(
+            " (as urgent as the sampler in this run: {})",
+            names.join(", ")
+        ),
+        _ => handler_names(input, sym, code),
+    };
+    // What can hold the sampling interrupt off besides masking and sleep: a handler as urgent
+    // as the sampler (unknown without the priorities the firmware sends).
+    let holdable = input.urgent.is_none_or(|u| !u.is_empty());
+    // Under an even split (QEMU: every instruction takes the same time), or at most 4 : 1
+    // (cycles on silicon), with the false-alarm rate shared among the instructions sampled.
+    let even = if input.facts.unit == "instructions" {
+        0.5
+    } else {
+        0.8
+    };
+    let alpha = crate::analysis::stats::FALSE_ALARM / input.per_pc.len().max(1) as f64;
+    let chance = |s: u64, before: u64| {
+        crate::analysis::stats::binomial_at_least(s, s + before, even) >= alpha
+    };
     let mut found: Vec<(Kind, u32, u64, Insn, String)> = Vec::new();
     for ((start, end), pcs) in by_function {
         let insns = code.function(start as u32, end as u32).to_vec();
@@ -57,7 +81,8 @@ pub(crate) fn pile_ups(
                 // Other causes need a real pile: in straight-line code, many times the samples
                 // of the instruction before, and a share worth mentioning.
                 Kind::Store | Kind::Other | Kind::Svc
-                    if !targets.contains(&pc)
+                    if holdable
+                        && !targets.contains(&pc)
                         && s >= 10
                         && share >= 0.5
                         && s > 4 * (before + 1) =>
@@ -69,6 +94,11 @@ pub(crate) fn pile_ups(
             if matches!(kind, Kind::Unmask | Kind::MaskWrite | Kind::Sleep)
                 && (share < 0.5 || s <= 2 * (before + 1))
             {
+                continue;
+            }
+            // Masking and sleeping instructions are there to see: a pile after one has its
+            // cause in the code. A pile after anything else must be beyond chance.
+            if !matches!(kind, Kind::Unmask | Kind::MaskWrite | Kind::Sleep) && chance(s, before) {
                 continue;
             }
             let name = sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned();
@@ -134,13 +164,20 @@ pub(crate) fn pile_ups(
                 } else {
                     format!("after `{}`", prev.text)
                 };
+                let fix = if input.facts.priority == 0 {
+                    "Nothing samples more urgently than priority 0: give the handler a less \
+                     urgent priority where the application allows it, or count its time \
+                     exactly with `--truth`"
+                } else {
+                    "Sample at a more urgent priority (`--priority`, 0 is the most urgent and \
+                     the default)"
+                };
                 format!(
                     "{share:.2} % of the samples ({s}) pile up on {at}, {cause}: more than 4 times the \
-                     samples of the instruction before it, which runs as often. The sampling interrupt \
-                     was held off and was taken here, so this is the time of code the sampler could not \
-                     see — most often an interrupt handler of the sampler's priority or more urgent{}. \
-                     Sample at a more urgent priority (`--priority`, 0 is the most urgent and the default)",
-                    handlers
+                     samples of the instruction before it, which runs as often, far beyond chance. The \
+                     sampling interrupt was held off and was taken here, so this is the time of code the \
+                     sampler could not see — most often an interrupt handler of the sampler's priority \
+                     or more urgent{handlers}. {fix}"
                 )
             }
         };

@@ -247,8 +247,15 @@
     return el("div", {}, table, more);
   }
   const count = (row) => (exact ? row.instructions : row.samples);
-  function shareCell(p, ci) {
-    const td = el("td", { class: "share" }, fmtPct(p), ci ? el("div", { class: "ci", text: fmtCi(ci) }) : null);
+  // `atMost`: the share is a lower bound (stacks stopped short of their root), at most this.
+  function shareCell(p, ci, atMost, lowerBound) {
+    const bounded = atMost !== undefined || lowerBound;
+    const td = el("td", { class: "share" }, (bounded ? "≥ " : "") + fmtPct(p),
+      ci ? el("div", { class: "ci", text: fmtCi(ci) }) : null);
+    if (bounded) {
+      td.title = "a lower bound: some stacks stopped short of their root" +
+        (atMost !== undefined ? " (at most " + fmtPct(atMost) + ")" : "");
+    }
     const w = Math.max(0, Math.min(100, p || 0));
     td.style.backgroundImage = "linear-gradient(to right, var(--bar) " + w + "%, transparent " + w + "%)";
     return td;
@@ -257,12 +264,12 @@
     const has = (f) => rows.some((row) => row[f] !== undefined && row[f] !== null);
     const cols = [
       { title: "share", num: true, sortDefault: true, value: (row) => row.percent,
-        cell: (row) => shareCell(row.percent, row.ci95) },
+        cell: (row) => shareCell(row.percent, row.ci95, undefined, row.lower_bound) },
       { title: unit, num: true, value: count, cell: (row) => el("td", { class: "num", text: fmtInt(count(row)) }) },
     ];
     if (has("inclusive_percent")) {
       cols.push({ title: "inclusive", num: true, value: (row) => row.inclusive_percent,
-        cell: (row) => shareCell(row.inclusive_percent, row.inclusive_ci95) });
+        cell: (row) => shareCell(row.inclusive_percent, row.inclusive_ci95, row.inclusive_at_most_percent) });
     }
     if (has("exact_percent")) {
       cols.push({ title: "exact", num: true, value: (row) => row.exact_percent,

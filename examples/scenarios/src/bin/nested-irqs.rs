@@ -27,13 +27,15 @@ fn first_work() {
     spin!(core::hint::black_box(100u32), "first_work");
 }
 
-/// The first instruction reads the NVIC (r0 holds its set-pending register's address).
+/// The first instruction reads the NVIC (r0 holds its set-pending register's address); then
+/// a frame record as compilers make one.
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 unsafe extern "C" fn IRQ26() {
     core::arch::naked_asm!(
         "ldr r2, [r0]",
         "push {{r7, lr}}",
+        "mov r7, sp",
         "bl first_work",
         "pop {{r7, pc}}",
     )

@@ -57,10 +57,14 @@ struct BenchArgs {
     /// each.
     #[arg(long)]
     diagnostics: bool,
-    /// With `--diagnostics`: a crate from outside, `DIR` or `DIR:ARGS` (ARGS: its `cargo
-    /// sample` arguments, space-separated). Repeatable.
-    #[arg(long, value_name = "DIR[:ARGS]")]
+    /// With `--diagnostics`: a crate from outside, `DIR`, `DIR:ARGS` or `DIR:ARGS:KINDS`
+    /// (ARGS: its `cargo sample` arguments, space-separated; KINDS: findings the firmware
+    /// really gives cause for, comma-separated). Repeatable.
+    #[arg(long, value_name = "DIR[:ARGS[:KINDS]]")]
     outside: Vec<String>,
+    /// With `--diagnostics`: only the crates given with `--outside`.
+    #[arg(long)]
+    outside_only: bool,
     /// With `--diagnostics`: seeds per firmware.
     #[arg(long, default_value_t = 20)]
     seeds: u32,
@@ -1241,7 +1245,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         return html_cost(&manifest);
     }
     if args.diagnostics {
-        return diagnostics::diagnostics(&manifest, &args.outside, args.seeds);
+        return diagnostics::diagnostics(&manifest, &args.outside, args.seeds, args.outside_only);
     }
     if args.counting_only {
         let c = counting_cost(&manifest)?;

@@ -268,7 +268,9 @@ pub struct RunArgs {
     /// free timer of the machine (found in the image). `systick`, a machine's timer by name
     /// (`gptm0`..`gptm3` on lm3s6965evb, `timer0`..`timer2` on microbit, `timer0`/`timer1` on
     /// mps2, `tim2`/`tim5` on netduinoplus2), `cmsdk:BASE:IRQ`, `gptm:BASE:IRQ`,
-    /// `nrf:BASE:IRQ`, `stm32:BASE:IRQ`; on ARMv8-A the generic timer
+    /// `nrf:BASE:IRQ`, `stm32:BASE:IRQ` (the firmware then defines the timer's handler with
+    /// `sampler_rt::timer_interrupt!(NAME, ack = V)`, V being 1 for `cmsdk` and `gptm`, 0 for
+    /// `nrf` and `stm32`); on ARMv8-A the generic timer
     /// (`generic`, the default) or a PMU overflow every period events (`pmu:cpu_cycles` on the
     /// cycle counter, `pmu:EVENT` on event counter 0).
     #[arg(long, value_name = "TIMER")]

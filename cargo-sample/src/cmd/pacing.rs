@@ -157,8 +157,9 @@ pub(crate) fn build(
                  other timer that cargo-sample knows and the firmware leaves free{}. Sampling on \
                  SysTick would break the application's time base. What can be done: pace the \
                  sampler with a timer of your chip the application leaves free — define its \
-                 handler with `sampler_rt::timer_interrupt!(NAME, ack = V)` and run with \
-                 `--timer cmsdk:BASE:IRQ`, `gptm:BASE:IRQ` or `nrf:BASE:IRQ` — or profile with \
+                 handler with `sampler_rt::timer_interrupt!(NAME, ack = V)` (V: 1 for `cmsdk` \
+                 and `gptm`, 0 for `nrf` and `stm32`) and run with `--timer cmsdk:BASE:IRQ`, \
+                 `gptm:BASE:IRQ`, `nrf:BASE:IRQ` or `stm32:BASE:IRQ` — or profile with \
                  `--exact` (instruction counts, no timer)",
                 m.name,
                 if m.timers.is_empty() {

@@ -237,6 +237,7 @@ impl ExecLog {
             return line.starts_with(b"Linking TBs")
                 || line.starts_with(b"cpu_io_recompile:")
                 || line.starts_with(b"Taking exception ")
+                || line.starts_with(b"Loaded reset SP ")
                 || line.starts_with(b"...");
         };
         let Some(pc) = pc else { return false };
@@ -400,6 +401,8 @@ mod tests {
             log.line(b"Trace 0: 0x7fc5f4000240 [00800400/000007dc/00000110/ff020201] __pre_init")
         );
         assert!(log.line(b"cpu_io_recompile: rewound execution of TB to 000007dc"));
+        // `-d int` at reset: the log's, not the firmware's output.
+        assert!(log.line(b"Loaded reset SP 0x0 PC 0x0 from vector table"));
         // Anything else is the firmware's or QEMU's own output.
         assert!(!log.line(b"qemu-system-arm: terminating on signal 15"));
         assert!(!log.line(b"Trace of my own"));

@@ -339,27 +339,37 @@ mod tests {
         }
     }
 
-    /// The diagnostics of samples spread evenly over 50 addresses of a fixture function.
+    /// The next number of a xorshift32 sequence.
+    fn xorshift(x: &mut u32) -> u32 {
+        *x ^= *x << 13;
+        *x ^= *x >> 17;
+        *x ^= *x << 5;
+        *x
+    }
+
+    /// The diagnostics of samples spread evenly over 5 addresses of a fixture function.
     fn run_with(f: &Facts) -> Vec<Diagnostic> {
+        let mut x = 0x2545_F491u32;
+        let pcs: Vec<u32> = (0..2000)
+            .map(|_| 0xff0 + 2 * (xorshift(&mut x) % 5))
+            .collect();
+        diagnose(&pcs, f, None, false)
+    }
+
+    /// The diagnostics of `pcs` (fixture addresses) under `f`, with `urgent` handlers, and
+    /// with the code (for pile-ups) when `code` says so.
+    fn diagnose(pcs: &[u32], f: &Facts, urgent: Option<&[String]>, code: bool) -> Vec<Diagnostic> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures/hot-loops.elf");
         let data = std::fs::read(&path).unwrap();
         let mut sym = Symbolizer::new(&path, &data, None).unwrap();
-        let mut x = 0x2545_F491u32;
-        let pcs: Vec<u32> = (0..2000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                0xff0 + 2 * (x % 5)
-            })
-            .collect();
+        let mut disasm = Code::new(&data).unwrap();
         let mut per_pc = HashMap::new();
-        for &pc in &pcs {
+        for &pc in pcs {
             *per_pc.entry(pc).or_default() += 1;
         }
         let input = Input {
-            pcs: &pcs,
+            pcs,
             total: pcs.len() as u64,
             binned: false,
             per_pc: &per_pc,
@@ -367,9 +377,9 @@ mod tests {
             functions: &[],
             vectors: &[],
             exact_total: None,
-            urgent: None,
+            urgent,
         };
-        sampled(&input, &mut sym, None)
+        sampled(&input, &mut sym, code.then_some(&mut disasm))
     }
 
     fn row(name: &str, percent: f64) -> Row {
@@ -458,44 +468,16 @@ mod tests {
         );
     }
 
-    /// The diagnostics of `pcs` (fixture addresses) under `f`, with `urgent` handlers.
-    fn diagnose(pcs: &[u32], f: &Facts, urgent: Option<&[String]>) -> Vec<Diagnostic> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/hot-loops.elf");
-        let data = std::fs::read(&path).unwrap();
-        let mut sym = Symbolizer::new(&path, &data, None).unwrap();
-        let mut code = Code::new(&data).unwrap();
-        let mut per_pc = HashMap::new();
-        for &pc in pcs {
-            *per_pc.entry(pc).or_default() += 1;
-        }
-        let input = Input {
-            pcs,
-            total: pcs.len() as u64,
-            binned: false,
-            per_pc: &per_pc,
-            facts: f,
-            functions: &[],
-            vectors: &[],
-            exact_total: None,
-            urgent,
-        };
-        sampled(&input, &mut sym, Some(&mut code))
-    }
-
     #[test]
     fn slow_phases_under_a_wide_random_span_are_not_called_correlated() {
         // 400 samples in hot_a, then 400 in hot_b, and so on: consecutive samples depend on
         // each other because the program changes phase slowly.
-        let (mut x, mut pcs) = (0x2545_F491u32, Vec::new());
-        for i in 0..8000u32 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            pcs.push(if (i / 400) % 2 == 0 { 0xff0 } else { 0x1000 } + 2 * (x % 4));
-        }
+        let mut x = 0x2545_F491u32;
+        let pcs: Vec<u32> = (0..8000u32)
+            .map(|i| if (i / 400) % 2 == 0 { 0xff0 } else { 0x1000 } + 2 * (xorshift(&mut x) % 4))
+            .collect();
         let kinds = |f: &Facts| -> Vec<Finding> {
-            diagnose(&pcs, f, Some(&[]))
+            diagnose(&pcs, f, Some(&[]), true)
                 .iter()
                 .map(|d| d.kind)
                 .collect()
@@ -520,15 +502,12 @@ mod tests {
             // In a random order, as independent samples come.
             let mut x = 0x2545_F491u32;
             for i in (1..v.len()).rev() {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                v.swap(i, x as usize % (i + 1));
+                v.swap(i, xorshift(&mut x) as usize % (i + 1));
             }
             v
         };
         let held = |pcs: &[u32], urgent: Option<&[String]>| {
-            diagnose(pcs, &f, urgent)
+            diagnose(pcs, &f, urgent, true)
                 .into_iter()
                 .filter(|d| d.kind == Finding::HeldOff)
                 .collect::<Vec<_>>()

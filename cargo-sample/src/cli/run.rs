@@ -221,10 +221,10 @@ pub struct RunArgs {
     /// Default: 10000, or the ring's capacity if smaller.
     #[arg(short = 'n', long, value_name = "N")]
     pub samples: Option<u32>,
-    /// Mean sampling period, in the report's unit: instructions in QEMU (`10000`: the timer
-    /// ticks that make them at the run's `-icount` shift), the core's cycles on a board; or
-    /// timer ticks (`16000ticks`), a duration (`10us`, `1ms`), a rate (`100khz`).
-    /// Default: 10 000 instructions in QEMU, 10 000 cycles on a board.
+    /// Mean sampling period, in the report's unit (default: 10 000 instructions in QEMU, 10 000
+    /// cycles on a board): a number (`5000`: made of the timer ticks that take that long at the
+    /// run's `-icount` shift), timer ticks (`16000ticks`), a duration (`10us`, `1ms`) or a rate
+    /// (`100khz`).
     #[arg(long, value_name = "PERIOD")]
     pub period: Option<Period>,
     /// Random span of each period, in ticks, rounded down to a power of two, at most twice the

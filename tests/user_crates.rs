@@ -258,6 +258,31 @@ fn init_names_the_command_that_profiles_the_example_it_set_up() {
     );
 }
 
+/// A build that fails for good prints the compiler's error and cargo's, once, before the
+/// verdict (they are held back while a retry could still succeed).
+#[test]
+fn a_firmware_that_does_not_compile_shows_the_compilers_error() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, src.replace("fn sort(", "fn sort(oops oops, ")).unwrap();
+    let out = cargo_sample_in_copy(dir, &["--release", "--exact"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    let compiler = stderr
+        .find("error: expected")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let cargo = stderr
+        .find("could not compile")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let verdict = stderr
+        .find("building `quickstart-app` failed")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(compiler < cargo && cargo < verdict, "{stderr}");
+    assert_eq!(stderr.matches("could not compile").count(), 1, "{stderr}");
+}
+
 #[test]
 fn crates_init_cannot_handle_are_left_as_they_were_with_the_place_named() {
     let copy = copy_crate("tests/crates/quickstart");

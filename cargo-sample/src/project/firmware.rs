@@ -542,19 +542,23 @@ fn cargo_build(
     })
 }
 
-/// Copy cargo's standard error to ours line by line, keeping back its error lines (and the
-/// "build failed, waiting for other jobs" that comes with them); returns those.
+/// Copy cargo's standard error to ours line by line until its first error line (or "build
+/// failed, waiting for other jobs"); keep that line and everything after it (an error's
+/// `Caused by:` lines, a build script's output) back, and return them.
 fn pass_through_but_errors(stderr: std::process::ChildStderr) -> String {
     use std::io::{BufRead, Write};
     let mut held = String::new();
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
         let plain = anstream::adapter::strip_str(&line).to_string();
         let plain = plain.trim_start();
-        if plain.starts_with("error") || plain.starts_with("warning: build failed") {
+        if held.is_empty()
+            && !plain.starts_with("error")
+            && !plain.starts_with("warning: build failed")
+        {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        } else {
             held.push_str(&line);
             held.push('\n');
-        } else {
-            let _ = writeln!(std::io::stderr(), "{line}");
         }
     }
     held

@@ -2,10 +2,11 @@
 //! is a thin `main` over this library; the library is public so that the decoders of outside
 //! data (dumps, SWO streams, text dumps, ELF files, cargo configuration) can be fuzzed.
 //!
-//! The pipeline: [`project`] finds the crate, target and runner; [`firmware`] builds it with
-//! the sampling feature; [`elf`] checks the image and writes the run's configuration into a
-//! copy; [`qemu`] runs it; [`dump`] (or [`snapshot`]) decodes what the sampler sent; [`runs`]
-//! keeps everything; [`symbolize`] and [`report`] turn addresses into the profile.
+//! The pipeline: [`project`] finds the crate, target and runner; [`project::firmware`] builds
+//! it with the sampling feature; [`image::elf`] checks the image and writes the run's
+//! configuration into a copy; [`exec::qemu`] runs it; [`dump`] (or [`capture::snapshot`])
+//! decodes what the sampler sent; [`runs`] keeps everything; [`image::symbolize`] and
+//! [`report`] turn addresses into the profile.
 
 pub mod analysis;
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! The one flow every capture goes through, whatever runs the firmware (QEMU's semihosting
 //! dump, a live ring, a probe, a serial port, exact counting, PMU counting):
 //!
-//! 1. [`preflight`]: what can be refused before a build (the crate not set up, a `--tag` that
+//! 1. `preflight`: what can be refused before a build (the crate not set up, a `--tag` that
 //!    cannot work) and the warning for an unoptimised profile;
-//! 2. [`build`]: the firmware built and its image read once, with the check that sampler-rt's
+//! 2. `build`: the firmware built and its image read once, with the check that sampler-rt's
 //!    runtime survived the link;
-//! 3. [`Run::start`]: a new run directory holding the image as built, the image that runs (the
+//! 3. `Run::start`: a new run directory holding the image as built, the image that runs (the
 //!    sampler's configuration written into it) and `run.json`;
 //! 4. the mode's own run, which keeps every raw byte in the directory as it arrives;
-//! 5. [`Run::finish`] (or [`Run::failed`]): the run's end state saved, where it is said, and an
+//! 5. `Run::finish` (or `Run::failed`): the run's end state saved, where it is said, and an
 //!    error naming the directory when nothing reportable came back.
 
 use std::path::{Path, PathBuf};

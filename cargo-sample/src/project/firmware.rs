@@ -26,6 +26,21 @@ fn link_hint(errors: &str) -> Option<String> {
                  free timer of the machine, or name one with `--timer`"
         ));
     }
+    let undefined = |name: &str| {
+        errors.contains(&format!("undefined symbol: {name}"))
+            || errors.contains(&format!("undefined reference to `{name}'"))
+    };
+    if undefined("__stext") || undefined("__etext") {
+        return Some(
+            "hint: sampler-rt fingerprints the code between the symbols `__stext` and `__etext` \
+             (so that a dump proves which code made it), which cortex-m-rt's `link.x` defines \
+             and this firmware's linker script does not. Define them around the code's output \
+             section, e.g. `.text : { __stext = .; *(.text .text.*) __etext = .; }`, or after \
+             it: `PROVIDE(__stext = ADDR(.text)); PROVIDE(__etext = ADDR(.text) + \
+             SIZEOF(.text));`"
+                .to_owned(),
+        );
+    }
     if errors.contains("will not fit in region") && errors.contains(".uninit") {
         return Some(
             "hint: sampler-rt's ring does not fit in the part's RAM (4 bytes a sample). Build it \
@@ -562,4 +577,27 @@ fn pass_through_but_errors(stderr: std::process::ChildStderr) -> String {
         }
     }
     held
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_errors_with_a_known_cause_get_their_fix() {
+        let lld = "error: linking with `rust-lld` failed: exit status: 1\n  = note: rust-lld: \
+                   error: undefined symbol: __stext\n          >>> referenced by dump.rs";
+        let hint = link_hint(lld).unwrap();
+        assert!(
+            hint.contains("__stext = .;") && hint.contains("PROVIDE(__etext"),
+            "{hint}"
+        );
+        let gnu = "undefined reference to `__etext'";
+        assert!(link_hint(gnu).is_some_and(|h| h.contains("linker script")));
+        assert!(
+            link_hint("rust-lld: error: duplicate symbol: SysTick")
+                .is_some_and(|h| h.contains(DUPLICATE_SYSTICK))
+        );
+        assert_eq!(link_hint("error[E0425]: cannot find value `x`"), None);
+    }
 }

@@ -85,6 +85,15 @@ pub(crate) fn choose_machine(args: &RunArgs, p: &Project) -> Result<QemuTarget> 
             machine::names()
         )
     })?;
+    if !m.repeats {
+        term::note(format!(
+            "QEMU's {} does not repeat a run exactly under `-icount`: its STM32 timers' \
+             interrupts come at different instructions from run to run, with or without the \
+             sampler, so two runs of the same firmware and seed may differ (every other \
+             machine cargo-sample knows repeats them exactly)",
+            m.name
+        ));
+    }
     if !m.targets.contains(&p.triple.as_str()) {
         term::warn(format!(
             "QEMU {} has a {} core, which does not run `{}` code",

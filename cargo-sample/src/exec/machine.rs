@@ -14,6 +14,9 @@ pub struct Machine {
     /// Device timers that can pace the sampler when the firmware owns SysTick, in the order
     /// they are tried.
     pub timers: &'static [DeviceTimer],
+    /// Whether QEMU repeats a run of it exactly under `-icount` (7.2's netduinoplus2 does not:
+    /// its STM32 timers' interrupts come at different instructions from run to run).
+    pub repeats: bool,
 }
 
 /// A device timer that sampler-rt drives (a `wire::TIMER_*` kind).
@@ -164,6 +167,7 @@ pub const MACHINES: &[Machine] = &[
         targets: &["aarch64-unknown-none", "aarch64-unknown-none-softfloat"],
         cmsdk_timer: None,
         timers: &[],
+        repeats: true,
     },
     Machine {
         name: "mps2-an385",
@@ -172,6 +176,7 @@ pub const MACHINES: &[Machine] = &[
         targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
         cmsdk_timer: Some((0x4000_0000, 8)),
         timers: MPS2_TIMERS,
+        repeats: true,
     },
     Machine {
         name: "lm3s6965evb",
@@ -180,6 +185,7 @@ pub const MACHINES: &[Machine] = &[
         targets: &["thumbv7m-none-eabi", "thumbv6m-none-eabi"],
         cmsdk_timer: None,
         timers: LM3S_TIMERS,
+        repeats: true,
     },
     Machine {
         name: "mps2-an386",
@@ -188,6 +194,7 @@ pub const MACHINES: &[Machine] = &[
         targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
         timers: MPS2_TIMERS,
+        repeats: true,
     },
     Machine {
         name: "mps2-an500",
@@ -196,6 +203,7 @@ pub const MACHINES: &[Machine] = &[
         targets: V7EM,
         cmsdk_timer: Some((0x4000_0000, 8)),
         timers: MPS2_TIMERS,
+        repeats: true,
     },
     Machine {
         name: "netduinoplus2",
@@ -204,6 +212,7 @@ pub const MACHINES: &[Machine] = &[
         targets: V7EM,
         cmsdk_timer: None,
         timers: STM32F4_TIMERS,
+        repeats: false,
     },
     Machine {
         name: "microbit",
@@ -212,6 +221,7 @@ pub const MACHINES: &[Machine] = &[
         targets: &["thumbv6m-none-eabi"],
         cmsdk_timer: None,
         timers: NRF51_TIMERS,
+        repeats: true,
     },
     Machine {
         name: "mps2-an505",
@@ -220,6 +230,7 @@ pub const MACHINES: &[Machine] = &[
         targets: V8M,
         cmsdk_timer: Some((0x4000_0000, 3)),
         timers: &[timer(CMSDK, "timer0", 0x4000_0000, 3, &["TIMER0"])],
+        repeats: true,
     },
     Machine {
         name: "mps3-an547",
@@ -228,6 +239,7 @@ pub const MACHINES: &[Machine] = &[
         targets: V8M,
         cmsdk_timer: Some((0x4800_0000, 3)),
         timers: &[timer(CMSDK, "timer0", 0x4800_0000, 3, &["TIMER0"])],
+        repeats: true,
     },
 ];
 

@@ -39,7 +39,11 @@
 //! up to the per-address counts exactly, and a block stopped before its last instruction
 //! neither calls nor returns. It needs `out=FILE` for those counters. Written at exit as `SMPLCCT2`,
 //! the nodes (parent, entry, flags, site, calls) then the counts (node, block,
-//! instructions).
+//! instructions). With `contexts=FILE` (alone or beside `graph=`) it follows the same way and
+//! writes `SMPLEXH1`, then (handler entry, address, instructions) per instruction run inside an
+//! exception, keyed by the innermost exception's handler: the time of each exception per
+//! address, which the host needs to tell the time a sampler could see from the time it could
+//! not.
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -307,6 +311,12 @@ struct Graph {
     returned: bool,
     /// Exception handlers' entry addresses (`handlers=A:B:...`).
     handlers: Vec<u32>,
+    /// Per node, the entry of the innermost exception around it (0: none).
+    inner: Vec<u32>,
+    /// Instructions per (innermost exception's entry, address), outside thread mode
+    /// (`contexts=FILE`).
+    contexts: HashMap<(u32, u32), u64>,
+    contexts_out: Option<String>,
 }
 
 static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
@@ -328,6 +338,9 @@ impl Graph {
             pending: None,
             returned: false,
             handlers,
+            inner: vec![0],
+            contexts: HashMap::new(),
+            contexts_out: None,
         }
     }
 
@@ -342,8 +355,19 @@ impl Graph {
             .or_insert(n);
         if id == n {
             self.nodes.push((parent, entry, exception, site, 0));
+            let inner = if exception != 0 {
+                entry
+            } else {
+                self.inner[parent as usize]
+            };
+            self.inner.push(inner);
         }
         id
+    }
+
+    /// Whether calls and exceptions are followed: a graph or per-exception counts asked for.
+    fn follows(&self) -> bool {
+        !self.out.is_empty() || self.contexts_out.is_some()
     }
 
     fn current(&self) -> u32 {
@@ -363,6 +387,12 @@ impl Graph {
             .count();
         if ran > 0 {
             *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
+            let inner = self.inner[node as usize];
+            if inner != 0 && self.contexts_out.is_some() {
+                for &pc in &b.pcs[..ran] {
+                    *self.contexts.entry((inner, pc)).or_default() += 1;
+                }
+            }
             if let Some(f) = self.stack.last_mut() {
                 f.fresh = false;
             }
@@ -457,6 +487,18 @@ impl Graph {
 
     fn write(&mut self) {
         self.settle();
+        if let Some(path) = &self.contexts_out {
+            let mut c: Vec<_> = self.contexts.iter().collect();
+            c.sort_unstable();
+            let mut b = Vec::with_capacity(8 + 16 * c.len());
+            b.extend_from_slice(b"SMPLEXH1");
+            for ((handler, pc), n) in c {
+                b.extend_from_slice(&handler.to_le_bytes());
+                b.extend_from_slice(&pc.to_le_bytes());
+                b.extend_from_slice(&n.to_le_bytes());
+            }
+            write_file(path, &b);
+        }
         let mut b = Vec::with_capacity(16 + 24 * self.nodes.len() + 16 * self.counts.len());
         b.extend_from_slice(b"SMPLCCT2");
         b.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
@@ -475,16 +517,20 @@ impl Graph {
             b.extend_from_slice(&pc.to_le_bytes());
             b.extend_from_slice(&n.to_le_bytes());
         }
-        let tmp = format!("{}.tmp", self.out);
-        let written = std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(&b))
-            .and_then(|()| std::fs::rename(&tmp, &self.out));
-        if let Err(e) = written {
-            eprintln!(
-                "cargo-sample exact-count plugin: cannot write {}: {e}",
-                self.out
-            );
+        if !self.out.is_empty() {
+            write_file(&self.out, &b);
         }
+    }
+}
+
+/// Write a file whole (through a temporary name), or say why not.
+fn write_file(path: &str, b: &[u8]) {
+    let tmp = format!("{path}.tmp");
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(b))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        eprintln!("cargo-sample exact-count plugin: cannot write {path}: {e}");
     }
 }
 
@@ -565,7 +611,7 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let counting = state.out.is_some();
     let graphing = GRAPH
         .lock()
-        .map(|g| g.as_ref().is_some_and(|g| !g.out.is_empty()))
+        .map(|g| g.as_ref().is_some_and(Graph::follows))
         .unwrap_or(false);
     let mut pcs = Vec::with_capacity(n);
     let mut counters = Vec::new();
@@ -623,7 +669,7 @@ fn flush_ticks() {
 fn write_counts() {
     flush_ticks();
     if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
-        && !g.out.is_empty()
+        && g.follows()
     {
         g.write();
     }
@@ -681,8 +727,13 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             Some(("graph", v)) => {
                 let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let handlers = g.take().map(|g| g.handlers).unwrap_or_default();
-                *g = Some(Graph::new(v.to_owned(), handlers));
+                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
+                g.out = v.to_owned();
+            }
+            Some(("contexts", v)) => {
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
+                g.contexts_out = Some(v.to_owned());
             }
             Some(("handlers", v)) => {
                 let list: Vec<u32> = v
@@ -714,7 +765,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, handlers=A:B:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, handlers=A:B:..)"
                 );
                 return -1;
             }
@@ -722,11 +773,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
     }
     let graphing = GRAPH
         .lock()
-        .map(|g| g.as_ref().is_some_and(|g| !g.out.is_empty()))
+        .map(|g| g.as_ref().is_some_and(Graph::follows))
         .unwrap_or(false);
     if graphing && out.is_none() {
         // The graph reads how much of each block ran from the exact counters.
-        eprintln!("cargo-sample exact-count plugin: graph=FILE needs out=FILE");
+        eprintln!("cargo-sample exact-count plugin: graph=FILE and contexts=FILE need out=FILE");
         return -1;
     }
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Counters {

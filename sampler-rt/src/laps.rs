@@ -102,8 +102,12 @@ pub struct Lap<'a> {
 impl Drop for Lap<'_> {
     #[inline(never)]
     fn drop(&mut self) {
-        let end = read_counter();
-        self.region.record(self.start, end, self.seq);
+        // Masked from the counter's read to the trace's count of samples: a sample in between
+        // would be counted inside the lap without its time.
+        without_interrupts(|| {
+            let end = read_counter();
+            self.region.record(self.start, end, self.seq);
+        });
     }
 }
 
@@ -123,7 +127,7 @@ fn opaque<T>(r: &T) -> &T {
 /// A start sequence number meaning "the sampler was not running".
 const NO_SEQ: u32 = u32::MAX;
 
-/// The samples taken so far, read before a lap's first counter read (outside the lap).
+/// The samples taken so far, read right after a lap's first counter read.
 #[inline(always)]
 fn seq() -> u32 {
     if TRACE == 0 {
@@ -160,10 +164,13 @@ impl Region {
         if !self.registered.load(Ordering::Relaxed) {
             self.register();
         }
+        // The counter first, then the samples taken: a sample between the two is inside the lap
+        // both ways (counted, and its time after the start).
+        let start = read_counter();
         let seq = seq();
         Lap {
             region: self,
-            start: read_counter(),
+            start,
             seq,
         }
     }
@@ -194,11 +201,15 @@ impl Region {
             self.register();
         }
         let this = opaque(self);
-        let seq = seq();
+        // The counter first, then the samples taken (see `start`); at the end the counter is
+        // read where the lap is recorded, interrupts masked (see `Lap::drop`).
         let start = read_counter();
+        let seq = seq();
         f();
-        let end = read_counter();
-        this.record(start, end, seq);
+        without_interrupts(|| {
+            let end = read_counter();
+            this.record(start, end, seq);
+        });
     }
 
     /// Mark the start of an iteration: the time since the previous mark is one lap.

@@ -258,13 +258,16 @@ fn stripped_elves_and_elves_without_dwarf_still_report() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let dir = run_dir_of(&out.stderr);
+    let whole: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let samples = whole["samples"].as_u64().unwrap();
+    assert!(samples > 50, "{samples}");
     for (flag, expect) in [
         ("--strip-debug", "no DWARF"),
         ("--strip-all", "no function symbols"),
     ] {
         let (r, err) = report_stripped(&dir, flag);
         assert!(err.contains(expect), "{flag}: {err}");
-        assert_eq!(r["samples"].as_u64().unwrap(), 61);
+        assert_eq!(r["samples"].as_u64().unwrap(), samples);
     }
     summary(
         "stripped ELF, ELF without DWARF",

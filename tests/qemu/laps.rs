@@ -183,7 +183,7 @@ fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeli
     }
     let number = |m: &crate::support::FirefoxMarker, k: &str| m.data[k].as_f64().unwrap();
     // A lap with the sampler's interrupt inside is longer by the sampler's cost per sample
-    // (about 25 instructions with a CMSDK timer): the samples the firmware counted during a
+    // (about 32 instructions with a CMSDK timer and the lateness check): the samples the firmware counted during a
     // lap are the ones that hit it.
     for region in ["sum_array", "sum_array/2"] {
         let laps: Vec<_> = markers.iter().filter(|m| m.name == region).collect();
@@ -199,7 +199,7 @@ fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeli
                 assert!(extra <= 1.0, "{region}: {m:?} (clean lap {clean})");
             } else {
                 assert!(
-                    (18.0..32.0).contains(&per_sample),
+                    (18.0..40.0).contains(&per_sample),
                     "{region}: {m:?} ({clean})"
                 );
             }

@@ -23,6 +23,19 @@ pub fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
         .expect("running cargo-sample")
 }
 
+/// [`cargo_sample`] with more environment variables.
+pub fn cargo_sample_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-sample"));
+    c.arg("sample")
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("running cargo-sample")
+}
+
 /// Run a scenario and return its JSON report.
 pub fn profile(bin: &str, extra: &[&str]) -> Value {
     profile_in(bin, extra).0

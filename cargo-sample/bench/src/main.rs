@@ -963,7 +963,8 @@ fn m0_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
 /// counted with the sampler's code.
 fn timer_costs(examples: &Path) -> Result<Vec<HandlerCost>> {
     let sampler = |short: &str| {
-        short == "sampler_rt_entry"
+        short.starts_with("sampler_rt_")
+            || short.starts_with("probe_")
             || short.starts_with("sample_ring")
             || short.starts_with("sample_hist")
             || short == "TIMER_0A"

@@ -82,9 +82,134 @@ pub fn binomial_at_least(k: u64, n: u64, p: f64) -> f64 {
     sum.min(1.0)
 }
 
+/// P(X <= k) for X ~ Binomial(n, p).
+pub fn binomial_at_most(k: u64, n: u64, p: f64) -> f64 {
+    if k >= n {
+        return 1.0;
+    }
+    binomial_at_least(n - k, n, 1.0 - p)
+}
+
+/// The standard normal quantile: x with Φ(x) = q, for 0 < q < 1 (a rational approximation
+/// in three regions, relative error below 1.2e-9; one Newton step on `erfc` would add
+/// nothing a report prints).
+pub fn normal_quantile(q: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    if q <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q >= 1.0 {
+        return f64::INFINITY;
+    }
+    let tail = |t: f64| {
+        let r = (-2.0 * t.ln()).sqrt();
+        (((((C[0] * r + C[1]) * r + C[2]) * r + C[3]) * r + C[4]) * r + C[5])
+            / ((((D[0] * r + D[1]) * r + D[2]) * r + D[3]) * r + 1.0)
+    };
+    if q < 0.024_25 {
+        tail(q)
+    } else if q > 1.0 - 0.024_25 {
+        -tail(1.0 - q)
+    } else {
+        let x = q - 0.5;
+        let r = x * x;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * x
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// How far `k` samples of `n` lie from a true share `p`, in standard deviations: the normal
+/// deviate with the same tail probability as the binomial's (mid-p: half the probability of
+/// exactly `k` counts as beyond), signed like `k - n p`. Where counts are large this is
+/// `(k / n - p) / sqrt(p (1 - p) / n)`; where they are small it stays honest (one sample of
+/// a share expected at 0.01 samples is a 1 % event, about 2.3 sigma, not the 10 the normal
+/// approximation gives). Infinite when `p` makes `k` impossible.
+pub fn binomial_z(k: u64, n: u64, p: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let expected = n as f64 * p;
+    let exactly = |k: u64| binomial_at_least(k, n, p) - binomial_at_least(k + 1, n, p);
+    if (k as f64) > expected {
+        let beyond = binomial_at_least(k + 1, n, p) + 0.5 * exactly(k);
+        if beyond <= 0.0 {
+            return f64::INFINITY;
+        }
+        -normal_quantile(beyond.min(0.5))
+    } else if (k as f64) < expected {
+        let below = k.checked_sub(1).map_or(0.0, |j| binomial_at_most(j, n, p));
+        let beyond = below + 0.5 * exactly(k);
+        if beyond <= 0.0 {
+            return f64::NEG_INFINITY;
+        }
+        normal_quantile(beyond.min(0.5))
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binomial_deviates_match_the_normal_where_counts_are_large_and_stay_honest_where_small() {
+        // Large counts: close to (k/n - p) / sd (at 4 sigma the binomial's skew shows).
+        for (k, n, p, within) in [
+            (1575u64, 30_000u64, 0.05f64, 0.03),
+            (1425, 30_000, 0.05, 0.03),
+            (1650, 30_000, 0.05, 0.1),
+            (1350, 30_000, 0.05, 0.1),
+            (520, 1000, 0.5, 0.03),
+        ] {
+            let normal = (k as f64 / n as f64 - p) / (p * (1.0 - p) / n as f64).sqrt();
+            let z = binomial_z(k, n, p);
+            assert!(
+                (z - normal).abs() < within,
+                "{k}/{n} at {p}: {z} vs {normal}"
+            );
+        }
+        // One sample where 0.01 were expected: P(X >= 1) = 1 - e^-0.01 (about 1 %), half of
+        // P(X = 1) counted: about 2.6 sigma, not (1/n - p)/sd = 10.
+        let z = binomial_z(1, 30_000, 0.01 / 30_000.0);
+        assert!(z > 2.3 && z < 2.8, "{z}");
+        // None where 25 were expected: far below.
+        assert!(binomial_z(0, 30_000, 25.0 / 30_000.0) < -6.0);
+        assert_eq!(binomial_z(3, 100, 0.0), f64::INFINITY);
+        assert_eq!(binomial_z(50, 100, 0.5), 0.0);
+        // The quantile is the inverse of the normal table.
+        assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-6);
+        assert!((normal_quantile(0.00135) + 3.0).abs() < 1e-3);
+        assert!((normal_quantile(1e-9) + 5.997_807).abs() < 1e-4);
+    }
 
     #[test]
     fn binomial_tails_match_exact_sums() {

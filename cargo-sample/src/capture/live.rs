@@ -308,6 +308,7 @@ impl Live {
         if self.stacks.len() == d.pcs.len() {
             d.stacks = self.stacks.clone();
         }
+        d.held_off = crate::capture::snapshot::held_off_of(&self.state);
         d
     }
 

@@ -104,7 +104,17 @@ pub fn to_dump(
     if stacked && stacks.len() == d.pcs.len() {
         d.stacks = stacks;
     }
+    d.held_off = held_off_of(&s);
     Some(d)
+}
+
+/// The lateness check as the state block shows it (the count so far), when it runs.
+pub fn held_off_of(s: &StateView) -> Option<crate::dump::HeldOff> {
+    (s.late_ticks != 0).then_some(crate::dump::HeldOff {
+        late_ticks: s.late_ticks,
+        count: s.held_off,
+        how: wire::LATE_CHECKED,
+    })
 }
 
 /// A histogram dump from a state block and the counters' bytes.
@@ -126,6 +136,7 @@ fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Du
             outside: word(n) as u32,
             bins: (0..n).map(word).collect(),
         }),
+        held_off: held_off_of(s),
         ..Dump::of_samples(info, 0, Vec::new(), Vec::new())
     })
 }

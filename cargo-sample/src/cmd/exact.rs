@@ -157,13 +157,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         // The plugin follows calls too: the exact call graph (the exec log cannot; on
         // ARMv8-A exceptions do not enter through a table of handler addresses, which the
         // plugin's rules need, so not there yet).
-        call_graph: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64).then(|| {
-            crate::image::elf::vectors(&img.bytes)
-                .iter()
-                .filter(|v| v.0 >= 2 && v.1 > 1)
-                .map(|v| v.1 & !1)
-                .collect()
-        }),
+        call_graph: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64)
+            .then(|| crate::image::elf::handler_entries(&img.bytes)),
+        contexts: None,
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();

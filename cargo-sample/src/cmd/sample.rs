@@ -213,6 +213,17 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         } else {
             0
         },
+        late_ticks: match timer {
+            Timer::Pmu { .. } => 0,
+            // QEMU's STM32 timers do not restart their count at the update (it runs on past
+            // the reload), so it says nothing of lateness there.
+            Timer::Device { kind, .. } if kind == wire::TIMER_STM32 => 0,
+            _ => super::settings::late_ticks(
+                units_per_tick,
+                timer_kind != wire::TIMER_SYSTICK,
+                false,
+            ),
+        },
     };
 
     // Samples every N events share out the events, not the instructions.
@@ -345,13 +356,13 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
                         .map(|a| a as u32 + 0x280)
                         .collect()
                 } else {
-                    elf::vectors(&elf_bytes)
-                        .iter()
-                        .filter(|v| v.0 >= 2 && v.1 > 1)
-                        .map(|v| v.1 & !1)
-                        .collect()
+                    elf::handler_entries(&elf_bytes)
                 }
             }),
+        // `--truth` tells the time the sampler could see from the time of handlers it cannot
+        // preempt: each exception's instructions per address.
+        contexts: (args.truth && !fw.aarch64 && matches!(counting, Some(Counting::Plugin { .. })))
+            .then(|| elf::handler_entries(&elf_bytes)),
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();

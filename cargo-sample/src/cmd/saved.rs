@@ -138,21 +138,36 @@ pub(crate) fn unpreemptable(urgent: Option<&[String]>, own: u8) -> Option<report
     ))
 }
 
+/// A handler the sampler cannot preempt.
+pub(crate) struct Urgent {
+    pub exception: u16,
+    /// Its function's name (RTIC: the task's).
+    pub label: String,
+    pub priority: u8,
+}
+
+impl Urgent {
+    /// `NAME at 0xPP`.
+    pub fn said(&self) -> String {
+        format!("{} at {:#04x}", self.label, self.priority)
+    }
+}
+
 /// The image's handlers (not cortex-m-rt's defaults, not the sampler's own) that the
-/// priorities the firmware sent at its end make as urgent as the sampler or more, as `NAME at
-/// 0xPP` (RTIC: the task's name); `None` when the firmware sent no priorities.
-pub(crate) fn urgent_handlers(
+/// priorities the firmware sent at its end make as urgent as the sampler or more (RTIC: named
+/// by the task); `None` when the firmware sent no priorities.
+pub(crate) fn urgent(
     dump: &Dump,
     vectors: &[(u32, u32)],
     sym: &mut Symbolizer,
     code: Option<&mut disasm::Code>,
-) -> Option<Vec<String>> {
+) -> Option<Vec<Urgent>> {
     if dump.priorities.is_empty() {
         return None;
     }
     let own = dump.info.priority;
     let mut code = code;
-    let mut names = Vec::new();
+    let mut found = Vec::new();
     let rtic = crate::image::rtic::is_rtic(sym);
     for &(exc, prio, enabled) in &dump.priorities {
         if !enabled || prio > own {
@@ -177,9 +192,13 @@ pub(crate) fn urgent_handlers(
                 .unwrap_or(name),
             _ => name,
         };
-        names.push(format!("{label} at {prio:#04x}"));
+        found.push(Urgent {
+            exception: exc,
+            label,
+            priority: prio,
+        });
     }
-    Some(names)
+    Some(found)
 }
 
 /// Everything the report needs besides the dump and the ELF.
@@ -326,7 +345,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         return load_exact_report(dir, &meta, opts);
     }
     let (elf_path, elf_bytes) = runs::elf_of(dir)?;
-    let dump = load_dump(dir)?;
+    let mut dump = load_dump(dir)?;
     let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
     if (callers.is_some() || callees.is_some()) && dump.stacks.is_empty() {
         bail!(
@@ -343,13 +362,53 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         term::note("the ELF has no DWARF: no source lines or inline frames");
     }
     let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
-    let exact = match std::fs::read(dir.join(exact::FILE)) {
+    let mut exact = match std::fs::read(dir.join(exact::FILE)) {
         Ok(bytes) => Some(exact::parse(&bytes)?),
         Err(_) => None,
     };
+    // The exceptions whose time the held-off row stands for, when the sampler checked.
+    let mut held_off: Option<Vec<u32>> = None;
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let samples = match &dump.hist {
-        Some(h) => hist_samples(h, &sym, opts.bin_split),
+        // Held-off samples are in the outside counter: their own row instead.
+        Some(h) => match dump.held_off.filter(|ho| ho.checked() && ho.count > 0) {
+            Some(ho) => {
+                let held = ho.count.min(h.outside);
+                let h = crate::dump::Hist {
+                    outside: h.outside - held,
+                    ..h.clone()
+                };
+                let mut s = hist_samples(&h, &sym, opts.bin_split);
+                let found = urgent(&dump, &elf::vectors(&elf_bytes), &mut sym, None);
+                let labels: Vec<String> = found.iter().flatten().map(|u| u.label.clone()).collect();
+                held_off = Some(
+                    found
+                        .iter()
+                        .flatten()
+                        .map(|u| u32::from(u.exception))
+                        .collect(),
+                );
+                let row = report::held_off::row_name(&labels);
+                let a = report::held_off::HELD_OFF_ADDRESS;
+                sym.add_pseudo(a as u64, a as u64 + 2, &row);
+                *s.per_pc.entry(a).or_default() += u64::from(held);
+                s.findings.push(report::Diagnostic {
+                    kind: report::Finding::Unpreemptable,
+                    severity: report::Severity::Note,
+                    message: format!(
+                        "{held} samples were held off by code the sampler could not preempt \
+                         (a handler as urgent as it, or interrupts masked): the `{row}` row. \
+                         Bins do not keep where they landed, so time inside critical sections is \
+                         in that row too"
+                    ),
+                    percent: None,
+                    addresses: Vec::new(),
+                    functions: Vec::new(),
+                });
+                s
+            }
+            None => hist_samples(h, &sym, opts.bin_split),
+        },
         None => {
             let mut s = report::Samples::of_dump(&dump);
             // DWT PC sampling that found the core asleep (a board's SWO).
@@ -375,6 +434,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 if dump.info.tag_kind == wire::TAG_XPSR
                     && let Ok(bytes) = std::fs::read(dir.join(exact::CONTEXTS_FILE))
                 {
+                    let vectors_of = elf::vectors(&elf_bytes);
                     // The sampler's own interrupt is all its own time (its slow path may call
                     // compiler-builtins).
                     let own: Vec<u32> = elf::vectors(&elf_bytes)
@@ -382,7 +442,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                         .filter(|v| v.0 >= 2 && sym.is_sampler(v.1 as u64))
                         .map(|v| v.0)
                         .collect();
-                    for (context, pc, n) in exact::parse_contexts(&bytes)? {
+                    let all = exact.as_deref().unwrap_or(&[]);
+                    for (context, pc, n) in exact::contexts_by_exception(&bytes, &vectors_of, all)?
+                    {
                         if !own.contains(&context) && !sym.is_sampler(pc as u64) {
                             *s.exact_by_tag.entry(context).or_default() += n;
                         }
@@ -399,12 +461,77 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                     code.as_mut(),
                 );
             }
-            s.urgent = urgent_handlers(&dump, &elf::vectors(&elf_bytes), &mut sym, code.as_mut());
-            s.findings
-                .extend(unpreemptable(s.urgent.as_deref(), dump.info.priority));
+            let vectors = elf::vectors(&elf_bytes);
+            let urgent = urgent(&dump, &vectors, &mut sym, code.as_mut());
+            s.urgent = urgent
+                .as_ref()
+                .map(|u| u.iter().map(Urgent::said).collect());
+            match dump.held_off.filter(|h| h.checked()) {
+                Some(h) => {
+                    let labels: Vec<String> =
+                        urgent.iter().flatten().map(|u| u.label.clone()).collect();
+                    let row = report::held_off::row_name(&labels);
+                    let priority = dump.info.priority;
+                    // Can the sampler's interrupt come again while its handler runs? Only when
+                    // the shortest period is near the handler's length (up to about 40
+                    // instructions, 250 with stacks).
+                    let handler = if dump.stacks.is_empty() { 40.0 } else { 250.0 };
+                    let shortest = f64::from(dump.info.reload) * meta.units_per_tick;
+                    let own = shortest < 2.0 * handler;
+                    let placed = match code.as_mut() {
+                        Some(c) => s.place_held_off(own, |pc| {
+                            report::held_off::follows_unmasking(&sym, c, pc, priority)
+                        }),
+                        None => s.place_held_off(own, |_| false),
+                    };
+                    let a = report::held_off::HELD_OFF_ADDRESS as u64;
+                    sym.add_pseudo(a, a + 2, &row);
+                    let late_after = format!(
+                        "{:.0} {}",
+                        f64::from(h.late_ticks) * meta.units_per_tick,
+                        meta.unit
+                    );
+                    s.findings.extend(report::held_off::note(
+                        &row,
+                        placed,
+                        s.ordered.len() as u64,
+                        &late_after,
+                    ));
+                    held_off = Some(
+                        urgent
+                            .iter()
+                            .flatten()
+                            .map(|u| u32::from(u.exception))
+                            .collect::<Vec<u32>>(),
+                    );
+                }
+                None => {
+                    let mut found = unpreemptable(s.urgent.as_deref(), dump.info.priority);
+                    if let Some(d) = found.as_mut()
+                        && dump
+                            .held_off
+                            .is_some_and(|h| h.how == wire::LATE_UNREADABLE)
+                    {
+                        d.message.push_str(
+                            ". No sample could be told held off: the timer's count does not \
+                             move when read (QEMU does not model a Stellaris timer's count; on \
+                             the chip it does)",
+                        );
+                    }
+                    s.findings.extend(found);
+                }
+            }
             s
         }
     };
+    // Like with like: the instructions of the handlers the sampler could not see go to the
+    // held-off row in the exact counts too.
+    if let (Some(hidden), Some(e)) = (&held_off, exact.as_mut())
+        && let Ok(bytes) = std::fs::read(dir.join(exact::CONTEXTS_FILE))
+    {
+        let contexts = exact::contexts_by_exception(&bytes, &elf::vectors(&elf_bytes), e)?;
+        report::held_off::split_exact(e, &contexts, hidden);
+    }
     let timeline = opts.timeline;
     let mut report = report::build_samples(
         &samples,
@@ -458,6 +585,16 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         report.timeline = Some(t);
     }
     if !dump.stacks.is_empty() {
+        // Held-off samples are the rows they went to, not the code they landed in.
+        if samples.late.len() == dump.pcs.len() {
+            for ((pc, &late), &placed) in
+                dump.pcs.iter_mut().zip(&samples.late).zip(&samples.ordered)
+            {
+                if late {
+                    *pc = placed;
+                }
+            }
+        }
         let graph = match std::fs::read(dir.join(crate::exec::callgraph::FILE)) {
             Ok(bytes) => Some(crate::exec::callgraph::parse(&bytes).with_context(|| {
                 format!(

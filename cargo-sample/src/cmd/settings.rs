@@ -57,6 +57,39 @@ pub fn generator_state(seed: Option<u32>) -> u32 {
     seed.unwrap_or(DEFAULT_SEED).wrapping_add(1)
 }
 
+/// How long after its timer expired the sampler reads the count when nothing held it off, in
+/// instructions: 4 through SysTick's vector (the entry and the check), 9 through a device
+/// timer's handler (which acknowledges the timer first). Measured in QEMU, where an
+/// interrupt is taken at the instruction its timer expires on (`CARGO_SAMPLE_LATE_TICKS` sweeps
+/// on mps2-an385: every sample late below 6 ticks on SysTick and 14 on TIMER1, none from
+/// there on, at 1.6 ticks an instruction). The margin is 2 instructions: a handler that ends
+/// sooner than that after a sample came due is not told apart, so the held-off row misses
+/// that much of each handler it stands for.
+const LATE_AFTER_INSTRUCTIONS: [f64; 2] = [6.0, 10.5];
+/// The same on a board, in cycles: 12 to enter (6 tail-chained), the instructions with a
+/// pipeline refill and a peripheral write, flash wait states, and a multi-cycle instruction
+/// (a divide, a long `ldm`) finished first.
+const LATE_AFTER_CYCLES: [f64; 2] = [48.0, 64.0];
+
+/// `late_ticks` (see `wire::Config::late_ticks`) for a timer ticking every `units_per_tick`
+/// instructions (QEMU) or cycles (a board, `board`): a sample taken later than this after its
+/// timer expired was held off by code the sampler could not preempt. `device`: the timer's
+/// handler acknowledges it before the entry (not SysTick).
+pub fn late_ticks(units_per_tick: f64, device: bool, board: bool) -> u32 {
+    if let Some(t) = std::env::var("CARGO_SAMPLE_LATE_TICKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return t;
+    }
+    let units = if board {
+        LATE_AFTER_CYCLES
+    } else {
+        LATE_AFTER_INSTRUCTIONS
+    }[usize::from(device)];
+    (units / units_per_tick.max(1e-6)).ceil().clamp(1.0, 1e9) as u32
+}
+
 /// The sampling timer of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {

@@ -238,6 +238,8 @@ pub(crate) fn board_config(
         } else {
             0
         },
+        // SysTick at the core clock: ticks are cycles.
+        late_ticks: super::settings::late_ticks(1.0, false, true),
         ..wire::Config::default()
     })
 }

@@ -181,6 +181,7 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
                 live: None,
                 pmu_in_memory: memory,
                 call_graph: None,
+                contexts: None,
             })?;
             match (outcome.pmu_in_memory, outcome.dump) {
                 (Some(c), _) => (c.dump, c.full),

@@ -45,6 +45,27 @@ pub struct Dump {
     /// What each stored sample kept of the interrupted stack, parallel to `pcs`, when the run
     /// kept stack windows (`--stacks`).
     pub stacks: Vec<StackSample>,
+    /// Whether the sampler checked each sample's lateness, and how many were held off (a
+    /// held-off sample's PC in `pcs` has bit 0 set; in bins it is in the outside counter).
+    pub held_off: Option<HeldOff>,
+}
+
+/// The sampler's lateness check ([`wire::REC_HELD_OFF`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeldOff {
+    /// A sample taken more timer ticks than this after its timer expired was held off.
+    pub late_ticks: u32,
+    /// Samples held off (all the run's, including any the ring no longer holds).
+    pub count: u32,
+    /// `wire::LATE_*`: whether the check ran, or why not.
+    pub how: u32,
+}
+
+impl HeldOff {
+    /// Whether every sample was checked.
+    pub fn checked(&self) -> bool {
+        self.how == wire::LATE_CHECKED
+    }
 }
 
 /// What a sample kept of the interrupted context to unwind it on the host (a
@@ -358,6 +379,13 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     at = next;
                 }
             }
+            wire::REC_HELD_OFF if payload.len() >= 12 => {
+                dump.held_off = Some(HeldOff {
+                    late_ticks: le32(payload, 0),
+                    count: le32(payload, 4),
+                    how: le32(payload, 8),
+                });
+            }
             wire::REC_PRIORITIES => {
                 let count = if payload.len() >= 4 {
                     le32(payload, 0) as usize
@@ -507,6 +535,7 @@ fn leave_out(dump: &mut Dump, spans: &[Span], damaged: &[std::ops::Range<usize>]
             wire::REC_HIST => dump.hist = None,
             wire::REC_NAMES => dump.names.clear(),
             wire::REC_PRIORITIES => dump.priorities.clear(),
+            wire::REC_HELD_OFF => dump.held_off = None,
             wire::REC_LAPS => dump.laps = None,
             wire::REC_LAP_TRACE => dump.lap_trace = None,
             wire::REC_PMU => dump.pmu = None,
@@ -526,12 +555,13 @@ fn leave_out(dump: &mut Dump, spans: &[Span], damaged: &[std::ops::Range<usize>]
 pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
     let word = |i: usize| le::read_u32(slot, 4 * i);
     let tail = word(5)?;
+    let late = u32::from(tail & wire::STACK_HELD_OFF != 0);
     let header = wire::STACK_HEADER_WORDS as usize;
     let room = (slot.len() / 4).saturating_sub(header);
     let valid = (((tail >> 8) & 0xFF) as usize).min(room);
     let records = (((tail >> 16) & 0xFF) as usize).min((room - valid) / 2);
     Some((
-        word(0)?,
+        word(0)? | late,
         word(1)?,
         StackSample {
             lr: word(2)?,
@@ -614,7 +644,9 @@ fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Resu
         let valid = ((tail >> 8) & 0xFF) as usize;
         let records = ((tail >> 16) & 0xFF) as usize;
         let word = |i: usize| le32(payload, at + 4 * i);
-        dump.pcs.push(word(0));
+        // A held-off sample's PC carries bit 0, as in a ring of PCs.
+        dump.pcs
+            .push(word(0) | u32::from(tail & wire::STACK_HELD_OFF != 0));
         dump.tags.push(word(1));
         dump.stacks.push(StackSample {
             lr: word(2),
@@ -672,7 +704,7 @@ pub fn encode(d: &Dump) -> Vec<u8> {
             for (i, st) in d.stacks.iter().take(n).enumerate() {
                 let (valid, records) = (st.window.len().min(255), st.records.len().min(255));
                 for v in [
-                    d.pcs[i],
+                    d.pcs[i] & !1,
                     d.tags.get(i).copied().unwrap_or(0),
                     st.lr,
                     st.sp,
@@ -682,6 +714,11 @@ pub fn encode(d: &Dump) -> Vec<u8> {
                         | (records as u32) << 16
                         | if st.frames_inline {
                             wire::STACK_FRAMES_INLINE
+                        } else {
+                            0
+                        }
+                        | if d.pcs[i] & 1 != 0 {
+                            wire::STACK_HELD_OFF
                         } else {
                             0
                         },
@@ -716,6 +753,12 @@ pub fn encode(d: &Dump) -> Vec<u8> {
             }
             encode_names(&mut w, d);
         }
+    }
+    if let Some(h) = d.held_off {
+        w.record(wire::REC_HELD_OFF, 12);
+        w.put32(h.late_ticks);
+        w.put32(h.count);
+        w.put32(h.how);
     }
     if !d.priorities.is_empty() {
         w.record(wire::REC_PRIORITIES, 4 + 4 * d.priorities.len() as u32);
@@ -951,6 +994,51 @@ mod tests {
             decode_partial(&bad).1,
             Some(DumpError::Malformed(m)) if m.contains("does not hold")
         ));
+    }
+
+    #[test]
+    fn held_off_marks_and_the_check_round_trip_in_rings_and_stacks() {
+        let info = Info {
+            mode: wire::MODE_RING,
+            taken: 3,
+            ..Info::default()
+        };
+        let check = HeldOff {
+            late_ticks: 17,
+            count: 1,
+            how: wire::LATE_CHECKED,
+        };
+        // A ring of PCs: the mark is bit 0 of the stored PC.
+        let mut d = Dump::of_samples(info, 0, vec![0x100, 0x203, 0x300], Vec::new());
+        d.held_off = Some(check);
+        let back = decode(&encode(&d)).unwrap();
+        assert_eq!(back.pcs, vec![0x100, 0x203, 0x300]);
+        assert_eq!(back.held_off, Some(check));
+        assert!(back.held_off.unwrap().checked());
+        // Stack entries: the mark is a bit of the entry's tail, the PC stored even; read back
+        // as bit 0 again.
+        let info = Info {
+            tag_kind: wire::TAG_XPSR,
+            ..info
+        };
+        let mut d = Dump::of_samples(info, 0, vec![0x101, 0x200], vec![0x0100_0000; 2]);
+        d.stacks = vec![StackSample::default(); 2];
+        d.held_off = Some(check);
+        let bytes = encode(&d);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.pcs, vec![0x101, 0x200]);
+        assert_eq!(back.held_off, Some(check));
+        let at = wire::FILE_HEADER_LEN + 2 * wire::RECORD_HEADER_LEN + wire::INFO_LEN + 4;
+        assert_eq!(
+            u16::from_le_bytes([bytes[at], bytes[at + 1]]),
+            wire::REC_STACKS
+        );
+        let first = at + wire::RECORD_HEADER_LEN + 12;
+        assert_eq!(le32(&bytes, first), 0x100, "the stored PC is even");
+        assert_ne!(le32(&bytes, first + 20) & wire::STACK_HELD_OFF, 0);
+        // A run without the check has none.
+        let plain = Dump::of_samples(Info::default(), 0, vec![0x100], Vec::new());
+        assert_eq!(decode(&encode(&plain)).unwrap().held_off, None);
     }
 
     #[test]

@@ -302,6 +302,49 @@ pub fn encode_contexts(counts: &[(u32, u32, u64)]) -> Vec<u8> {
     b
 }
 
+/// A per-exception counts file of either kind as `(exception, address, instructions)`, thread
+/// mode 0: QEMU's exec log counts by exception number (`SMPLEXX1`); the plugin counts by the
+/// innermost exception's handler address and leaves thread mode out (`SMPLEXH1`), which is
+/// then named by the vector table (`vectors`: exception number, handler) and completed from
+/// the per-address counts (`exact`).
+pub fn contexts_by_exception(
+    bytes: &[u8],
+    vectors: &[(u32, u32)],
+    exact: &[(u32, u64)],
+) -> Result<Vec<(u32, u32, u64)>> {
+    let Some(body) = bytes.strip_prefix(b"SMPLEXH1") else {
+        return parse_contexts(bytes);
+    };
+    let mut bytes = b"SMPLEXX1".to_vec();
+    bytes.extend_from_slice(body);
+    let by_handler = parse_contexts(&bytes)?;
+    let exception_of = |handler: u32| {
+        vectors
+            .iter()
+            .filter(|v| v.0 >= 2 && v.1 & !1 == handler)
+            .map(|v| v.0)
+            .min()
+    };
+    let mut inside: HashMap<u32, u64> = HashMap::new();
+    let mut out = Vec::with_capacity(by_handler.len() + exact.len());
+    for (handler, pc, n) in by_handler {
+        let exception = exception_of(handler).with_context(|| {
+            format!(
+                "per-exception counts name a handler at {handler:#x} the vector table does not have"
+            )
+        })?;
+        *inside.entry(pc).or_default() += n;
+        out.push((exception, pc, n));
+    }
+    for &(pc, n) in exact {
+        let thread = n.saturating_sub(inside.get(&pc).copied().unwrap_or(0));
+        if thread > 0 {
+            out.push((0, pc, thread));
+        }
+    }
+    Ok(out)
+}
+
 /// Read a per-exception counts file.
 pub fn parse_contexts(bytes: &[u8]) -> Result<Vec<(u32, u32, u64)>> {
     let body = bytes

@@ -143,6 +143,16 @@ pub fn patch_symbol(data: &mut [u8], name: &str, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The exception handlers' entry addresses of a Cortex-M image (its vector table's, from
+/// NMI on; unset vectors left out).
+pub fn handler_entries(elf: &[u8]) -> Vec<u32> {
+    vectors(elf)
+        .iter()
+        .filter(|v| v.0 >= 2 && v.1 > 1)
+        .map(|v| v.1 & !1)
+        .collect()
+}
+
 /// The vector table's entries from the reset vector on: `(exception number, handler address)`
 /// with the Thumb bit cleared. Exception numbers 16 and up are the device's interrupts.
 pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {

@@ -7,6 +7,7 @@ pub mod calls;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
+pub mod held_off;
 pub mod html;
 pub mod itm;
 pub mod model;
@@ -54,19 +55,20 @@ fn rows(
         .map(|(key, k)| {
             let (lo, hi) = wilson(k, total, Z95);
             let percent = 100.0 * k as f64 / total.max(1) as f64;
-            let exact_percent = exact.map(|(e, et)| {
-                100.0 * e.get(&key).copied().unwrap_or(0) as f64 / (*et).max(1) as f64
-            });
+            // The held-off row has an exact share only where the run counted each exception.
+            let exact_percent = exact
+                .filter(|(e, _)| !held_off::is_row(&key.0) || e.contains_key(&key))
+                .map(|(e, et)| {
+                    100.0 * e.get(&key).copied().unwrap_or(0) as f64 / (*et).max(1) as f64
+                });
             let error_points = exact_percent.map(|x| percent - x);
-            let error_sigma = exact_percent.zip(error_points).map(|(x, err)| {
-                let p = x / 100.0;
-                let sigma = 100.0 * (p * (1.0 - p) / total.max(1) as f64).sqrt();
-                if sigma > 0.0 {
-                    err / sigma
-                } else if err == 0.0 {
+            // In standard deviations of the binomial count at the exact share (exact tails, so
+            // that a row expected to get a fraction of a sample is not flagged for one).
+            let error_sigma = exact_percent.map(|x| {
+                if kind == Kind::Exact {
                     0.0
                 } else {
-                    f64::INFINITY
+                    crate::analysis::stats::binomial_z(k, total, x / 100.0)
                 }
             });
             Row {
@@ -289,6 +291,9 @@ pub struct Samples {
     /// The image's handlers as urgent as the sampler or more (`NAME at 0xPP`), when the
     /// firmware sent the priorities: what can hold a sample off.
     pub urgent: Option<Vec<String>>,
+    /// Per sample in `ordered`, whether the sampler found it held off (empty when it did not
+    /// check).
+    pub late: Vec<bool>,
 }
 
 impl Samples {
@@ -299,11 +304,42 @@ impl Samples {
         for &pc in &ordered {
             *per_pc.entry(pc).or_default() += 1;
         }
+        // Samples the sampler found held off carry bit 0 (see `held_off`).
+        let late = if dump.held_off.is_some_and(|h| h.checked()) && dump.hist.is_none() {
+            dump.pcs.iter().map(|pc| pc & 1 != 0).collect()
+        } else {
+            Vec::new()
+        };
         Samples {
             ordered,
             per_pc,
+            late,
             ..Samples::default()
         }
+    }
+
+    /// Move the samples marked late to the held-off row (see [`held_off::place`]).
+    pub fn place_held_off(
+        &mut self,
+        repeats_are_own: bool,
+        masked: impl FnMut(u32) -> bool,
+    ) -> held_off::Placed {
+        if self.late.len() != self.ordered.len() {
+            return held_off::Placed::default();
+        }
+        let mut marked: Vec<u32> = self
+            .ordered
+            .iter()
+            .zip(&self.late)
+            .map(|(&pc, &late)| pc | u32::from(late))
+            .collect();
+        let placed = held_off::place(&mut marked, repeats_are_own, masked);
+        self.ordered = marked;
+        self.per_pc.clear();
+        for &pc in &self.ordered {
+            *self.per_pc.entry(pc).or_default() += 1;
+        }
+        placed
     }
 
     pub fn total(&self) -> u64 {

@@ -38,7 +38,11 @@ pub struct Unwound {
 /// outermost first.
 type StackKey = (Option<&'static str>, Vec<u32>);
 
-/// Unwind every sample of `dump` and build its call stacks, outermost first.
+/// Addresses from here up stand for rows without code (see `held_off`, `[sleeping]`).
+const PSEUDO_ADDRESSES: u32 = 0xFFFF_FF00;
+
+/// Unwind every sample of `dump` and build its call stacks, outermost first. A sample whose
+/// address is a row without code is a stack of that row alone.
 pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwound {
     let mut how = Unwinding {
         window_words: dump
@@ -56,6 +60,18 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
     let mut order: Vec<u32> = Vec::with_capacity(dump.pcs.len());
     let mut failed: HashMap<String, u64> = HashMap::new();
     for (pc, st) in dump.pcs.iter().zip(&dump.stacks) {
+        // A row of its own, no code (the held-off rows, `[sleeping]`): its own root.
+        if *pc >= PSEUDO_ADDRESSES {
+            how.samples += 1;
+            how.complete += 1;
+            let i = *distinct.entry((None, vec![*pc])).or_insert_with_key(|k| {
+                keys.push((k.clone(), 0));
+                keys.len() - 1
+            });
+            keys[i].1 += 1;
+            order.push(i as u32);
+            continue;
+        }
         let w = u.unwind(&Context {
             pc: *pc,
             lr: st.lr,

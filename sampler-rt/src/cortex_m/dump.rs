@@ -381,6 +381,12 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
         }
         crate::tags::write_names(&mut |b| st.put(b));
         write_priorities(st);
+        if let Some(words) = super::held_off_record() {
+            st.record(wire::REC_HELD_OFF, 12);
+            for w in words {
+                st.put32(w);
+            }
+        }
         if let Some(len) = crate::laps::record_len() {
             st.record(wire::REC_LAPS, len);
             crate::laps::write_record(|b| st.put(b));

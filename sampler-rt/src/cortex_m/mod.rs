@@ -182,10 +182,14 @@ pub fn start() {
             setup_hist(s, &cfg, fast_hist);
         }
         next_chunk(s);
+        setup_late(s, &cfg);
         (*s).phase = PHASE_RUNNING;
         match cfg.timer {
             wire::TIMER_CMSDK | wire::TIMER_GPTM | wire::TIMER_NRF | wire::TIMER_STM32 => {
-                start_device(s, &cfg)
+                start_device(s, &cfg);
+                if cfg.timer == wire::TIMER_GPTM {
+                    late_on_gptm(s, &cfg);
+                }
             }
             wire::TIMER_CUSTOM => start_firmware_timer(s, &cfg),
             _ if !systick_is_ours() => {
@@ -194,6 +198,115 @@ pub fn start() {
             }
             _ => start_systick(s, &cfg),
         }
+    }
+}
+
+/// Whether the lateness check ran (`wire::LATE_*`; 0: the host did not ask for it).
+static mut LATE_HOW: u32 = 0;
+
+/// The lateness check and what it reads, for the pacing timer (see `handlers::probe_systick`):
+/// none unless the host asked for it and the timer has a count the sampler can read.
+///
+/// Never inlined: the firmware's code must not hold the timers' addresses (the host reads a
+/// function that does as one that drives the timer).
+///
+/// # Safety
+/// Not sampling yet.
+#[inline(never)]
+unsafe fn setup_late(s: *mut State, cfg: &Config) {
+    // SAFETY: the sampling interrupt is not enabled yet.
+    unsafe {
+        (*s).held_off = 0;
+        (*s).late_flag = 0;
+        (*s).late_or = if cfg.mode == wire::MODE_HIST {
+            u32::MAX
+        } else if ((*s).tag_kind >> 8) & 0xFF != 0 {
+            0
+        } else {
+            1
+        };
+        #[cfg(not(armv6m))]
+        let none = sampler_rt_frame as *const () as u32;
+        #[cfg(armv6m)]
+        let none = 0u32;
+        #[cfg(not(armv6m))]
+        let (probe, reg): (u32, u32) = match cfg.timer {
+            wire::TIMER_SYSTICK => (probe_systick as *const () as u32, SYST_RVR as u32),
+            wire::TIMER_CMSDK => (
+                probe_cmsdk as *const () as u32,
+                cfg.timer_base + CMSDK_VALUE,
+            ),
+            // Checked once the timer runs (`late_on_gptm`).
+            _ => (none, 0),
+        };
+        #[cfg(armv6m)]
+        let (probe, reg) = (none, 0u32);
+        (*s).probe = none;
+        (*s).late_ticks = 0;
+        LATE_HOW = 0;
+        if cfg.late_ticks == 0 {
+            return;
+        }
+        LATE_HOW = wire::LATE_NO_COUNT;
+        if probe != none {
+            (*s).probe_reg = reg;
+            (*s).late_ticks = cfg.late_ticks;
+            (*s).probe = probe;
+            LATE_HOW = wire::LATE_CHECKED;
+        }
+    }
+}
+
+/// A Stellaris timer's count (TAR) is checked only if it moves: QEMU's model reads it as 0.
+///
+/// # Safety
+/// The timer at `cfg.timer_base` was just started by `start_device`.
+#[cfg(not(armv6m))]
+#[inline(never)]
+unsafe fn late_on_gptm(s: *mut State, cfg: &Config) {
+    if cfg.late_ticks == 0 {
+        return;
+    }
+    let tar = (cfg.timer_base + GPTM_TAR) as *const u32;
+    // SAFETY: a register of the timer this state started.
+    unsafe {
+        let first = read_volatile(tar);
+        let mut moved = false;
+        for _ in 0..64 {
+            if read_volatile(tar) != first {
+                moved = true;
+                break;
+            }
+        }
+        if !moved {
+            LATE_HOW = wire::LATE_UNREADABLE;
+            return;
+        }
+        crate::without_interrupts(|| {
+            (*s).probe_reg = cfg.timer_base + GPTM_TAILR;
+            (*s).late_ticks = cfg.late_ticks;
+            (*s).probe = probe_gptm as *const () as u32;
+        });
+        LATE_HOW = wire::LATE_CHECKED;
+    }
+}
+
+#[cfg(armv6m)]
+unsafe fn late_on_gptm(_: *mut State, _: &Config) {}
+
+/// The HELD_OFF record's words, when the host asked for the check.
+pub(crate) fn held_off_record() -> Option<[u32; 3]> {
+    let s = state();
+    // SAFETY: plain reads; written before sampling started (and the count by the handler).
+    unsafe {
+        let how = *addr_of!(LATE_HOW);
+        (how != 0).then(|| {
+            [
+                read_volatile(addr_of!((*s).late_ticks)),
+                read_volatile(addr_of!((*s).held_off)),
+                how,
+            ]
+        })
     }
 }
 

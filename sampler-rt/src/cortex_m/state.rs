@@ -46,6 +46,15 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// 80 tag_addr    TAG_WORD: the word recorded with each sample
 /// 84 tag_kind    byte 0: TAG_* (ring entries are (pc, tag) pairs unless TAG_NONE); byte 1:
 ///                words of stack window per sample (entries are then REC_STACKS entries)
+/// 88 probe       where the entry goes on: the lateness check for the pacing timer, or
+///                straight to the frame and the variant (no check)
+/// 92 probe_reg   the timer register the check reads (see `handlers`)
+/// 96 late_ticks  a sample whose timer ran on more ticks than this since it expired is late
+/// 100 late_or    what a late sample's PC is or-ed with (1 ring, all ones bins, 0 stacks)
+/// 104 held_off   late samples so far
+/// 108 late_flag  stacks: the sample being taken is late (read and cleared by the entry)
+/// 112 fake_pc, fake_xpsr: a late sample's marked PC and its xPSR, read by the variant in
+///                place of the stacked ones
 /// ```
 ///
 /// In `MODE_HIST`, `wptr` holds `hist_base` and, at a constant period, `rng` holds `hist_word`,
@@ -80,6 +89,14 @@ pub struct State {
     pub(crate) last_bin: u32,
     pub(crate) tag_addr: u32,
     pub(crate) tag_kind: u32,
+    pub(crate) probe: u32,
+    pub(crate) probe_reg: u32,
+    pub(crate) late_ticks: u32,
+    pub(crate) late_or: u32,
+    pub(crate) held_off: u32,
+    pub(crate) late_flag: u32,
+    pub(crate) fake_pc: u32,
+    pub(crate) fake_xpsr: u32,
 }
 
 pub(crate) const STATE_MAGIC: u32 = wire::STATE_MAGIC;
@@ -107,6 +124,13 @@ const _: () = {
     assert!(offset_of!(State, last_bin) == off::LAST_BIN);
     assert!(offset_of!(State, tag_addr) == off::TAG_ADDR);
     assert!(offset_of!(State, tag_kind) == off::TAG_KIND);
+    assert!(offset_of!(State, probe) == off::PROBE);
+    assert!(offset_of!(State, probe_reg) == off::PROBE_REG);
+    assert!(offset_of!(State, late_ticks) == off::LATE_TICKS);
+    assert!(offset_of!(State, late_or) == off::LATE_OR);
+    assert!(offset_of!(State, held_off) == off::HELD_OFF);
+    assert!(offset_of!(State, late_flag) == off::LATE_FLAG);
+    assert!(offset_of!(State, fake_pc) == off::FAKE_PC);
     assert!(size_of::<State>() == wire::STATE_LEN);
 };
 use wire::PHASE_IDLE;
@@ -142,6 +166,14 @@ pub static mut SAMPLER_RT_STATE: State = State {
     last_bin: 0,
     tag_addr: 0,
     tag_kind: 0,
+    probe: 0,
+    probe_reg: 0,
+    late_ticks: 0,
+    late_or: 0,
+    held_off: 0,
+    late_flag: 0,
+    fake_pc: 0,
+    fake_xpsr: 0,
 };
 
 /// The ring of raw program counters. Not zeroed at boot: only the slots written are read.
@@ -203,6 +235,8 @@ pub(crate) const GPTM_CTL: u32 = 0x00C;
 pub(crate) const GPTM_IMR: u32 = 0x018;
 pub(crate) const GPTM_ICR: u32 = 0x024;
 pub(crate) const GPTM_TAILR: u32 = 0x028;
+#[cfg(not(armv6m))]
+pub(crate) const GPTM_TAR: u32 = 0x048;
 
 // Nordic TIMER (nRF51 reference manual, "TIMER/COUNTER").
 pub(crate) const NRF_TASKS_START: u32 = 0x000;
@@ -319,6 +353,7 @@ pub(crate) fn defaults() -> Config {
         stack_words: 0,
         frame_records: 0,
         stack_top: 0,
+        late_ticks: 0,
     }
 }
 

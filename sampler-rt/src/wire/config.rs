@@ -5,9 +5,9 @@ use super::records::*;
 /// `"SCFG"` read as a little-endian `u32`: the first word of a valid configuration block.
 pub const CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SCFG");
 /// Version of the configuration block layout.
-pub const CONFIG_VERSION: u16 = 3;
+pub const CONFIG_VERSION: u16 = 4;
 /// Size of the configuration block in bytes.
-pub const CONFIG_LEN: usize = 56;
+pub const CONFIG_LEN: usize = 60;
 /// Name of the symbol of the configuration block in the firmware ELF.
 pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 
@@ -41,7 +41,10 @@ pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 ///  44     4  tag_addr     TAG_WORD: address of the word to record
 ///  48     4  stack_top    with stack_words on ARMv8-A: the address above the stack (no
 ///                         window reaches it); 0 elsewhere (Cortex-M reads it from VTOR)
-///  52     4  check        CONFIG_MAGIC mixed with the words at 4..52 (see `check_word`)
+///  52     4  late_ticks   Cortex-M: check each sample's lateness against the pacing timer's
+///                         count; one taken more ticks than this after its timer expired was
+///                         held off (0: no check)
+///  56     4  check        CONFIG_MAGIC mixed with the words at 4..56 (see `check_word`)
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
@@ -79,10 +82,12 @@ pub struct Config {
     pub frame_records: u8,
     /// ARMv8-A with stacks: the address above the stack, the bound of every window.
     pub stack_top: u32,
+    /// Cortex-M: the lateness, in timer ticks, above which a sample was held off (0: no check).
+    pub late_ticks: u32,
 }
 
 impl Config {
-    /// Encode into the 40 bytes the host places at [`CONFIG_SYMBOL`].
+    /// Encode into the bytes the host places at [`CONFIG_SYMBOL`].
     pub fn encode(&self) -> [u8; CONFIG_LEN] {
         let mut b = [0u8; CONFIG_LEN];
         put32(&mut b, 0, CONFIG_MAGIC);
@@ -105,8 +110,9 @@ impl Config {
         b[43] = self.frame_records;
         put32(&mut b, 44, self.tag_addr);
         put32(&mut b, 48, self.stack_top);
+        put32(&mut b, 52, self.late_ticks);
         let words = words_of(&b);
-        put32(&mut b, 52, check_word(&words));
+        put32(&mut b, 56, check_word(&words));
         b
     }
 
@@ -120,7 +126,7 @@ impl Config {
         {
             return None;
         }
-        if check_word(&words_of(b)) != get32(b, 52) {
+        if check_word(&words_of(b)) != get32(b, 56) {
             return None;
         }
         Some(Config {
@@ -141,6 +147,7 @@ impl Config {
             stack_words: b[42],
             frame_records: b[43],
             stack_top: get32(b, 48),
+            late_ticks: get32(b, 52),
         })
     }
 }
@@ -153,7 +160,7 @@ fn words_of(b: &[u8]) -> [u32; CONFIG_LEN / 4] {
     w
 }
 
-/// The check word of a configuration block, from its first nine words. Random RAM contents
+/// The check word of a configuration block, from its words between the magic and the check. Random RAM contents
 /// after power-up pass this with a probability of 2^-64 (magic and check word both match).
 pub fn check_word(words: &[u32; CONFIG_LEN / 4]) -> u32 {
     let mut c = CONFIG_MAGIC;

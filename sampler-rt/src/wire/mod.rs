@@ -100,6 +100,7 @@ mod tests {
             stack_words: 48,
             frame_records: 20,
             stack_top: 0x2001_0000,
+            late_ticks: 17,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

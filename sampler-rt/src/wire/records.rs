@@ -58,6 +58,8 @@ pub const fn stack_entry_words(window: u32, records: u32) -> u32 {
 /// the exception frame's stacked LR, PC and xPSR follow as two more pairs, `(LR, PC)` and
 /// `(xPSR, 0)` (the words 20, 24 and 28 bytes above the address 8 bytes past the record).
 pub const STACK_FRAMES_INLINE: u32 = 1 << 24;
+/// Bit of a stack entry's sixth word: the sample was held off (see [`REC_HELD_OFF`]).
+pub const STACK_HELD_OFF: u32 = 1 << 25;
 /// Words an entry uses in a [`REC_STACKS`] record, from its sixth word.
 pub const fn stack_entry_used(tail: u32) -> u32 {
     STACK_HEADER_WORDS + ((tail >> 8) & 0xFF) + 2 * ((tail >> 16) & 0xFF)
@@ -77,6 +79,20 @@ pub const REC_PMU_TRACE: u16 = 12;
 /// INFO and after each record of samples, so that a reader of a damaged dump can tell which
 /// stretch between two checkpoints holds the damage and keep the rest.
 pub const REC_CHECK: u16 = 13;
+/// Samples held off (Cortex-M, written when the host asked for the check): `late_ticks: u32`
+/// (the limit: a sample taken more timer ticks than this after its timer expired is late),
+/// `held_off: u32` (late samples: in a ring their PC has bit 0 set, in stack entries the tail
+/// word has [`STACK_HELD_OFF`], in bins they are counted in the outside counter), `how: u32`
+/// (`LATE_*`: whether the check ran).
+pub const REC_HELD_OFF: u16 = 14;
+/// The check ran on every sample.
+pub const LATE_CHECKED: u32 = 1;
+/// The pacing timer's count did not move when read (QEMU's Stellaris timers do not model it):
+/// no check.
+pub const LATE_UNREADABLE: u32 = 2;
+/// The pacing timer has no count the sampler reads (nRF, STM32, a firmware's own timer,
+/// ARMv6-M): no check.
+pub const LATE_NO_COUNT: u32 = 3;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

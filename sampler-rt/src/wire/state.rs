@@ -18,7 +18,7 @@ pub const PHASE_STOPPED: u8 = 2;
 pub const PHASE_DUMPED: u8 = 3;
 
 /// Size of the sampler's state block at [`STATE_SYMBOL`].
-pub const STATE_LEN: usize = 88;
+pub const STATE_LEN: usize = 120;
 /// `"SSTA"`: the last word of the state block once `start` ran.
 pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 
@@ -41,6 +41,9 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 ///                                                      stack window words (entries of
 ///                                                      REC_STACKS when not 0); byte 2:
 ///                                                      frame records per entry
+/// 88 probe       lateness check        92 probe_reg  the timer register it reads
+/// 96 late_ticks  lateness limit        100 late_or   or-ed into a held-off sample's PC
+/// 104 held_off   samples held off      108 late_flag 112 fake_pc  116 fake_xpsr
 /// ```
 ///
 /// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
@@ -99,6 +102,11 @@ pub struct StateView {
     pub tag_kind: u32,
     /// ARMv8-A: interrupts the sampler's vectors took that were not its own.
     pub foreign: u32,
+    /// Cortex-M: the lateness (timer ticks) above which a sample counts as held off; 0 when
+    /// no check runs.
+    pub late_ticks: u32,
+    /// Cortex-M: the samples found held off so far.
+    pub held_off: u32,
 }
 
 impl StateView {
@@ -170,6 +178,20 @@ pub mod state_offsets {
     /// long as it changes, so a slow host loses nothing while a vanished one holds the
     /// firmware for a bounded time only.
     pub const HOST_BEAT: usize = 87;
+    /// `probe`: the entry's next step (the pacing timer's lateness check, or none).
+    pub const PROBE: usize = 88;
+    /// `probe_reg`: the timer register the lateness check reads.
+    pub const PROBE_REG: usize = 92;
+    /// `late_ticks`: the lateness above which a sample is held off.
+    pub const LATE_TICKS: usize = 96;
+    /// `late_or`: what a held-off sample's PC is or-ed with.
+    pub const LATE_OR: usize = 100;
+    /// `held_off`: the samples found late so far.
+    pub const HELD_OFF: usize = 104;
+    /// `late_flag`: stack samples: the one being taken is late.
+    pub const LATE_FLAG: usize = 108;
+    /// `fake_pc` (and `fake_xpsr` after it): a late sample's marked PC and its xPSR.
+    pub const FAKE_PC: usize = 112;
     /// The ARMv8-A block's beat (a byte of its padding after `mode`).
     pub const A64_HOST_BEAT: usize = 66;
 }
@@ -234,6 +256,8 @@ impl StateView {
             tag_addr: get32(b, 80),
             tag_kind: get32(b, 84) & 0x00FF_FFFF,
             foreign: 0,
+            late_ticks: get32(b, 96),
+            held_off: get32(b, 104),
         })
     }
 
@@ -290,6 +314,8 @@ impl StateView {
                 TAG_WORD as u32
             },
             foreign: get32(b, 84),
+            late_ticks: 0,
+            held_off: 0,
             ..StateView::default()
         })
     }

@@ -88,6 +88,9 @@ pub struct RunSpec {
     /// With the plugin: follow calls and returns too (the exact call graph); the exception
     /// handlers' entry addresses.
     pub call_graph: Option<Vec<u32>>,
+    /// With the plugin: count each exception's instructions per address too (the exception
+    /// handlers' entry addresses): [`Outcome::exact_contexts`].
+    pub contexts: Option<Vec<u32>>,
 }
 
 /// A live capture through the monitor.
@@ -203,18 +206,25 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
                 .budget
                 .map(|n| format!(",budget={n}"))
                 .unwrap_or_default();
-            let graph = opts
-                .call_graph
-                .as_ref()
-                .map(|handlers| {
-                    let list: Vec<String> = handlers.iter().map(|h| format!("{h:x}")).collect();
-                    format!(
-                        ",graph={},handlers={}",
-                        work.path().join(crate::exec::callgraph::FILE).display(),
-                        list.join(":")
-                    )
-                })
-                .unwrap_or_default();
+            let mut graph = String::new();
+            if let Some(handlers) = opts.call_graph.as_ref().or(opts.contexts.as_ref()) {
+                let list: Vec<String> = handlers.iter().map(|h| format!("{h:x}")).collect();
+                graph.push_str(&format!(",handlers={}", list.join(":")));
+            }
+            if opts.call_graph.is_some() {
+                graph.push_str(&format!(
+                    ",graph={}",
+                    work.path().join(crate::exec::callgraph::FILE).display()
+                ));
+            }
+            if opts.contexts.is_some() {
+                graph.push_str(&format!(
+                    ",contexts={}",
+                    work.path()
+                        .join(crate::exec::exact::CONTEXTS_FILE)
+                        .display()
+                ));
+            }
             cmd.arg("-plugin").arg(format!(
                 "{},out={}{budget}{graph}",
                 path.display(),
@@ -475,7 +485,12 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let exact_contexts = counts_from_log
         .as_ref()
         .and_then(|log| log.context_counts())
-        .map(|c| crate::exec::exact::encode_contexts(&c));
+        .map(|c| crate::exec::exact::encode_contexts(&c))
+        .or_else(|| {
+            opts.contexts.as_ref().and_then(|_| {
+                std::fs::read(work.path().join(crate::exec::exact::CONTEXTS_FILE)).ok()
+            })
+        });
     let exact = match counts_from_log {
         Some(log) => Some(crate::exec::exact::encode(&log.counts())),
         None => std::fs::read(work.path().join(EXACT_FILE)).ok(),

@@ -218,6 +218,15 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             // QEMU's STM32 timers do not restart their count at the update (it runs on past
             // the reload), so it says nothing of lateness there.
             Timer::Device { kind, .. } if kind == wire::TIMER_STM32 => 0,
+            // No handler in the image but the sampler's: nothing can hold it off, and the
+            // check (6 instructions a sample) is left out.
+            _ if !elf::may_hold_off(
+                &elf_bytes,
+                (timer_kind != wire::TIMER_SYSTICK).then_some(16 + timer_irq),
+            ) =>
+            {
+                super::settings::late_ticks_set().unwrap_or(0)
+            }
             _ => super::settings::late_ticks(
                 units_per_tick,
                 timer_kind != wire::TIMER_SYSTICK,

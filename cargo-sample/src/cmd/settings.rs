@@ -76,10 +76,7 @@ const LATE_AFTER_CYCLES: [f64; 2] = [48.0, 64.0];
 /// timer expired was held off by code the sampler could not preempt. `device`: the timer's
 /// handler acknowledges it before the entry (not SysTick).
 pub fn late_ticks(units_per_tick: f64, device: bool, board: bool) -> u32 {
-    if let Some(t) = std::env::var("CARGO_SAMPLE_LATE_TICKS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(t) = late_ticks_set() {
         return t;
     }
     let units = if board {
@@ -88,6 +85,13 @@ pub fn late_ticks(units_per_tick: f64, device: bool, board: bool) -> u32 {
         LATE_AFTER_INSTRUCTIONS
     }[usize::from(device)];
     (units / units_per_tick.max(1e-6)).ceil().clamp(1.0, 1e9) as u32
+}
+
+/// `CARGO_SAMPLE_LATE_TICKS`, when set: the lateness limit in timer ticks (0: no check).
+pub fn late_ticks_set() -> Option<u32> {
+    std::env::var("CARGO_SAMPLE_LATE_TICKS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The sampling timer of a run.

@@ -153,6 +153,50 @@ pub fn handler_entries(elf: &[u8]) -> Vec<u32> {
         .collect()
 }
 
+/// Whether any handler of the image could hold the sampler off: a vector from NMI on that is
+/// neither the default handler nor the sampler's (its entry, a timer handler that branches to
+/// it, or the device timer's interrupt `sampler_exception`). HardFault ends a run. An image
+/// whose default handler or sampler entry cannot be found may have any.
+pub fn may_hold_off(data: &[u8], sampler_exception: Option<u32>) -> bool {
+    let default = ["DefaultHandler", "DefaultHandler_"]
+        .iter()
+        .filter_map(|n| symbol_address(data, n))
+        .map(|a| a as u32 & !1)
+        .collect::<Vec<u32>>();
+    if default.is_empty() {
+        return true;
+    }
+    let Some(entry) = symbol_address(data, "sampler_rt_entry").map(|a| a & !1) else {
+        return true;
+    };
+    let Ok(file) = object::File::parse(data) else {
+        return true;
+    };
+    // A timer's handler `timer_interrupt!` defined: a few instructions and a branch to the
+    // sampler's entry.
+    let samplers = |handler: u32| {
+        file.symbols().any(|s| {
+            s.kind() == SymbolKind::Text
+                && s.address() & !1 == u64::from(handler)
+                && (1..=24).contains(&s.size())
+                && crate::image::symbolize::branches_to(
+                    &file,
+                    u64::from(handler),
+                    u64::from(handler) + s.size(),
+                )
+                .contains(&entry)
+        })
+    };
+    vectors(data).iter().any(|&(exception, handler)| {
+        exception != 3
+            && exception >= 2
+            && Some(exception) != sampler_exception
+            && !default.contains(&handler)
+            && u64::from(handler) != entry
+            && !samplers(handler)
+    })
+}
+
 /// The vector table's entries from the reset vector on: `(exception number, handler address)`
 /// with the Thumb bit cleared. Exception numbers 16 and up are the device's interrupts.
 pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {

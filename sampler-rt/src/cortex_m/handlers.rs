@@ -274,6 +274,13 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
     // window is read between the interrupted SP and the initial main stack pointer.
     unsafe {
         let window = ((*s).tag_kind >> 8) & 0xFF;
+        // Set by the lateness check's late path for this sample (see `sampler_rt_late`).
+        let flags = if (*s).late_flag != 0 {
+            (*s).late_flag = 0;
+            wire::STACK_FRAMES_INLINE | wire::STACK_HELD_OFF
+        } else {
+            wire::STACK_FRAMES_INLINE
+        };
         let out = (*s).wptr as *mut u32;
         let xpsr = *frame.add(7);
         // Bit 4 clear: an FP-extended frame (18 more words); xPSR bit 9: an alignment word.
@@ -324,12 +331,7 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
             low = fp + 8;
             fp = next;
         }
-        let late = core::mem::take(&mut (*s).late_flag) != 0;
-        *out.add(5) = (exc_return & 0xFF)
-            | valid << 8
-            | n << 16
-            | wire::STACK_FRAMES_INLINE
-            | if late { wire::STACK_HELD_OFF } else { 0 };
+        *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16 | flags;
         (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
         (*s).remaining -= 1;
         // ARMv7-M keeps the span (mask + 1) for a multiply-high, ARMv6-M the mask itself.

@@ -52,7 +52,7 @@ pub struct Symbolizer {
 }
 
 /// Targets of the Thumb `b` instructions (16-bit T2 and 32-bit T4) in `[start, end)`.
-fn branches_to(file: &object::File<'_>, start: u64, end: u64) -> Vec<u64> {
+pub(crate) fn branches_to(file: &object::File<'_>, start: u64, end: u64) -> Vec<u64> {
     use object::ObjectSection;
     let Some(bytes) = file.sections().find_map(|sec| {
         let (a, size) = (sec.address(), sec.size());

@@ -62,7 +62,7 @@ pub(crate) unsafe extern "C" fn sampler_rt_frame() {
 // is counted there. The pacing timer's count says how long ago it expired; a sample taken
 // more than `late_ticks` after (the normal entry latency and a margin, set by the host) goes
 // to [`sampler_rt_late`]. Each check reads `probe_reg` (the register named below) and
-// `late_ticks` with one `ldrd`, the timer with one more load, and costs 4 to 7 instructions
+// `late_ticks` with one `ldrd`, the timer with one more load, and costs 6 or 7 instructions
 // and the entry's `ldr pc`. A down-counter reads 0 for the tick after it expires (it reloads
 // on the next one): a count of 0 is a sample right on time, not one a whole period late (a
 // tick is 40 instructions at `-icount shift=0`).

@@ -723,6 +723,47 @@ fn the_nrf51_timer_paces_the_sampler_on_a_cortex_m0() {
     assert_within_3_sigma(&r, &["m0_heavy", "m0_light"], "microbit on TIMER0");
 }
 
+/// A free timer chosen for a crate because its firmware owned SysTick is remembered; once the
+/// firmware no longer owns SysTick (the memory is stale, as after the firmware dropped its
+/// monotonic) the tool samples on SysTick again, says so and forgets the choice.
+#[test]
+fn a_remembered_timer_is_forgotten_once_the_firmware_no_longer_owns_systick() {
+    let copy = copy_crate("examples/scenarios");
+    let manifest = copy.path().canonicalize().unwrap().join("Cargo.toml");
+    let memory = copies_target_dir().join("cargo-sample/timers.json");
+    let key = format!(
+        "{} hot-loops/thumbv7m-none-eabi/release on mps2-an385",
+        manifest.display()
+    );
+    let mut map: serde_json::Map<String, Value> = std::fs::read_to_string(&memory)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    map.insert(
+        key.clone(),
+        serde_json::json!({ "auto": true, "timer": "timer1", "vector": "TIMER1" }),
+    );
+    std::fs::create_dir_all(memory.parent().unwrap()).unwrap();
+    std::fs::write(&memory, Value::Object(map).to_string()).unwrap();
+    let args = [
+        "--release",
+        "--bin",
+        "hot-loops",
+        "-n",
+        "300",
+        "--format",
+        "json",
+    ];
+    let out = cargo_sample_in_copy(copy.path(), &args, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no longer owns SysTick"), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["timer"], "SysTick");
+    let left: Value = serde_json::from_str(&std::fs::read_to_string(&memory).unwrap()).unwrap();
+    assert!(left[&key].is_null(), "{left}");
+}
+
 /// A ring that leaves the stack almost no room on a 16 KiB part: said before the run, with the
 /// numbers and a size that fits.
 #[test]

@@ -55,7 +55,7 @@ pub(crate) fn build(
     );
     let remembered = remembered(p, &key);
     // A timer of the machine: asked for by name, or chosen for this crate before.
-    let wanted: Option<&'static DeviceTimer> = match timer {
+    let mut wanted: Option<&'static DeviceTimer> = match timer {
         Timer::Device { known: Some(t), .. } => Some(t),
         Timer::SysTick if !explicit => remembered
             .as_ref()
@@ -67,7 +67,18 @@ pub(crate) fn build(
         && t.name == r.timer
     {
         let img = build_with(p, args, env_for(t, &r.vector), calls)?;
-        return Ok((img, device(t)));
+        // A timer chosen because the firmware owned SysTick: only while it still does.
+        let stale = r.auto && !explicit && timer == Timer::SysTick && systick_owner(&img).is_none();
+        if !stale {
+            return Ok((img, device(t)));
+        }
+        term::note(format!(
+            "the firmware no longer owns SysTick: sampling on it again (`{}`, chosen for this \
+             crate when it did, is forgotten)",
+            t.name
+        ));
+        forget(p, &key);
+        wanted = None;
     }
     // The build as asked; it shows whether the firmware owns SysTick.
     let first = if wanted.is_some() {
@@ -310,6 +321,14 @@ fn remembered(p: &Project, key: &str) -> Option<Remembered> {
         vector: e.get("vector")?.as_str()?.to_owned(),
         auto: e.get("auto")?.as_bool()?,
     })
+}
+
+fn forget(p: &Project, key: &str) {
+    crate::runs::remember(
+        &firmware::own_dir(p).join("timers.json"),
+        key,
+        serde_json::Value::Null,
+    );
 }
 
 fn remember(p: &Project, key: &str, r: &Remembered) {

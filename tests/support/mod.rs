@@ -14,6 +14,7 @@ pub fn scenarios() -> PathBuf {
 }
 
 pub fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
+    let _one = one_at_a_time(dir);
     Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
         .arg("sample")
         .args(args)
@@ -23,8 +24,18 @@ pub fn cargo_sample(dir: &Path, args: &[&str]) -> Output {
         .expect("running cargo-sample")
 }
 
+/// RTIC's example crate builds its binaries with sampler-rt set up differently from run to run
+/// (a timer's handler built in or not) in one target directory: two tests building it at once
+/// can each link the other's sampler-rt. Its runs take turns.
+fn one_at_a_time(dir: &Path) -> Option<std::sync::MutexGuard<'static, ()>> {
+    static RTIC_APP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    dir.ends_with("rtic-app")
+        .then(|| RTIC_APP.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// [`cargo_sample`] with more environment variables.
 pub fn cargo_sample_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let _one = one_at_a_time(dir);
     let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-sample"));
     c.arg("sample")
         .args(args)

@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 
 /// Layers from the bottom up; a module may use its own layer and those listed before it.
 const LAYERS: &[&[&str]] = &[
-    &["term", "spec"],
+    &["term", "spec", "interrupt"],
     &["analysis::stats"],
     &["image", "dump", "runs"],
     &["project"],
-    &["exec", "capture"],
+    &["capture"],
+    &["exec"],
     &["analysis"],
     &["report"],
     &["cmd", "cli", "fuzzing"],

@@ -6,8 +6,8 @@
 use std::io::Write;
 
 use crate::{
-    capture::snapshot, dump, dump::itm, dump::laps, dump::textdump, exec::serial, image::disasm,
-    image::elf, image::symbolize, project,
+    capture::snapshot, dump, dump::itm, dump::laps, dump::textdump, image::disasm, image::elf,
+    image::symbolize, project,
 };
 
 /// The sampler's dump (every record kind), as read from a run directory, a serial port or a
@@ -32,14 +32,14 @@ pub fn dump(data: &[u8]) {
         assert_eq!(e.pcs, d.pcs);
     }
     let _ = laps::decode(data);
-    let _ = serial::find_dump(data);
+    let _ = crate::dump::stream::find_dump(data);
     // The plugin's call graph (read from the same run directories): what parses names every
     // count in some stack, and inclusive time never exceeds the total.
-    if let Ok(t) = crate::exec::callgraph::parse(data) {
-        let s = crate::exec::callgraph::stacks(&t, |pc| format!("{:x}", pc >> 4));
+    if let Ok(t) = crate::dump::callgraph::parse(data) {
+        let s = crate::analysis::callgraph::stacks(&t, |pc| format!("{:x}", pc >> 4));
         let sum = t.counts.iter().fold(0u64, |a, c| a.saturating_add(c.2));
         assert_eq!(s.total, sum);
-        for (inc, own) in crate::exec::callgraph::inclusive(&s).values() {
+        for (inc, own) in crate::analysis::callgraph::inclusive(&s).values() {
             assert!(own <= inc && *inc <= s.total);
         }
     }

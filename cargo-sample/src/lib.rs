@@ -18,6 +18,7 @@ pub mod dump;
 pub mod exec;
 pub mod fuzzing;
 pub mod image;
+pub mod interrupt;
 pub mod project;
 pub mod report;
 pub mod runs;

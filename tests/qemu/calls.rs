@@ -567,7 +567,8 @@ pub(crate) fn assert_graph_matches_exec_log(
     graph_dir: &Path,
     log_dir: &Path,
 ) -> BTreeMap<u32, u64> {
-    use cargo_sample::exec::{callgraph, exact};
+    use cargo_sample::analysis::callgraph::per_exception;
+    use cargo_sample::dump::{callgraph, exact};
     let elf = std::fs::read(graph_dir.join("firmware.elf")).unwrap();
     let handler: BTreeMap<u32, u32> = cargo_sample::image::elf::vectors(&elf)
         .into_iter()
@@ -584,7 +585,7 @@ pub(crate) fn assert_graph_matches_exec_log(
         *logged.entry(at).or_default() += n;
     }
     let tree = callgraph::parse(&std::fs::read(graph_dir.join(callgraph::FILE)).unwrap()).unwrap();
-    let from_graph: BTreeMap<u32, u64> = callgraph::per_exception(&tree).into_iter().collect();
+    let from_graph: BTreeMap<u32, u64> = per_exception(&tree).into_iter().collect();
     assert_eq!(
         from_graph, logged,
         "per exception: the graph, then QEMU's log"

@@ -16,7 +16,8 @@ use serde::Serialize;
 
 use cargo_sample::cli::{Cli, TableFormat, TruthMethod};
 use cargo_sample::cmd::sample;
-use cargo_sample::exec::exact::{self, Counting};
+use cargo_sample::dump::exact;
+use cargo_sample::exec::exact::{Counting, ExecLog};
 use cargo_sample::runs;
 
 mod diagnostics;
@@ -757,7 +758,7 @@ fn time_qemu(
         Some(Counting::ExecLog { one_insn_flag }) => {
             cmd.args(one_insn_flag).args(["-d", "exec,nochain"]);
             cmd.stderr(std::process::Stdio::piped());
-            log = Some(exact::ExecLog::default());
+            log = Some(ExecLog::default());
         }
         None => {
             cmd.stderr(std::process::Stdio::null());

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::exec::qemu::{INTERRUPTED, install_interrupt_handler};
+use crate::interrupt::{INTERRUPTED, install_handler};
 
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub fn record(
         .context("setting a read timeout")?;
     let mut file = std::fs::File::create(out)
         .with_context(|| format!("creating the capture file {}", out.display()))?;
-    install_interrupt_handler();
+    install_handler();
     let started = Instant::now();
     let mut total = 0u64;
     let mut buf = vec![0u8; 64 * 1024];

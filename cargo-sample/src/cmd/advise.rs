@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::cli::{AdviseArgs, CargoArgs, Mode, TableFormat};
 use crate::image::symbolize::Symbolizer;
 use crate::report::bins::{self, Split};
-use crate::{cmd::sample, exec::exact, image::elf, runs, term};
+use crate::{cmd::sample, image::elf, runs, term};
 
 /// One choice of bins, judged.
 #[derive(Debug, Clone, Serialize)]
@@ -85,7 +85,7 @@ fn judge(dir: &Path, size: u32, aligned: bool) -> Result<(Choice, String, (u64, 
         .text
         .context("the firmware has no `__stext`/`__etext`: the code range for bins is unknown")?;
     let sym = Symbolizer::new(&elf_path, &data, None)?;
-    let counts = exact::parse(&std::fs::read(dir.join(exact::FILE)).with_context(|| {
+    let counts = crate::dump::exact::parse(&std::fs::read(dir.join(crate::dump::exact::FILE)).with_context(|| {
         format!(
             "the run {} left no exact counts: the advisor needs QEMU plugin support or the exec log",
             dir.display()

@@ -13,7 +13,7 @@ use super::settings::{DEFAULT_SAMPLES, Timer, board_period, names_at, pacer, tim
 use super::stages::board_config;
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
-use crate::exec::probe::qemu as qemu_probe;
+use crate::exec::probe::emulated;
 use crate::exec::qemu;
 use crate::exec::serial;
 use crate::image::elf;
@@ -52,7 +52,7 @@ pub(crate) fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> 
 /// the chip); elsewhere, name the chip.
 pub(crate) fn hardware_method_in_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     let method = format!("{:?}", args.board.method).to_lowercase();
-    let chips = qemu_probe::chips();
+    let chips = emulated::chips();
     let machine = super::stages::choose_machine(args, p)
         .ok()
         .map(|t| t.machine.name);
@@ -160,7 +160,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         args.board.conn.settings(chip),
         board_defaults(p),
     );
-    let emulated = qemu || conn.probe.as_deref() == Some(qemu_probe::PROBE_NAME);
+    let emulated = qemu || conn.probe.as_deref() == Some(emulated::PROBE_NAME);
     if args.exact {
         bail!("`--exact` counts instructions without sampling: run it in QEMU with `--machine`");
     }
@@ -264,7 +264,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     if let Some(l) = &cap.live {
         super::stages::warn_overwritten(l);
     }
-    if args.truth && !dir.join(crate::exec::exact::FILE).is_file() {
+    if args.truth && !dir.join(crate::dump::exact::FILE).is_file() {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
     if let Some(d) = board_dump(&cap, code, reload, requested) {
@@ -312,7 +312,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
 
 /// `--probe qemu`: the QEMU machine that plays the chip.
 fn emulated_machine(chip: &str) -> Result<&'static crate::exec::machine::Machine> {
-    let chips = qemu_probe::chips();
+    let chips = emulated::chips();
     match crate::exec::machine::find(chip) {
         Some(m) if chips.contains(&chip) => Ok(m),
         _ => bail!(
@@ -359,7 +359,7 @@ fn emulated_chip(
     m: &'static crate::exec::machine::Machine,
     method: crate::cli::Method,
     dir: &std::path::Path,
-) -> Result<qemu_probe::Emulated> {
+) -> Result<emulated::Emulated> {
     let qemu_path = qemu::locate(args.qemu.as_deref(), None)?;
     let shift = args
         .icount_shift
@@ -378,7 +378,7 @@ fn emulated_chip(
     } else {
         None
     };
-    Ok(qemu_probe::Emulated {
+    Ok(emulated::Emulated {
         qemu: qemu_path,
         machine: m.name.to_owned(),
         cpu: m.cpu.to_owned(),
@@ -386,20 +386,20 @@ fn emulated_chip(
         real_time: false,
         log: dir.join(runs::OUTPUT),
         plugin,
-        exact_out: args.truth.then(|| dir.join(crate::exec::exact::FILE)),
+        exact_out: args.truth.then(|| dir.join(crate::dump::exact::FILE)),
         graph: match (
             args.truth && args.stacks.is_some(),
             plugin_graph_handlers(dir),
         ) {
-            (true, Some(h)) => Some((dir.join(crate::exec::callgraph::FILE), h)),
+            (true, Some(h)) => Some((dir.join(crate::dump::callgraph::FILE), h)),
             _ => None,
         },
-        faults: match std::env::var(qemu_probe::FAULTS_ENV) {
-            Ok(v) => qemu_probe::dap::Faults::parse(&v)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", qemu_probe::FAULTS_ENV))?,
+        faults: match std::env::var(emulated::FAULTS_ENV) {
+            Ok(v) => emulated::dap::Faults::parse(&v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", emulated::FAULTS_ENV))?,
             Err(_) => Default::default(),
         },
-        swo: dwt.then(|| qemu_probe::swo::SwoSource {
+        swo: dwt.then(|| emulated::swo::SwoSource {
             ticks: dir.join("dwt-ticks.bin"),
             clock_hz: 1_000_000_000 >> shift,
         }),
@@ -517,7 +517,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         .transpose()
         .context("creating the run's defmt.log")?;
     let mut decoded = 0;
-    qemu::install_interrupt_handler();
+    crate::interrupt::install_handler();
     let started = std::time::Instant::now();
     let timeout = Duration::from_secs(args.timeout);
     let raw_path = run.dir.join(runs::SERIAL);
@@ -532,7 +532,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             saved_len = raw.len();
         }
         if let Some(d) = defmt.as_mut() {
-            let end = serial::before_dump(&raw);
+            let end = crate::dump::stream::before_dump(&raw);
             if end > decoded {
                 for line in d.feed(&raw[decoded..end]) {
                     eprintln!("{line}");
@@ -544,10 +544,10 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
                 decoded = end;
             }
         }
-        if let Some((_, true)) = serial::find_dump(&raw) {
+        if let Some((_, true)) = crate::dump::stream::find_dump(&raw) {
             break runs::RunState::Finished;
         }
-        if qemu::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        if crate::interrupt::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
             break runs::RunState::Interrupted;
         }
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -573,7 +573,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         let _ = r.wait();
     }
     run.meta.wall_seconds = started.elapsed().as_secs_f64();
-    if let Some((start, complete)) = serial::find_dump(&raw) {
+    if let Some((start, complete)) = crate::dump::stream::find_dump(&raw) {
         run.keep(runs::DUMP, &raw[start..])?;
         if !complete {
             term::warn("the dump on the port was cut short; reporting what arrived");

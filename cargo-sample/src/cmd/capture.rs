@@ -70,7 +70,7 @@ pub(crate) fn kept_defmt_log(
     };
     if raw.ends_with(runs::SERIAL) {
         // The frames come before the dump on the port.
-        bytes.truncate(crate::exec::serial::before_dump(&bytes));
+        bytes.truncate(crate::dump::stream::before_dump(&bytes));
     }
     let Some(mut log) = crate::dump::defmt::DefmtLog::of_elf(elf_bytes)? else {
         return Ok(None);

@@ -166,16 +166,16 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     run.meta.exit_code = outcome.status.and_then(|s| s.code());
     check_plugin_loaded(&outcome, Some(&counting), &run.dir)?;
     if let Some(counts) = &outcome.exact {
-        run.keep(exact::FILE, counts)?;
+        run.keep(crate::dump::exact::FILE, counts)?;
     }
     if let Some(graph) = &outcome.call_graph {
-        run.keep(crate::exec::callgraph::FILE, graph)?;
+        run.keep(crate::dump::callgraph::FILE, graph)?;
     }
     if let Some(c) = &outcome.exact_contexts {
-        run.keep(exact::CONTEXTS_FILE, c)?;
+        run.keep(crate::dump::exact::CONTEXTS_FILE, c)?;
     }
     capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
-    run.finish(outcome.state(), exact::FILE, |dir| {
+    run.finish(outcome.state(), crate::dump::exact::FILE, |dir| {
         format!(
             "QEMU left no instruction counts; its output and the run are kept in {}",
             dir.display()

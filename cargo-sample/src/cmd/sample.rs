@@ -19,7 +19,6 @@ use super::stages::{choose_machine, note_live};
 use crate::capture::snapshot;
 use crate::cli::RunArgs;
 use crate::dump::{self};
-use crate::exec::exact;
 use crate::exec::exact::Counting;
 use crate::exec::qemu;
 use crate::image::elf;
@@ -381,12 +380,12 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
 
     // Keep the raw capture before decoding anything.
     if let Some(counts) = &outcome.exact {
-        run.keep(exact::FILE, counts)?;
+        run.keep(crate::dump::exact::FILE, counts)?;
         if let Some(c) = &outcome.exact_contexts {
-            run.keep(exact::CONTEXTS_FILE, c)?;
+            run.keep(crate::dump::exact::CONTEXTS_FILE, c)?;
         }
         if let Some(graph) = &outcome.call_graph {
-            run.keep(crate::exec::callgraph::FILE, graph)?;
+            run.keep(crate::dump::callgraph::FILE, graph)?;
         }
     } else if args.truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
@@ -447,7 +446,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         let ran = outcome
             .exact
             .as_deref()
-            .and_then(|b| exact::parse(b).ok())
+            .and_then(|b| crate::dump::exact::parse(b).ok())
             .map(|c| c.iter().map(|x| x.1).sum::<u64>());
         if let Some(n) = ran {
             term::note(format!(

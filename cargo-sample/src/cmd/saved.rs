@@ -7,7 +7,6 @@ use sampler_rt::wire::{self};
 
 use crate::cli::{Format, ViewArgs};
 use crate::dump::{self, Dump};
-use crate::exec::exact;
 use crate::image::disasm;
 use crate::image::elf;
 use crate::image::symbolize::Symbolizer;
@@ -362,8 +361,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
         term::note("the ELF has no DWARF: no source lines or inline frames");
     }
     let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
-    let mut exact = match std::fs::read(dir.join(exact::FILE)) {
-        Ok(bytes) => Some(exact::parse(&bytes)?),
+    let mut exact = match std::fs::read(dir.join(crate::dump::exact::FILE)) {
+        Ok(bytes) => Some(crate::dump::exact::parse(&bytes)?),
         Err(_) => None,
     };
     // The exceptions whose time the held-off row stands for, when the sampler checked.
@@ -432,7 +431,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 };
                 // Exact instructions per exception, when the run followed them.
                 if dump.info.tag_kind == wire::TAG_XPSR
-                    && let Ok(bytes) = std::fs::read(dir.join(exact::CONTEXTS_FILE))
+                    && let Ok(bytes) = std::fs::read(dir.join(crate::dump::exact::CONTEXTS_FILE))
                 {
                     let vectors_of = elf::vectors(&elf_bytes);
                     // The sampler's own interrupt is all its own time (its slow path may call
@@ -443,7 +442,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                         .map(|v| v.0)
                         .collect();
                     let all = exact.as_deref().unwrap_or(&[]);
-                    for (context, pc, n) in exact::contexts_by_exception(&bytes, &vectors_of, all)?
+                    for (context, pc, n) in
+                        crate::dump::exact::contexts_by_exception(&bytes, &vectors_of, all)?
                     {
                         if !own.contains(&context) && !sym.is_sampler(pc as u64) {
                             *s.exact_by_tag.entry(context).or_default() += n;
@@ -527,9 +527,10 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
     // Like with like: the instructions of the handlers the sampler could not see go to the
     // held-off row in the exact counts too.
     if let (Some(hidden), Some(e)) = (&held_off, exact.as_mut())
-        && let Ok(bytes) = std::fs::read(dir.join(exact::CONTEXTS_FILE))
+        && let Ok(bytes) = std::fs::read(dir.join(crate::dump::exact::CONTEXTS_FILE))
     {
-        let contexts = exact::contexts_by_exception(&bytes, &elf::vectors(&elf_bytes), e)?;
+        let contexts =
+            crate::dump::exact::contexts_by_exception(&bytes, &elf::vectors(&elf_bytes), e)?;
         report::held_off::split_exact(e, &contexts, hidden);
     }
     let timeline = opts.timeline;
@@ -595,11 +596,11 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<report::Report> 
                 }
             }
         }
-        let graph = match std::fs::read(dir.join(crate::exec::callgraph::FILE)) {
-            Ok(bytes) => Some(crate::exec::callgraph::parse(&bytes).with_context(|| {
+        let graph = match std::fs::read(dir.join(crate::dump::callgraph::FILE)) {
+            Ok(bytes) => Some(crate::dump::callgraph::parse(&bytes).with_context(|| {
                 format!(
                     "decoding {}",
-                    dir.join(crate::exec::callgraph::FILE).display()
+                    dir.join(crate::dump::callgraph::FILE).display()
                 )
             })?),
             Err(_) => None,
@@ -719,7 +720,7 @@ pub(crate) fn load_exact_report(
     opts: report::Options,
 ) -> Result<report::Report> {
     let (elf_path, elf_bytes) = runs::elf_of(dir)?;
-    let counts_path = dir.join(exact::FILE);
+    let counts_path = dir.join(crate::dump::exact::FILE);
     let bytes = std::fs::read(&counts_path).with_context(|| {
         format!(
             "reading {} (the run left no counts: see {})",
@@ -727,8 +728,8 @@ pub(crate) fn load_exact_report(
             dir.join(runs::OUTPUT).display()
         )
     })?;
-    let counts =
-        exact::parse(&bytes).with_context(|| format!("decoding {}", counts_path.display()))?;
+    let counts = crate::dump::exact::parse(&bytes)
+        .with_context(|| format!("decoding {}", counts_path.display()))?;
     let fw = elf::inspect(&elf_bytes)?;
     if !fw.has_symbols {
         term::warn("the ELF has no function symbols (stripped?): addresses cannot be named");
@@ -758,10 +759,10 @@ pub(crate) fn load_exact_report(
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
     let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
-    let graph_path = dir.join(crate::exec::callgraph::FILE);
+    let graph_path = dir.join(crate::dump::callgraph::FILE);
     match std::fs::read(&graph_path) {
         Ok(bytes) => {
-            let tree = crate::exec::callgraph::parse(&bytes)
+            let tree = crate::dump::callgraph::parse(&bytes)
                 .with_context(|| format!("decoding {}", graph_path.display()))?;
             report::calls::apply(
                 &mut report,

@@ -52,7 +52,9 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             .and_then(|r| r.chip.clone())
             .filter(|_| args.machine.is_none())
     });
-    if chip.is_some() && args.conn.probe.as_deref() == Some(crate::exec::probe::qemu::PROBE_NAME) {
+    if chip.is_some()
+        && args.conn.probe.as_deref() == Some(crate::exec::probe::emulated::PROBE_NAME)
+    {
         bail!(
             "`stat` on a board through `--probe qemu` is not possible: the emulated probe plays \
              Cortex-M debug (an ADIv5 AHB-AP in front of an M-profile core), and probe-rs drives \

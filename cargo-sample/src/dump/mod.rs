@@ -1,11 +1,14 @@
 //! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
 
+pub mod callgraph;
 pub mod defmt;
+pub mod exact;
 pub mod fault;
 pub mod itm;
 pub mod laps;
 pub mod le;
 pub mod pmu;
+pub mod stream;
 pub mod textdump;
 pub mod tpiu;
 

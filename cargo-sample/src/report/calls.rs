@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use anyhow::{Result, bail};
 
-use crate::exec::callgraph::{self, Tree};
+use crate::analysis::callgraph;
+use crate::dump::callgraph::Tree;
 use crate::image::symbolize::Symbolizer;
 use crate::report::model::{EdgeRow, Edges, OUTSIDE, Report, Stack};
 

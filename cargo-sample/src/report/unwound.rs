@@ -7,9 +7,10 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
+use crate::analysis::callgraph::{self, Stacks};
 use crate::analysis::stats::{Z95, wilson};
 use crate::dump::Dump;
-use crate::exec::callgraph::{self, Stacks, Tree};
+use crate::dump::callgraph::Tree;
 use crate::image::symbolize::Symbolizer;
 use crate::image::unwind::{Context, End, Kind, Unwinder};
 use crate::report::model::{Diagnostic, EdgeRow, Finding, OUTSIDE, Report, Row, Unwinding};

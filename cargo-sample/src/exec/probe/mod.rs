@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 
 mod dwt;
-pub mod qemu;
+pub mod emulated;
 mod ring;
 mod session;
 
@@ -40,12 +40,12 @@ pub enum Method {
     /// The host reads DWT_PCSR through the debug port while the core runs.
     Pcsr,
 }
-use crate::exec::qemu::INTERRUPTED;
+use crate::interrupt::INTERRUPTED;
 use crate::term;
 
 /// Flash, run and capture until the sampler stops, the duration, the sample count or Ctrl-C.
 pub fn capture(opts: &CaptureSpec) -> Result<Capture> {
-    crate::exec::qemu::install_interrupt_handler();
+    crate::interrupt::install_handler();
     term::status("Attaching", format!("to {}", opts.conn.chip));
     let attaching = Instant::now();
     let (mut session, vm) = open(&opts.conn)?;
@@ -98,7 +98,7 @@ pub fn pmu_counts(
     run_id: u32,
     timeout: Duration,
 ) -> Result<crate::capture::pmu::InMemory> {
-    crate::exec::qemu::install_interrupt_handler();
+    crate::interrupt::install_handler();
     term::status("Attaching", format!("to {}", conn.chip));
     let (mut session, _vm) = open(conn)?;
     term::status("Flashing", elf.display());

@@ -14,7 +14,7 @@ use probe_rs::{MemoryInterface, Permissions, Session};
 
 use super::Method;
 use crate::capture::live::{Live, Memory};
-use crate::exec::qemu::INTERRUPTED;
+use crate::interrupt::INTERRUPTED;
 
 /// How to reach the board.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ pub struct Connection {
     pub protocol: Option<String>,
     pub connect_under_reset: bool,
     /// `--probe qemu`: the chip is this QEMU machine.
-    pub emulated: Option<super::qemu::Emulated>,
+    pub emulated: Option<super::emulated::Emulated>,
 }
 
 impl Connection {
@@ -119,7 +119,7 @@ pub fn parse_probe(s: &str) -> Result<DebugProbeSelector> {
 }
 
 /// Open the probe and attach to the chip.
-pub(crate) fn open(opts: &Connection) -> Result<(Session, Option<super::qemu::VmHandle>)> {
+pub(crate) fn open(opts: &Connection) -> Result<(Session, Option<super::emulated::VmHandle>)> {
     if let Some(e) = &opts.emulated {
         let (s, vm) = open_emulated(opts, e)?;
         return Ok((s, Some(vm)));
@@ -195,10 +195,10 @@ pub(crate) fn open(opts: &Connection) -> Result<(Session, Option<super::qemu::Vm
 /// Start the QEMU machine behind the emulated probe and attach to it as to a board.
 fn open_emulated(
     opts: &Connection,
-    e: &super::qemu::Emulated,
-) -> Result<(Session, super::qemu::VmHandle)> {
-    let (probe, vm) = super::qemu::QemuProbe::launch(e)?.into_probe();
-    let registry = super::qemu::registry()?;
+    e: &super::emulated::Emulated,
+) -> Result<(Session, super::emulated::VmHandle)> {
+    let (probe, vm) = super::emulated::QemuProbe::launch(e)?.into_probe();
+    let registry = super::emulated::registry()?;
     let session = probe
         .attach_with_registry(opts.chip.as_str(), Permissions::default(), &registry)
         .with_context(|| format!("attaching to the emulated `{}`", opts.chip))?;

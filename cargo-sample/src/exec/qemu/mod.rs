@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::capture::live::{AppRtt, Live, Reader, Step};
 use crate::exec::exact::{Counting, ExecLog};
+use crate::interrupt::{INTERRUPTED, install_handler};
 use crate::runs::RunState;
 
 mod binary;
@@ -26,23 +27,6 @@ use monitor::{Monitor, connect_monitor, endpoint, quit_cleanly, take_snapshot};
 
 /// Where the plugin writes its counts, in QEMU's working directory.
 const EXACT_FILE: &str = "exact.counts";
-
-/// Set by the Ctrl-C handler; the run loop takes a snapshot and stops QEMU.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Install the Ctrl-C handler once. QEMU runs in its own process group, so the signal reaches
-/// only cargo-sample, which saves what the firmware holds before it stops QEMU.
-pub fn install_interrupt_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            if INTERRUPTED.swap(true, Ordering::SeqCst) {
-                // A second Ctrl-C: the user insists.
-                std::process::exit(130);
-            }
-        });
-    });
-}
 
 /// A memory range to save from the guest when the run is cut short.
 #[derive(Debug, Clone, Copy)]
@@ -214,14 +198,14 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
                     ",graph={}",
-                    work.path().join(crate::exec::callgraph::FILE).display()
+                    work.path().join(crate::dump::callgraph::FILE).display()
                 ));
             }
             if opts.contexts.is_some() {
                 graph.push_str(&format!(
                     ",contexts={}",
                     work.path()
-                        .join(crate::exec::exact::CONTEXTS_FILE)
+                        .join(crate::dump::exact::CONTEXTS_FILE)
                         .display()
                 ));
             }
@@ -248,7 +232,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
         .chain(cmd.get_args())
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
-    install_interrupt_handler();
+    install_handler();
     let started = Instant::now();
     let mut child = cmd
         .spawn()
@@ -485,14 +469,14 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
     let exact_contexts = counts_from_log
         .as_ref()
         .and_then(|log| log.context_counts())
-        .map(|c| crate::exec::exact::encode_contexts(&c))
+        .map(|c| crate::dump::exact::encode_contexts(&c))
         .or_else(|| {
             opts.contexts.as_ref().and_then(|_| {
-                std::fs::read(work.path().join(crate::exec::exact::CONTEXTS_FILE)).ok()
+                std::fs::read(work.path().join(crate::dump::exact::CONTEXTS_FILE)).ok()
             })
         });
     let exact = match counts_from_log {
-        Some(log) => Some(crate::exec::exact::encode(&log.counts())),
+        Some(log) => Some(crate::dump::exact::encode(&log.counts())),
         None => std::fs::read(work.path().join(EXACT_FILE)).ok(),
     };
     if matches!(opts.counting, Some(Counting::Plugin { .. })) {
@@ -521,7 +505,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
         call_graph: opts
             .call_graph
             .as_ref()
-            .and_then(|_| std::fs::read(work.path().join(crate::exec::callgraph::FILE)).ok()),
+            .and_then(|_| std::fs::read(work.path().join(crate::dump::callgraph::FILE)).ok()),
     })
 }
 

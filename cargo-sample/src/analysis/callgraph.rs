@@ -1,97 +1,13 @@
-//! The exact call graph of a QEMU run: the calling-context tree cargo-sample's plugin records
-//! (`graph=FILE`: every call and return followed, instructions counted per context), read
-//! and turned into call stacks of function names.
-//!
-//! File `callgraph.bin`: `"SMPLCCT2"`, then `u32` node count and the nodes (parent `u32`,
-//! entry PC `u32`, flags `u32` — bit 0 an exception entry —, call site `u32`, calls `u64`),
-//! then `u32` count count and the counts (node `u32`, block start PC `u32`, instructions
-//! `u64`), little-endian. Node 0 is the root (what runs before any call is followed). The
-//! call site is an address inside the call instruction (for an exception, the start of the
-//! block it interrupted): the function holding it made the call, which is not the parent's
-//! entry when the parent tail-called it. `"SMPLCCT1"` files (no site) are read too.
+//! The exact call graph turned into call stacks of function names: inclusive time, callers
+//! and callees, the time per exception, and the checks that keep the graph honest. The file
+//! itself is read by [`crate::dump::callgraph`].
 
 use std::collections::HashMap;
 
-use anyhow::{Result, bail};
+use crate::dump::callgraph::Tree;
 
 /// Frames kept in a stack; deeper ones (runaway recursion) are left out in the middle.
 const MAX_FRAMES: usize = 256;
-
-/// The file a run keeps the graph in.
-pub const FILE: &str = "callgraph.bin";
-
-const MAGIC: &[u8; 8] = b"SMPLCCT2";
-const MAGIC_V1: &[u8; 8] = b"SMPLCCT1";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Node {
-    pub parent: u32,
-    pub entry: u32,
-    pub exception: bool,
-    /// Inside the call instruction (0: not recorded).
-    pub site: u32,
-    pub calls: u64,
-}
-
-/// The calling-context tree as recorded.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tree {
-    pub nodes: Vec<Node>,
-    /// (node, block start, instructions).
-    pub counts: Vec<(u32, u32, u64)>,
-}
-
-/// Read a graph file; damaged input is an error, never a panic.
-pub fn parse(b: &[u8]) -> Result<Tree> {
-    if b.len() < 12 || (&b[..8] != MAGIC && &b[..8] != MAGIC_V1) {
-        bail!("not a call-graph file (no SMPLCCT2 header)");
-    }
-    let size = if &b[..8] == MAGIC { 24 } else { 20 };
-    let u32_at = |o: usize| -> Result<u32> {
-        b.get(o..o + 4)
-            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-            .ok_or_else(|| anyhow::anyhow!("the call-graph file is cut short at byte {o}"))
-    };
-    let u64_at =
-        |o: usize| -> Result<u64> { Ok(u64::from(u32_at(o)?) | u64::from(u32_at(o + 4)?) << 32) };
-    let n = u32_at(8)? as usize;
-    if n.saturating_mul(size) > b.len() {
-        bail!("the call-graph file claims {n} nodes, more than it holds");
-    }
-    let mut o = 12;
-    let mut nodes = Vec::with_capacity(n);
-    for _ in 0..n {
-        let site = if size == 24 { u32_at(o + 12)? } else { 0 };
-        nodes.push(Node {
-            parent: u32_at(o)?,
-            entry: u32_at(o + 4)?,
-            exception: u32_at(o + 8)? & 1 != 0,
-            site,
-            calls: u64_at(o + size - 8)?,
-        });
-        o += size;
-    }
-    let m = u32_at(o)? as usize;
-    o += 4;
-    if m.saturating_mul(16) > b.len() {
-        bail!("the call-graph file claims {m} counts, more than it holds");
-    }
-    let mut counts = Vec::with_capacity(m);
-    for _ in 0..m {
-        let node = u32_at(o)?;
-        if node as usize >= n {
-            bail!("a count names node {node} of {n}");
-        }
-        counts.push((node, u32_at(o + 4)?, u64_at(o + 8)?));
-        o += 16;
-    }
-    for (i, nd) in nodes.iter().enumerate() {
-        if nd.parent as usize >= n || (i > 0 && nd.parent as usize >= i) {
-            bail!("node {i} has a parent ({}) recorded after it", nd.parent);
-        }
-    }
-    Ok(Tree { nodes, counts })
-}
 
 /// Call stacks of function names (outermost first) with their instructions, and calls per
 /// edge.
@@ -348,6 +264,7 @@ pub fn per_exception(t: &Tree) -> HashMap<u32, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dump::callgraph::{MAGIC, MAGIC_V1, parse};
 
     /// A version-1 file (no call sites).
     fn file(nodes: &[(u32, u32, u32, u64)], counts: &[(u32, u32, u64)]) -> Vec<u8> {

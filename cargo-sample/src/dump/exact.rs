@@ -1,0 +1,132 @@
+//! The exact counts' files: per address (`exact.counts`: `"SMPLEXC1"`, then little-endian
+//! `(pc: u64, count: u64)` pairs sorted by pc) and per exception and address
+//! (`exact-contexts.bin`: `"SMPLEXX1"` from QEMU's exec log, `"SMPLEXH1"` from the plugin, then
+//! `(exception or handler u32, address u32, count u64)` records).
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+
+/// Name of the counts file in a run directory.
+pub const FILE: &str = "exact.counts";
+
+/// Parse a counts file.
+pub fn parse(bytes: &[u8]) -> Result<Vec<(u32, u64)>> {
+    if bytes.len() < 8 || &bytes[..8] != b"SMPLEXC1" || !(bytes.len() - 8).is_multiple_of(16) {
+        bail!("not an exact-count file from cargo-sample's QEMU plugin");
+    }
+    Ok(bytes[8..]
+        .chunks_exact(16)
+        .map(|c| {
+            let pc = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
+            let n = u64::from_le_bytes(c[8..].try_into().unwrap_or_default());
+            (pc as u32, n)
+        })
+        .collect())
+}
+
+/// Encode counts as a counts file (sorted by pc).
+pub fn encode(counts: &[(u32, u64)]) -> Vec<u8> {
+    let mut sorted = counts.to_vec();
+    sorted.sort_unstable();
+    let mut b = Vec::with_capacity(8 + 16 * sorted.len());
+    b.extend_from_slice(b"SMPLEXC1");
+    for (pc, n) in sorted {
+        b.extend_from_slice(&u64::from(pc).to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
+    }
+    b
+}
+
+/// The file a run keeps per-exception counts in (from the exec log with `-d int`).
+pub const CONTEXTS_FILE: &str = "exact-contexts.bin";
+
+/// Per-exception counts as a file: `SMPLEXX1`, then `(exception u32, address u32, count u64)`
+/// little-endian records.
+pub fn encode_contexts(counts: &[(u32, u32, u64)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 16 * counts.len());
+    b.extend_from_slice(b"SMPLEXX1");
+    for &(c, pc, n) in counts {
+        b.extend_from_slice(&c.to_le_bytes());
+        b.extend_from_slice(&pc.to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
+    }
+    b
+}
+
+/// A per-exception counts file of either kind as `(exception, address, instructions)`, thread
+/// mode 0: QEMU's exec log counts by exception number (`SMPLEXX1`); the plugin counts by the
+/// innermost exception's handler address and leaves thread mode out (`SMPLEXH1`), which is
+/// then named by the vector table (`vectors`: exception number, handler) and completed from
+/// the per-address counts (`exact`).
+pub fn contexts_by_exception(
+    bytes: &[u8],
+    vectors: &[(u32, u32)],
+    exact: &[(u32, u64)],
+) -> Result<Vec<(u32, u32, u64)>> {
+    let Some(body) = bytes.strip_prefix(b"SMPLEXH1") else {
+        return parse_contexts(bytes);
+    };
+    let mut bytes = b"SMPLEXX1".to_vec();
+    bytes.extend_from_slice(body);
+    let by_handler = parse_contexts(&bytes)?;
+    let exception_of = |handler: u32| {
+        vectors
+            .iter()
+            .filter(|v| v.0 >= 2 && v.1 & !1 == handler)
+            .map(|v| v.0)
+            .min()
+    };
+    let mut inside: HashMap<u32, u64> = HashMap::new();
+    let mut out = Vec::with_capacity(by_handler.len() + exact.len());
+    for (handler, pc, n) in by_handler {
+        let exception = exception_of(handler).with_context(|| {
+            format!(
+                "per-exception counts name a handler at {handler:#x} the vector table does not have"
+            )
+        })?;
+        *inside.entry(pc).or_default() += n;
+        out.push((exception, pc, n));
+    }
+    for &(pc, n) in exact {
+        let thread = n.saturating_sub(inside.get(&pc).copied().unwrap_or(0));
+        if thread > 0 {
+            out.push((0, pc, thread));
+        }
+    }
+    Ok(out)
+}
+
+/// Read a per-exception counts file.
+pub fn parse_contexts(bytes: &[u8]) -> Result<Vec<(u32, u32, u64)>> {
+    let body = bytes
+        .strip_prefix(b"SMPLEXX1")
+        .context("not a per-exception counts file (no SMPLEXX1 header)")?;
+    if body.len() % 16 != 0 {
+        bail!(
+            "a per-exception counts file of {} bytes is cut short",
+            bytes.len()
+        );
+    }
+    Ok(body
+        .chunks_exact(16)
+        .map(|r| {
+            let w = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+            let n = u64::from_le_bytes([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]);
+            (w(0), w(4), n)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_refuses() {
+        let b = encode(&[(0x100, 7)]);
+        assert_eq!(parse(&b).unwrap(), vec![(0x100, 7)]);
+        assert!(parse(&b[..20]).is_err());
+        assert!(parse(b"nonsense").is_err());
+    }
+}

@@ -10,6 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::image::elf;
+
 /// File names inside a run directory.
 pub const ELF: &str = "firmware.elf";
 pub const LOADED_ELF: &str = "loaded.elf";
@@ -111,6 +113,74 @@ pub const STATE: &str = "state.bin";
 /// The sampler's ring read from the target when a run was cut short.
 pub const RING: &str = "ring.bin";
 
+/// What kind of run it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The sampler ran (`--truth` may have counted instructions beside it).
+    #[default]
+    #[serde(alias = "")]
+    Sampled,
+    /// `--exact`: no sampler; the plugin's counts are the profile.
+    Exact,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Sampled => "sampled",
+            Mode::Exact => "exact",
+        }
+    }
+}
+
+/// Where a run's samples came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The dump the firmware sent (semihosting).
+    Dump,
+    /// The ring read while the firmware ran (`--live`).
+    Live,
+    /// Memory read after a run was cut short.
+    Snapshot,
+    /// The dump the firmware wrote to a serial port.
+    Serial,
+    /// A board, through a probe: the sampler's ring (`--method timer`).
+    Timer,
+    /// A board: DWT PC samples over SWO.
+    Dwt,
+    /// A board: DWT_PCSR polled by the host.
+    Pcsr,
+    /// A recorded SWO capture (`cargo sample swo`).
+    Swo,
+    /// The C profiler's text dump (`cargo sample report --text-dump`).
+    #[serde(rename = "text dump")]
+    TextDump,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Dump => "dump",
+            Source::Live => "live",
+            Source::Snapshot => "snapshot",
+            Source::Serial => "serial",
+            Source::Timer => "timer",
+            Source::Dwt => "dwt",
+            Source::Pcsr => "pcsr",
+            Source::Swo => "swo",
+            Source::TextDump => "text dump",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What `run.json` records.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunMeta {
@@ -134,12 +204,12 @@ pub struct RunMeta {
     pub exit_code: Option<i32>,
     pub wall_seconds: f64,
     pub qemu_command: Vec<String>,
-    /// Where the samples came from: `dump` (sent by the firmware) or `snapshot` (read from memory).
-    pub source: Option<String>,
+    /// Where the samples came from.
+    pub source: Option<Source>,
     pub requested_samples: u32,
-    /// `sampled` (the default), or `exact` for `--exact` runs (no sampler, counts only).
+    /// Sampled, or exact (`--exact`: no sampler, counts only).
     #[serde(default)]
-    pub mode: String,
+    pub mode: Mode,
     /// `--exact`: the instruction budget of the run.
     #[serde(default)]
     pub instruction_budget: Option<u64>,
@@ -287,6 +357,43 @@ pub fn format_utc(secs: u64) -> String {
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(mo <= 2);
     format!("{y:04}{mo:02}{d:02}-{h:02}{m:02}{s:02}")
+}
+
+/// Whether the image's defmt frames come out on QEMU's standard output (defmt without RTT:
+/// `defmt-semihosting`): then the image saved in `dir` decodes them.
+pub fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
+    let rtt = elf::symbol_address(elf_bytes, "_SEGGER_RTT").is_some();
+    (!rtt && crate::dump::defmt::DefmtLog::in_elf(elf_bytes)).then(|| dir.join(ELF))
+}
+
+/// The defmt log a run kept raw (RTT channel 0, QEMU's standard output for firmware that logs
+/// through semihosting, or what came before the dump on a `--serial` port), decoded again
+/// against its image, and whether its timestamps are sampler-rt's sample counts. `None` when
+/// the image has no defmt table or nothing was kept.
+pub fn kept_defmt_log(
+    elf_bytes: &[u8],
+    dir: &Path,
+) -> Result<Option<(Vec<crate::dump::defmt::LogLine>, bool)>> {
+    let serial = dir.join(SERIAL);
+    let raw = if serial.is_file() {
+        serial
+    } else if defmt_on_stdout(elf_bytes, dir).is_some() {
+        dir.join(OUTPUT)
+    } else {
+        dir.join("rtt-0.bin")
+    };
+    let Ok(mut bytes) = std::fs::read(&raw) else {
+        return Ok(None);
+    };
+    if raw.ends_with(SERIAL) {
+        // The frames come before the dump on the port.
+        bytes.truncate(crate::dump::stream::before_dump(&bytes));
+    }
+    let Some(mut log) = crate::dump::defmt::DefmtLog::of_elf(elf_bytes)? else {
+        return Ok(None);
+    };
+    let lines = log.feed_lines(&bytes);
+    Ok(Some((lines, log.stamped_with_samples)))
 }
 
 #[cfg(test)]

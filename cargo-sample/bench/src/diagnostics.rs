@@ -171,7 +171,7 @@ fn run(c: &Case, seed: u32) -> Result<(Vec<(String, Severity)>, usize)> {
     argv.extend(c.args.iter().map(String::as_str));
     let cli = Cli::try_parse_from(argv)?;
     let dir = sample::capture(&cli.run)?;
-    let r = cargo_sample::cmd::saved::load_report(&dir, Options::default())?;
+    let r = cargo_sample::report::load::load_report(&dir, Options::default())?;
     let found = r
         .diagnostics
         .iter()

@@ -127,7 +127,7 @@ fn html_cost(manifest: &Path) -> Result<()> {
         .view;
     let page = dir.join("report.html");
     let t0 = std::time::Instant::now();
-    let report = cargo_sample::cmd::saved::load_report(
+    let report = cargo_sample::report::load::load_report(
         &dir,
         cargo_sample::cmd::saved::build_options(&view),
     )?;
@@ -259,7 +259,7 @@ fn stack_costs(manifest: &Path) -> Result<()> {
     let mut times = Vec::new();
     for _ in 0..3 {
         let t0 = std::time::Instant::now();
-        let r = cargo_sample::cmd::saved::load_report(
+        let r = cargo_sample::report::load::load_report(
             &dir,
             cargo_sample::report::Options {
                 callers: Some("leaf".into()),
@@ -670,7 +670,7 @@ fn pipeline(manifest: &Path, bin: &str, sizes: &[u64]) -> Result<Vec<PipelineTim
         let mut report = None;
         for _ in 0..reps {
             let t0 = std::time::Instant::now();
-            let r = cargo_sample::cmd::saved::load_report(
+            let r = cargo_sample::report::load::load_report(
                 &dir,
                 cargo_sample::report::Options::default(),
             )?;
@@ -928,7 +928,7 @@ fn handler_costs(
             .map(|&(_, a, b)| (a, b))
             .collect();
         let total: u64 = used.iter().map(|&(a, b)| executed(&counts, a, b)).sum();
-        let taken = cargo_sample::cmd::saved::load_dump(&dir)?.info.taken as u64;
+        let taken = cargo_sample::report::load::load_dump(&dir)?.info.taken as u64;
         if taken == 0 {
             bail!("{} took no samples", manifest.display());
         }
@@ -1055,7 +1055,7 @@ fn dump_transfer(manifest: &Path) -> Result<DumpTransfer> {
         let dir = sample::capture(&cli.run)?;
         walls.push(runs::load_meta(&dir)?.wall_seconds);
         bytes = std::fs::metadata(dir.join(runs::DUMP))?.len();
-        let d = cargo_sample::cmd::saved::load_dump(&dir)?;
+        let d = cargo_sample::report::load::load_dump(&dir)?;
         if d.pcs.len() != 1_000_000 || d.info.taken != 1_000_000 {
             bail!(
                 "the streamed dump holds {} of {} samples",
@@ -1102,8 +1102,10 @@ fn end_to_end(manifest: &Path) -> Result<EndToEnd> {
         let dir = sample::capture(&cli.run)?;
         let captured = t1.elapsed().as_secs_f64();
         let t2 = std::time::Instant::now();
-        let r =
-            cargo_sample::cmd::saved::load_report(&dir, cargo_sample::report::Options::default())?;
+        let r = cargo_sample::report::load::load_report(
+            &dir,
+            cargo_sample::report::Options::default(),
+        )?;
         let _ = cargo_sample::report::text::render(
             &r,
             cargo_sample::report::text::Options {
@@ -1165,7 +1167,7 @@ fn lap_cost(manifest: &Path) -> Result<LapCost> {
         bail!("no lap was timed in the laps firmware");
     }
     let report =
-        cargo_sample::cmd::saved::load_report(&dir, cargo_sample::report::Options::default())?;
+        cargo_sample::report::load::load_report(&dir, cargo_sample::report::Options::default())?;
     let laps = report.laps.context("the laps firmware sent no regions")?;
     let empty = laps
         .regions
@@ -1213,7 +1215,7 @@ fn live_rates(manifest: &Path) -> Result<Vec<LiveRate>> {
         let started = std::time::Instant::now();
         let dir = sample::capture(&cli.run)?;
         let wall = started.elapsed().as_secs_f64();
-        let d = cargo_sample::cmd::saved::load_dump(&dir)?;
+        let d = cargo_sample::report::load::load_dump(&dir)?;
         let meta = runs::load_meta(&dir)?;
         let delivered = d.pcs.len() as f64;
         out.push(LiveRate {

@@ -208,7 +208,6 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         unit: "cycles".into(),
         units_per_tick: 1.0,
         requested_samples: requested,
-        mode: "sampled".into(),
         board: Some(how.clone()),
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
@@ -270,7 +269,11 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     if let Some(d) = board_dump(&cap, code, reload, requested) {
         run.keep(runs::DUMP, &dump::encode(&d))?;
     }
-    run.meta.source = Some(how);
+    run.meta.source = Some(match method {
+        Method::Timer => runs::Source::Timer,
+        Method::Dwt => runs::Source::Dwt,
+        Method::Pcsr => runs::Source::Pcsr,
+    });
     run.meta.core = cap.core;
     let state = if let Some(e) = &cap.link_error {
         term::warn(if e.starts_with("the target was reset") {
@@ -459,9 +462,8 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         unit: "cycles".into(),
         units_per_tick: 1.0,
         requested_samples: requested,
-        mode: "sampled".into(),
         board: Some("serial".into()),
-        source: Some("serial".into()),
+        source: Some(runs::Source::Serial),
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     };
     let mut run = Run::start(p, &img.bytes, config.as_ref(), meta)?;
@@ -507,7 +509,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     };
     // A defmt logger on the same UART (no RTT block): its frames come before the dump, and
     // are decoded and printed as they arrive.
-    let mut defmt = match capture::defmt_on_stdout(&img.bytes, &run.dir) {
+    let mut defmt = match crate::runs::defmt_on_stdout(&img.bytes, &run.dir) {
         Some(_) => crate::dump::defmt::DefmtLog::of_elf(&img.bytes)?,
         None => None,
     };

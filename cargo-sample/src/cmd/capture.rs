@@ -42,43 +42,6 @@ pub(crate) fn preflight(args: &RunArgs, p: &Project, sampler: bool) -> Result<()
     Ok(())
 }
 
-/// Whether the image's defmt frames come out on QEMU's standard output (defmt without RTT:
-/// `defmt-semihosting`): then the image saved in `dir` decodes them.
-pub(crate) fn defmt_on_stdout(elf_bytes: &[u8], dir: &Path) -> Option<PathBuf> {
-    let rtt = elf::symbol_address(elf_bytes, "_SEGGER_RTT").is_some();
-    (!rtt && crate::dump::defmt::DefmtLog::in_elf(elf_bytes)).then(|| dir.join(runs::ELF))
-}
-
-/// The defmt log a run kept raw (RTT channel 0, QEMU's standard output for firmware that logs
-/// through semihosting, or what came before the dump on a `--serial` port), decoded again
-/// against its image, and whether its timestamps are sampler-rt's sample counts. `None` when
-/// the image has no defmt table or nothing was kept.
-pub(crate) fn kept_defmt_log(
-    elf_bytes: &[u8],
-    dir: &Path,
-) -> Result<Option<(Vec<crate::dump::defmt::LogLine>, bool)>> {
-    let serial = dir.join(runs::SERIAL);
-    let raw = if serial.is_file() {
-        serial
-    } else if defmt_on_stdout(elf_bytes, dir).is_some() {
-        dir.join(runs::OUTPUT)
-    } else {
-        dir.join("rtt-0.bin")
-    };
-    let Ok(mut bytes) = std::fs::read(&raw) else {
-        return Ok(None);
-    };
-    if raw.ends_with(runs::SERIAL) {
-        // The frames come before the dump on the port.
-        bytes.truncate(crate::dump::stream::before_dump(&bytes));
-    }
-    let Some(mut log) = crate::dump::defmt::DefmtLog::of_elf(elf_bytes)? else {
-        return Ok(None);
-    };
-    let lines = log.feed_lines(&bytes);
-    Ok(Some((lines, log.stamped_with_samples)))
-}
-
 /// A built image, read and inspected once.
 pub(crate) struct Image {
     pub bytes: Vec<u8>,

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::saved::{find_run, load_report};
+use super::saved::find_run;
+use crate::report::load::load_report;
 use crate::report::{self};
 use crate::runs::{self};
 

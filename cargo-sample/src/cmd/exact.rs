@@ -121,7 +121,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         unit: "instructions".into(),
         units_per_tick: m.instructions_per_tick(shift),
         icount_shift: shift,
-        mode: "exact".into(),
+        mode: runs::Mode::Exact,
         instruction_budget: Some(budget),
         counted_by: Some(counting.describe()),
         ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
@@ -148,7 +148,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         label: format!("counting {} in QEMU {}", p.target_name, m.name),
         snapshot: None,
         output_log: Some(run.dir.join(runs::OUTPUT)),
-        defmt_stdout: super::capture::defmt_on_stdout(&img.bytes, &run.dir),
+        defmt_stdout: crate::runs::defmt_on_stdout(&img.bytes, &run.dir),
         expected_samples: None,
         budget: Some(budget),
         counting: Some(counting.clone()),

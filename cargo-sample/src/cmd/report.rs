@@ -53,7 +53,7 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
         (s, "raw PCs".to_owned())
     } else if let Some(h) = &dump.hist {
         (
-            super::saved::hist_samples(h, &sym, view.bin_split),
+            crate::report::load::hist_samples(h, &sym, view.bin_split),
             format!(
                 "{} bins of {} bytes from {:#010x}",
                 h.bins.len(),
@@ -77,7 +77,7 @@ pub(crate) fn render_text_dump(path: &Path, elf_path: &Path, view: &ViewArgs) ->
         taken,
         total,
         "text dump",
-        "text dump",
+        crate::runs::Source::TextDump,
     );
     let report = report::build_samples(
         &samples,

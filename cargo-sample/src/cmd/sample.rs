@@ -249,7 +249,6 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         units_per_tick,
         icount_shift: shift,
         requested_samples: requested,
-        mode: "sampled".into(),
         align: alignment.as_ref().map(|a| a.to),
         code_growth: alignment.as_ref().map(|a| (a.plain_bytes, a.grown_bytes)),
         unaligned_functions: alignment.map(|a| a.unaligned).unwrap_or_default(),
@@ -318,7 +317,7 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
             ),
         );
     }
-    let defmt_stdout = capture::defmt_on_stdout(&elf_bytes, &dir);
+    let defmt_stdout = crate::runs::defmt_on_stdout(&elf_bytes, &dir);
     if !live && elf::symbol_address(&elf_bytes, "_SEGGER_RTT").is_some() {
         term::note(
             "this firmware writes to RTT (`defmt-rtt`, `rtt-target`), which only a reader empties: \
@@ -390,9 +389,9 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
     } else if args.truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
-    let mut source = "dump";
+    let mut source = runs::Source::Dump;
     if let Some(lo) = &outcome.live {
-        source = "live";
+        source = runs::Source::Live;
         let (a, b) = fw.text.unwrap_or((0, 0));
         let crc = elf::code_crc(&elf_bytes, a, b).unwrap_or(0);
         if let Some(l) = &lo.live {
@@ -431,13 +430,13 @@ pub fn capture(args: &RunArgs) -> Result<PathBuf> {
         if let Some(d) = snapshot::to_dump(state_bytes, ring, (a as u32, b as u32, crc), sent) {
             let bytes = dump::encode(&d);
             run.keep(runs::DUMP, &bytes)?;
-            source = "snapshot";
+            source = runs::Source::Snapshot;
         }
     } else if let Some(bytes) = &outcome.dump {
         // Incomplete and nothing to add: reported as far as it goes.
         run.keep(runs::DUMP, bytes)?;
     }
-    run.meta.source = Some(source.into());
+    run.meta.source = Some(source);
     run.meta.core = outcome.core;
     capture::warn_qemu_end(&outcome, args.timeout, "the samples taken");
     let state = outcome.state();

@@ -2,11 +2,12 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::saved::{build_options, load_dump, print_report};
+use super::saved::{build_options, print_report};
 use crate::dump::tpiu;
 use crate::image::disasm;
 use crate::image::elf;
 use crate::image::symbolize::Symbolizer;
+use crate::report::load::load_dump;
 use crate::report::{self, Facts};
 use crate::term;
 
@@ -135,7 +136,7 @@ pub fn swo(args: &crate::cli::SwoArgs) -> Result<()> {
         taken,
         taken,
         "end of capture",
-        "swo",
+        crate::runs::Source::Swo,
     );
     let vectors = elf::vectors(&elf_bytes);
     let mut report = report::build_samples(

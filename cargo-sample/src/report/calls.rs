@@ -241,7 +241,7 @@ pub fn callgrind(r: &Report) -> Result<String> {
     let _ = writeln!(
         s,
         "events: {}",
-        if r.mode == "exact" {
+        if r.mode == crate::runs::Mode::Exact {
             "Instructions"
         } else {
             "Samples"

@@ -44,7 +44,7 @@ pub struct Diff {
 pub struct Side {
     pub run: String,
     pub firmware: String,
-    pub mode: String,
+    pub mode: crate::runs::Mode,
     /// Samples, or instructions of an exact run.
     pub count: u64,
 }
@@ -72,7 +72,7 @@ fn erfc(x: f64) -> f64 {
 }
 
 fn shares(r: &Report) -> (BTreeMap<String, u64>, u64, bool) {
-    let exact = r.mode == "exact";
+    let exact = r.mode == crate::runs::Mode::Exact;
     let total = if exact {
         r.instructions.unwrap_or(0)
     } else {
@@ -145,7 +145,7 @@ pub fn compare(
     let side = |r: &Report, run: &str, count: u64| Side {
         run: run.to_owned(),
         firmware: r.facts_firmware(),
-        mode: r.mode.to_owned(),
+        mode: r.mode,
         count,
     };
     Diff {
@@ -170,7 +170,7 @@ pub fn text(d: &Diff, top: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let unit = |side: &Side| {
-        if side.mode == "exact" {
+        if side.mode == crate::runs::Mode::Exact {
             "instructions"
         } else {
             "samples"

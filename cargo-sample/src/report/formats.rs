@@ -45,10 +45,12 @@ fn real_stacks(r: &Report) -> Option<&Vec<Stack>> {
 /// What a flamegraph of this report is made of, in a line.
 pub(crate) fn stacks_kind(r: &Report) -> String {
     match r.mode {
-        "exact" if !r.call_stacks.is_empty() => {
+        crate::runs::Mode::Exact if !r.call_stacks.is_empty() => {
             "every executed instruction, by call stack (caller; callee; ...)".into()
         }
-        "exact" => "every executed instruction, by inline chain (function; inlined; ...)".into(),
+        crate::runs::Mode::Exact => {
+            "every executed instruction, by inline chain (function; inlined; ...)".into()
+        }
         _ if real_stacks(r).is_some() => format!(
             "{} samples by call stack (caller; callee; ...; what was inlined at each level)",
             r.samples.unwrap_or(0)
@@ -74,7 +76,7 @@ pub fn svg(r: &Report) -> Result<Vec<u8>> {
     opts.deterministic = true;
     opts.title = format!("{} · {}", r.facts_firmware(), r.facts_machine());
     opts.subtitle = Some(stacks_kind(r));
-    opts.count_name = if r.mode == "exact" {
+    opts.count_name = if r.mode == crate::runs::Mode::Exact {
         "instructions".into()
     } else {
         "samples".into()
@@ -109,7 +111,7 @@ pub fn differential_svg(before: &Report, after: &Report, names: (&str, &str)) ->
         after.facts_firmware(),
         after.facts_machine()
     ));
-    opts.count_name = if after.mode == "exact" {
+    opts.count_name = if after.mode == crate::runs::Mode::Exact {
         "instructions".into()
     } else {
         "samples".into()
@@ -123,7 +125,7 @@ pub fn differential_svg(before: &Report, after: &Report, names: (&str, &str)) ->
 /// pprof's `profile.proto`, gzipped.
 pub fn pprof(r: &Report) -> Result<Vec<u8>> {
     let mut p = Pprof::default();
-    let (kind, unit) = if r.mode == "exact" {
+    let (kind, unit) = if r.mode == crate::runs::Mode::Exact {
         ("instructions", "count")
     } else {
         ("samples", "count")
@@ -212,7 +214,7 @@ pub fn pprof(r: &Report) -> Result<Vec<u8>> {
         samples.push(sample);
     }
     let period_kind = [
-        p.string(if r.mode == "exact" {
+        p.string(if r.mode == crate::runs::Mode::Exact {
             "instructions"
         } else {
             "time"

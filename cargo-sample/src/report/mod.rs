@@ -10,6 +10,7 @@ pub mod formats;
 pub mod held_off;
 pub mod html;
 pub mod itm;
+pub mod load;
 pub mod model;
 pub mod stat;
 pub mod text;
@@ -490,7 +491,7 @@ pub fn build_samples(
         .collect();
     Report {
         format_version: JSON_VERSION,
-        mode: "sampled",
+        mode: crate::runs::Mode::Sampled,
         samples: Some(total),
         instructions: None,
         unit: facts.unit.clone(),
@@ -575,7 +576,7 @@ pub fn build_exact(
     let warnings = diagnostics.iter().map(|d| d.message.clone()).collect();
     Report {
         format_version: JSON_VERSION,
-        mode: "exact",
+        mode: crate::runs::Mode::Exact,
         samples: None,
         instructions: Some(total),
         unit: "instructions".into(),
@@ -656,7 +657,7 @@ mod tests {
             overwritten: 0,
             requested: taken,
             stop: "sample limit reached".into(),
-            source: "dump".into(),
+            source: crate::runs::Source::Dump,
             duration_units: 0.0,
         }
     }

@@ -47,8 +47,9 @@ pub struct Facts {
     pub requested: u32,
     /// How sampling ended.
     pub stop: String,
-    /// Where the samples came from: the firmware's dump, or a memory snapshot.
-    pub source: String,
+    /// Where the samples came from: the firmware's dump, a memory snapshot, a live read, a
+    /// probe or a port.
+    pub source: crate::runs::Source,
     /// Estimated duration of the sampled run in `unit`.
     pub duration_units: f64,
 }
@@ -63,7 +64,7 @@ impl Facts {
         taken: u32,
         kept: u32,
         stop: &str,
-        source: &str,
+        source: crate::runs::Source,
     ) -> Facts {
         Facts {
             firmware,
@@ -82,7 +83,7 @@ impl Facts {
             overwritten: taken.saturating_sub(kept),
             requested: taken,
             stop: stop.into(),
-            source: source.into(),
+            source,
             duration_units: 0.0,
         }
     }
@@ -225,7 +226,7 @@ pub struct Edges {
 pub struct Report {
     pub format_version: u32,
     /// `sampled`, or `exact` (every instruction counted, `--exact`).
-    pub mode: &'static str,
+    pub mode: crate::runs::Mode,
     /// Samples analysed (sampled reports).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samples: Option<u64>,

@@ -431,7 +431,7 @@ fn worth_showing(n: &Node, opts: Options) -> bool {
 }
 
 fn annotated(s: &mut String, r: &Report, f: &annotate::Function) {
-    let unit = if r.mode == "exact" {
+    let unit = if r.mode == crate::runs::Mode::Exact {
         "instructions"
     } else {
         "samples"

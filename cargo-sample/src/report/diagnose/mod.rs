@@ -334,7 +334,7 @@ mod tests {
             overwritten,
             requested: taken,
             stop: "sample limit reached".into(),
-            source: "dump".into(),
+            source: crate::runs::Source::Dump,
             duration_units: 0.0,
         }
     }

@@ -1,0 +1,470 @@
+//! A saved run read back into a report: its metadata says what kind of run it was, its dump
+//! (or exact counts) and the ELF saved beside it say what ran. Each step below adds one thing
+//! the run kept: held-off samples, exact counts, the SWO trace, the timeline, stacks, a fault,
+//! laps.
+
+mod exact;
+mod names;
+mod run;
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use sampler_rt::wire;
+
+pub use exact::load_exact_report;
+pub use names::{Urgent, tag_names, unpreemptable, urgent};
+pub use run::{facts_of, load_dump, verify_fingerprint};
+
+use crate::dump::{self, Dump};
+use crate::image::disasm;
+use crate::image::elf;
+use crate::image::symbolize::Symbolizer;
+use crate::report::{self, Report};
+use crate::runs::{self, Mode, RunMeta};
+use crate::term;
+
+/// The report of a saved run, whatever kind.
+pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
+    let meta = runs::load_meta(dir)?;
+    if meta.mode == Mode::Exact {
+        return load_exact_report(dir, &meta, opts);
+    }
+    let (elf_path, elf_bytes) = runs::elf_of(dir)?;
+    let mut dump = load_dump(dir)?;
+    let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
+    if (callers.is_some() || callees.is_some()) && dump.stacks.is_empty() {
+        bail!(
+            "`--callers`/`--callees` need call stacks, which this run did not keep: sample with \
+             `--stacks` (each sample's stack, unwound on the host), or run with `--exact` (QEMU \
+             follows every call and counts the instructions below it)"
+        );
+    }
+    verify_fingerprint(&elf_bytes, &dump)?;
+    let fw = elf::inspect(&elf_bytes)?;
+    if !fw.has_symbols {
+        term::warn("the ELF has no function symbols (stripped?): samples cannot be named");
+    } else if !fw.has_dwarf {
+        term::note("the ELF has no DWARF: no source lines or inline frames");
+    }
+    let mut sym = Symbolizer::new(&elf_path, &elf_bytes, meta.workspace_root.as_deref())?;
+    let mut exact = match std::fs::read(dir.join(dump::exact::FILE)) {
+        Ok(bytes) => Some(dump::exact::parse(&bytes)?),
+        Err(_) => None,
+    };
+    let mut code = disasm::Code::new(&elf_bytes).ok();
+    let mut at = Loading {
+        dir,
+        meta: &meta,
+        elf_bytes: &elf_bytes,
+        vectors: elf::vectors(&elf_bytes),
+        sym: &mut sym,
+        code: code.as_mut(),
+    };
+    let (samples, held_off) = match &dump.hist {
+        Some(h) => at.bins(&dump, h, opts.bin_split),
+        None => at.ring(&dump, exact.as_deref())?,
+    };
+    // Like with like: the instructions of the handlers the sampler could not see go to the
+    // held-off row in the exact counts too.
+    if let (Some(hidden), Some(e)) = (&held_off, exact.as_mut())
+        && let Ok(bytes) = std::fs::read(dir.join(dump::exact::CONTEXTS_FILE))
+    {
+        let contexts = dump::exact::contexts_by_exception(&bytes, &at.vectors, e)?;
+        report::held_off::split_exact(e, &contexts, hidden);
+    }
+    let timeline = opts.timeline;
+    let mut report = report::build_samples(
+        &samples,
+        at.sym,
+        at.code.as_deref_mut(),
+        facts_of(&meta, &dump),
+        exact.as_deref(),
+        opts,
+        &at.vectors,
+    );
+    at.swo(&mut report);
+    if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {
+        at.timeline(&mut report, &dump, &samples);
+    }
+    if !dump.stacks.is_empty() {
+        at.stacks(
+            &mut report,
+            &mut dump,
+            &samples,
+            callers.as_deref(),
+            callees.as_deref(),
+        )?;
+    }
+    at.fault(&mut report);
+    if let Some(l) = &dump.laps {
+        at.laps(&mut report, &dump, l);
+    }
+    Ok(report)
+}
+
+/// What every step of loading a sampled run reads.
+struct Loading<'a> {
+    dir: &'a Path,
+    meta: &'a RunMeta,
+    elf_bytes: &'a [u8],
+    vectors: Vec<(u32, u32)>,
+    sym: &'a mut Symbolizer,
+    code: Option<&'a mut disasm::Code>,
+}
+
+impl Loading<'_> {
+    /// Bins. Held-off samples are in the outside counter: their own row instead. Also returns
+    /// the exceptions the held-off row stands for.
+    fn bins(
+        &mut self,
+        dump: &Dump,
+        h: &dump::Hist,
+        split: report::bins::Split,
+    ) -> (report::Samples, Option<Vec<u32>>) {
+        let Some(ho) = dump.held_off.filter(|ho| ho.checked() && ho.count > 0) else {
+            return (hist_samples(h, self.sym, split), None);
+        };
+        let held = ho.count.min(h.outside);
+        let h = dump::Hist {
+            outside: h.outside - held,
+            ..h.clone()
+        };
+        let mut s = hist_samples(&h, self.sym, split);
+        let found = urgent(dump, &self.vectors, self.sym, None);
+        let labels: Vec<String> = found.iter().flatten().map(|u| u.label.clone()).collect();
+        let hidden = found
+            .iter()
+            .flatten()
+            .map(|u| u32::from(u.exception))
+            .collect();
+        let row = report::held_off::row_name(&labels);
+        let a = report::held_off::HELD_OFF_ADDRESS;
+        self.sym.add_pseudo(a as u64, a as u64 + 2, &row);
+        *s.per_pc.entry(a).or_default() += u64::from(held);
+        s.findings.push(report::Diagnostic {
+            kind: report::Finding::Unpreemptable,
+            severity: report::Severity::Note,
+            message: format!(
+                "{held} samples were held off by code the sampler could not preempt (a handler \
+                 as urgent as it, or interrupts masked): the `{row}` row. Bins do not keep where \
+                 they landed, so time inside critical sections is in that row too"
+            ),
+            percent: None,
+            addresses: Vec::new(),
+            functions: Vec::new(),
+        });
+        (s, Some(hidden))
+    }
+
+    /// A ring's samples: sleep found by DWT, tags and their names (with exact instructions per
+    /// exception when the run followed them), held-off samples placed. Also returns the
+    /// exceptions the held-off row stands for.
+    fn ring(
+        &mut self,
+        dump: &Dump,
+        exact: Option<&[(u32, u64)]>,
+    ) -> Result<(report::Samples, Option<Vec<u32>>)> {
+        let mut s = report::Samples::of_dump(dump);
+        // DWT PC sampling that found the core asleep (a board's SWO).
+        let sleep = s
+            .per_pc
+            .get(&report::model::SLEEP_ADDRESS)
+            .copied()
+            .unwrap_or(0);
+        s.findings
+            .extend(report::itm::asleep(self.sym, sleep, s.ordered.len() as u64));
+        // (ARMv8-A stack entries carry the SPSR in the tag slot: no tag.)
+        if dump.tags.len() == dump.pcs.len()
+            && !dump.tags.is_empty()
+            && dump.info.tag_kind != wire::TAG_NONE
+        {
+            self.tags(&mut s, dump, exact)?;
+        }
+        let urgent = urgent(dump, &self.vectors, self.sym, self.code.as_deref_mut());
+        s.urgent = urgent
+            .as_ref()
+            .map(|u| u.iter().map(Urgent::said).collect());
+        let Some(h) = dump.held_off.filter(|h| h.checked()) else {
+            let mut found = unpreemptable(s.urgent.as_deref(), dump.info.priority);
+            if let Some(d) = found.as_mut()
+                && dump
+                    .held_off
+                    .is_some_and(|h| h.how == wire::LATE_UNREADABLE)
+            {
+                d.message.push_str(
+                    ". No sample could be told held off: the timer's count does not move when \
+                     read (QEMU does not model a Stellaris timer's count; on the chip it does)",
+                );
+            }
+            s.findings.extend(found);
+            return Ok((s, None));
+        };
+        let labels: Vec<String> = urgent.iter().flatten().map(|u| u.label.clone()).collect();
+        let row = report::held_off::row_name(&labels);
+        let priority = dump.info.priority;
+        // Can the sampler's interrupt come again while its handler runs? Only when the
+        // shortest period is near the handler's length (up to about 40 instructions, 250 with
+        // stacks).
+        let handler = if dump.stacks.is_empty() { 40.0 } else { 250.0 };
+        let shortest = f64::from(dump.info.reload) * self.meta.units_per_tick;
+        let own = shortest < 2.0 * handler;
+        let sym = &*self.sym;
+        let placed = match self.code.as_deref_mut() {
+            Some(c) => s.place_held_off(own, |pc| {
+                report::held_off::follows_unmasking(sym, c, pc, priority)
+            }),
+            None => s.place_held_off(own, |_| false),
+        };
+        let a = report::held_off::HELD_OFF_ADDRESS as u64;
+        self.sym.add_pseudo(a, a + 2, &row);
+        let late_after = format!(
+            "{:.0} {}",
+            f64::from(h.late_ticks) * self.meta.units_per_tick,
+            self.meta.unit
+        );
+        s.findings.extend(report::held_off::note(
+            &row,
+            placed,
+            s.ordered.len() as u64,
+            &late_after,
+        ));
+        let hidden = urgent
+            .iter()
+            .flatten()
+            .map(|u| u32::from(u.exception))
+            .collect();
+        Ok((s, Some(hidden)))
+    }
+
+    /// Each sample's tag, its name, and the exact instructions per exception.
+    fn tags(
+        &mut self,
+        s: &mut report::Samples,
+        dump: &Dump,
+        exact: Option<&[(u32, u64)]>,
+    ) -> Result<()> {
+        // An xPSR carries flags beside the exception number: keep the number.
+        s.tags = if dump.info.tag_kind == wire::TAG_XPSR {
+            dump.tags.iter().map(|t| t & 0x1FF).collect()
+        } else {
+            dump.tags.clone()
+        };
+        if dump.info.tag_kind == wire::TAG_XPSR
+            && let Ok(bytes) = std::fs::read(self.dir.join(dump::exact::CONTEXTS_FILE))
+        {
+            // The sampler's own interrupt is all its own time (its slow path may call
+            // compiler-builtins).
+            let own: Vec<u32> = self
+                .vectors
+                .iter()
+                .filter(|v| v.0 >= 2 && self.sym.is_sampler(v.1 as u64))
+                .map(|v| v.0)
+                .collect();
+            let all = exact.unwrap_or(&[]);
+            for (context, pc, n) in dump::exact::contexts_by_exception(&bytes, &self.vectors, all)?
+            {
+                if !own.contains(&context) && !self.sym.is_sampler(pc as u64) {
+                    *s.exact_by_tag.entry(context).or_default() += n;
+                }
+            }
+        }
+        let mut named = s.tags.clone();
+        named.extend(s.exact_by_tag.keys());
+        s.tag_names = tag_names(
+            dump.info.tag_kind,
+            &named,
+            &dump.names,
+            &self.vectors,
+            self.sym,
+            self.code.as_deref_mut(),
+        );
+        Ok(())
+    }
+
+    /// A board's SWO capture as it came: its exception trace, if the DWT sent one.
+    fn swo(&self, report: &mut Report) {
+        if let Ok(swo) = std::fs::read(self.dir.join(runs::SWO)) {
+            let stats = dump::itm::summarize(&swo, false);
+            report.exceptions =
+                report::itm::exception_rows(&stats.exceptions, &self.vectors, self.sym);
+        }
+    }
+
+    /// The samples in the order taken, a thread per tag (formats with a time axis), with the
+    /// PMU's counts and the defmt log where their timestamps allow.
+    fn timeline(&mut self, report: &mut Report, dump: &Dump, samples: &report::Samples) {
+        let mut t = report::timeline::Timeline::of_pcs(self.sym, &samples.ordered);
+        t.set_threads(&samples.tags, |tag| {
+            samples
+                .tag_names
+                .get(&tag)
+                .cloned()
+                .unwrap_or_else(|| format!("tag {tag:#x}"))
+        });
+        t.first_seq = dump.first_seq;
+        if let (Some(record), Some(trace)) = (&dump.pmu, &dump.pmu_trace) {
+            let units_per_cycle = pmccntr_units_per_cycle(self.meta);
+            let names = crate::analysis::events::table_for(&self.meta.cpu, None)
+                .or_else(|_| crate::analysis::events::table("Cortex-A53"))
+                .ok();
+            t.add_pmu(record, trace, units_per_cycle, report.period_units(), |e| {
+                names
+                    .as_ref()
+                    .map(|n| n.name(e))
+                    .unwrap_or_else(|| format!("{e:#06x}"))
+            });
+        }
+        match runs::kept_defmt_log(self.elf_bytes, self.dir) {
+            Ok(Some((lines, true))) => t.add_logs(&lines),
+            Ok(Some((lines, false))) if !lines.is_empty() => term::note(format!(
+                "the firmware's defmt log ({}) is not on the timeline: its timestamp is not \
+                 sampler-rt's count of samples. Turn on sampler-rt's `defmt-timestamp` feature \
+                 (in place of the application's own `defmt::timestamp!`) to see it there",
+                term::plural(lines.len() as u64, "line")
+            )),
+            Ok(_) => {}
+            Err(e) => term::warn(format!("the firmware's defmt log: {e:#}")),
+        }
+        report.timeline = Some(t);
+    }
+
+    /// Sampled stacks, unwound (beside the exact call graph when the run followed calls).
+    fn stacks(
+        &mut self,
+        report: &mut Report,
+        dump: &mut Dump,
+        samples: &report::Samples,
+        callers: Option<&str>,
+        callees: Option<&str>,
+    ) -> Result<()> {
+        // Held-off samples are the rows they went to, not the code they landed in.
+        if samples.late.len() == dump.pcs.len() {
+            for ((pc, &late), &placed) in
+                dump.pcs.iter_mut().zip(&samples.late).zip(&samples.ordered)
+            {
+                if late {
+                    *pc = placed;
+                }
+            }
+        }
+        let path = self.dir.join(dump::callgraph::FILE);
+        let graph = match std::fs::read(&path) {
+            Ok(bytes) => Some(
+                dump::callgraph::parse(&bytes)
+                    .with_context(|| format!("decoding {}", path.display()))?,
+            ),
+            Err(_) => None,
+        };
+        report::unwound::apply(
+            report,
+            dump,
+            self.elf_bytes,
+            self.sym,
+            graph.as_ref(),
+            callers,
+            callees,
+        )
+    }
+
+    /// A run that ended in a fault says so first.
+    fn fault(&self, report: &mut Report) {
+        let Some(c) = self.meta.core.filter(|c| c.faulted()) else {
+            return;
+        };
+        let at = self.sym.name_address(c.pc);
+        let message = format!(
+            "the firmware faulted: the run ended with the core in {} at {at} (PC {:#010x}). The \
+             samples are those taken before the fault",
+            c.describe(),
+            c.pc
+        );
+        report.warnings.insert(0, message.clone());
+        report.diagnostics.insert(
+            0,
+            report::Diagnostic {
+                kind: report::Finding::Fault,
+                severity: report::Severity::Warning,
+                message,
+                percent: None,
+                addresses: vec![c.pc],
+                functions: Vec::new(),
+            },
+        );
+    }
+
+    /// Lap regions, in the report's unit, on the timeline too.
+    fn laps(&self, report: &mut Report, dump: &Dump, l: &dump::laps::Laps) {
+        let meta = self.meta;
+        // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
+        let scale = match l.counter {
+            // The machine's timer (SysTick; on ARMv8-A the generic timer).
+            wire::LAP_COUNTER_SYSTICK | wire::LAP_COUNTER_GENERIC => crate::analysis::laps::Scale {
+                units_per_tick: meta.units_per_tick,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+            wire::LAP_COUNTER_PMCCNTR if meta.board.is_none() => crate::analysis::laps::Scale {
+                units_per_tick: pmccntr_units_per_cycle(meta),
+                hz: Some(1e9),
+            },
+            _ => crate::analysis::laps::Scale {
+                units_per_tick: 1.0,
+                hz: (meta.timer_hz > 0).then_some(meta.timer_hz as f64),
+            },
+        };
+        let (period, unit) = (report.period_units(), report.unit.clone());
+        if let (Some(t), Some(trace)) = (report.timeline.as_mut(), &dump.lap_trace) {
+            t.add_laps(l, trace, scale, period, &unit);
+        }
+        let mut laps = crate::analysis::laps::analyse(l, scale);
+        if !dump.pcs.is_empty() || dump.hist.is_some() {
+            laps.warnings.push(
+                "the sampler's own interrupt also lengthened laps while it sampled: clusters then \
+                 mix its cost with the application's interrupts. Time laps without sampling \
+                 (`--laps`) to infer an interrupt's cost"
+                    .into(),
+            );
+        }
+        report.laps = Some(laps);
+    }
+}
+
+fn pmccntr_units_per_cycle(meta: &RunMeta) -> f64 {
+    if meta.board.is_none() {
+        1.0 / f64::from(1u32 << meta.icount_shift.min(20))
+    } else {
+        1.0
+    }
+}
+
+/// The samples of a histogram: each bin split among the functions whose bytes it holds.
+pub fn hist_samples(
+    h: &crate::dump::Hist,
+    sym: &Symbolizer,
+    split: crate::report::bins::Split,
+) -> report::Samples {
+    let bins: Vec<u64> = h.bins.iter().map(|&b| b as u64).collect();
+    let (per_pc, finding) =
+        crate::report::bins::split(&bins, h.base, 1 << h.shift, h.outside as u64, sym, split);
+    let mut findings: Vec<report::Diagnostic> = finding.into_iter().collect();
+    let full = h.saturated();
+    if full > 0 {
+        findings.push(report::Diagnostic {
+            kind: report::Finding::SaturatedBins,
+            severity: report::Severity::Warning,
+            message: format!(
+                "{full} bins reached 65535 samples and stopped counting: their functions are \
+                 undercounted. Take fewer samples, or use smaller bins"
+            ),
+            percent: None,
+            addresses: Vec::new(),
+            functions: Vec::new(),
+        });
+    }
+    report::Samples {
+        per_pc,
+        binned: true,
+        findings,
+        ..report::Samples::default()
+    }
+}

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use sampler_rt::wire::{self, Info};
 
 use super::capture::{self, Image, Run, project_meta};
+use super::plan::{self, Place};
 use super::settings::{DEFAULT_SAMPLES, Timer, board_period, names_at, pacer, timer_settings};
-use super::stages::board_config;
 use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
 use crate::exec::probe::emulated;
@@ -53,7 +53,7 @@ pub(crate) fn board_chip(args: &RunArgs, p: &Project) -> Result<Option<String>> 
 pub(crate) fn hardware_method_in_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     let method = format!("{:?}", args.board.method).to_lowercase();
     let chips = emulated::chips();
-    let machine = super::stages::choose_machine(args, p)
+    let machine = capture::choose_machine(args, p)
         .ok()
         .map(|t| t.machine.name);
     match machine {
@@ -98,18 +98,17 @@ struct BoardImage {
 
 /// The steps a board run and a serial run share: the period in the core's cycles, the build
 /// (with the sampling feature when `sampler` says where the dump goes and what the entry point
-/// must call), the image's checks and its configuration.
+/// must call), the image's checks and the plan of the sampler's run.
 fn board_image(
     args: &RunArgs,
     p: &Project,
     sampler: Option<(u8, &str)>,
-    requested: u32,
     default_clock: u64,
 ) -> Result<BoardImage> {
     let clock = args.board.clock.map(u64::from).unwrap_or(default_clock);
+    // Checked before the build: a period the timer cannot take is refused at once.
     let period = board_period(args, clock)?;
-    let (reload, jitter_mask) =
-        timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
+    let (reload, _) = timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;
     let (img, systick) = match sampler {
         Some((_, calls)) => super::pacing::build_on_board(p, args, calls)?,
         None => (
@@ -127,14 +126,8 @@ fn board_image(
         if systick {
             crate::image::wiring::check(&img.bytes, pacer(&img.fw, Timer::SysTick))?;
         }
-        config = Some(board_config(
-            args,
-            &img.bytes,
-            &img.fw,
-            sink,
-            (reload, jitter_mask),
-            requested,
-        )?);
+        let place = Place::Board { clock, sink };
+        config = Some(plan::plan(args, place, Timer::SysTick, &img.bytes, &img.fw)?.config);
     }
     Ok(BoardImage {
         img,
@@ -194,7 +187,6 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         args,
         p,
         sampler,
-        requested,
         machine
             .map(|m| emulated_clock(m, args, method))
             .unwrap_or(0),
@@ -261,7 +253,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         term::note(end);
     }
     if let Some(l) = &cap.live {
-        super::stages::warn_overwritten(l);
+        capture::warn_overwritten(l);
     }
     if args.truth && !dir.join(crate::dump::exact::FILE).is_file() {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
@@ -284,7 +276,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         if let Some(l) = cap.live.as_ref().filter(|l| !l.stopped())
             && !e.starts_with("the target was reset")
         {
-            super::stages::warn_unread_tail(l);
+            capture::warn_unread_tail(l);
         }
         runs::RunState::Failed
     } else if let Some(c) = cap.core {
@@ -455,7 +447,7 @@ pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     );
     let BoardImage {
         img, config, clock, ..
-    } = board_image(args, p, Some(sampler), requested, 0)?;
+    } = board_image(args, p, Some(sampler), 0)?;
     let meta = RunMeta {
         machine: port.display().to_string(),
         timer_hz: clock,

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
+use super::capture::choose_machine;
 use super::capture::{self, Run, project_meta};
 use super::saved::render_run;
-use super::stages::choose_machine;
 use crate::cli::{RunArgs, TruthMethod};
 use crate::exec::exact;
 use crate::exec::exact::{Counting, PluginApi};

@@ -1,5 +1,9 @@
 //! Decoding the sampler's dump (format: `sampler_rt::wire`, drawn in `docs/dump-format.md`).
 
+mod check;
+mod encode;
+mod records;
+
 pub mod callgraph;
 pub mod defmt;
 pub mod exact;
@@ -14,7 +18,10 @@ pub mod tpiu;
 
 use std::fmt;
 
-use sampler_rt::wire::{self, DumpWriter, Info};
+use sampler_rt::wire::{self, Info};
+
+pub use encode::encode;
+pub use records::stack_slot;
 
 /// A decoded dump.
 #[derive(Debug, Clone, Default)]
@@ -215,173 +222,117 @@ pub fn decode(bytes: &[u8]) -> Result<Dump, DumpError> {
 /// with a wrong checksum keeps the records its CHECK records vouch for ([`DumpError::Damaged`]),
 /// or yields no samples at all when it has none (or the damage is in its INFO).
 pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
-    let mut dump = Dump::default();
-    if bytes.is_empty() {
-        return (dump, Some(DumpError::Empty));
+    let mut d = Decoding {
+        bytes,
+        dump: Dump::default(),
+        have_info: false,
+        spans: Vec::new(),
+        checks: Vec::new(),
+    };
+    let err = d.run().err();
+    (d.dump, err)
+}
+
+/// A dump being decoded.
+struct Decoding<'a> {
+    bytes: &'a [u8],
+    dump: Dump,
+    have_info: bool,
+    /// Where each record lay and which samples it gave.
+    spans: Vec<check::Span>,
+    /// The CHECK records: their offsets and values.
+    checks: Vec<(usize, u32)>,
+}
+
+impl Decoding<'_> {
+    fn truncated(&self) -> DumpError {
+        DumpError::Truncated {
+            at: self.bytes.len(),
+        }
     }
-    if bytes.len() < 4 || le32(bytes, 0) != wire::DUMP_MAGIC {
-        return (dump, Some(DumpError::NotADump));
-    }
-    if bytes.len() < wire::FILE_HEADER_LEN {
-        return (dump, Some(DumpError::Truncated { at: bytes.len() }));
-    }
-    dump.version = le16(bytes, 4);
-    if dump.version != wire::DUMP_VERSION {
-        let v = dump.version;
-        return (dump, Some(DumpError::Version(v)));
-    }
-    let header_len = le16(bytes, 6) as usize;
-    if !(wire::FILE_HEADER_LEN..=4096).contains(&header_len) {
-        return (
-            dump,
-            Some(DumpError::Malformed(format!(
+
+    /// The file header: its length, after the magic and version are checked.
+    fn header(&mut self) -> Result<usize, DumpError> {
+        let bytes = self.bytes;
+        if bytes.is_empty() {
+            return Err(DumpError::Empty);
+        }
+        if bytes.len() < 4 || le32(bytes, 0) != wire::DUMP_MAGIC {
+            return Err(DumpError::NotADump);
+        }
+        if bytes.len() < wire::FILE_HEADER_LEN {
+            return Err(self.truncated());
+        }
+        self.dump.version = le16(bytes, 4);
+        if self.dump.version != wire::DUMP_VERSION {
+            return Err(DumpError::Version(self.dump.version));
+        }
+        let header_len = le16(bytes, 6) as usize;
+        if !(wire::FILE_HEADER_LEN..=4096).contains(&header_len) {
+            return Err(DumpError::Malformed(format!(
                 "file header length {header_len}"
-            ))),
-        );
+            )));
+        }
+        Ok(header_len)
     }
-    let mut off = header_len;
-    let mut have_info = false;
-    let mut spans: Vec<Span> = Vec::new();
-    let mut checks: Vec<(usize, u32)> = Vec::new();
-    loop {
-        if off + wire::RECORD_HEADER_LEN > bytes.len() {
-            return (dump, Some(DumpError::Truncated { at: bytes.len() }));
+
+    /// Every record up to END.
+    fn run(&mut self) -> Result<(), DumpError> {
+        let bytes = self.bytes;
+        let mut off = self.header()?;
+        loop {
+            if off + wire::RECORD_HEADER_LEN > bytes.len() {
+                return Err(self.truncated());
+            }
+            let kind = le16(bytes, off);
+            let len = le32(bytes, off + 4) as usize;
+            let body = off + wire::RECORD_HEADER_LEN;
+            if kind == wire::REC_END {
+                return self.end(off, len);
+            }
+            let available = bytes.len().saturating_sub(body);
+            let cut = len > available;
+            let payload = &bytes[body..body + len.min(available)];
+            let samples_before = self.dump.pcs.len();
+            self.record(off, kind, payload, len, cut)?;
+            if cut {
+                return Err(self.truncated());
+            }
+            let end = body + len.div_ceil(4) * 4;
+            self.spans.push(check::Span {
+                bytes: off..end,
+                kind,
+                samples: samples_before..self.dump.pcs.len(),
+            });
+            off = end;
         }
-        let kind = le16(bytes, off);
-        let len = le32(bytes, off + 4) as usize;
-        let body = off + wire::RECORD_HEADER_LEN;
-        if kind == wire::REC_END {
-            if body + 4 > bytes.len() {
-                return (dump, Some(DumpError::Truncated { at: bytes.len() }));
-            }
-            // The END header is outside the checksum: it must be exactly what writers write.
-            if len != 4 || le16(bytes, off + 2) != 0 {
-                dump.pcs.clear();
-                dump.tags.clear();
-                dump.stacks.clear();
-                return (
-                    dump,
-                    Some(DumpError::Malformed("damaged END record".into())),
-                );
-            }
-            let stored = le32(bytes, body);
-            let computed = wire::crc32(&bytes[..off]);
-            if stored != computed && have_info && !checks.is_empty() {
-                let damaged = damaged_ranges(bytes, &checks, (off, stored));
-                return match leave_out(&mut dump, &spans, &damaged) {
-                    Some(samples) => (
-                        dump,
-                        Some(DumpError::Damaged {
-                            ranges: damaged,
-                            samples,
-                        }),
-                    ),
-                    None => {
-                        dump.pcs.clear();
-                        dump.tags.clear();
-                        dump.stacks.clear();
-                        (dump, Some(DumpError::Checksum { stored, computed }))
-                    }
-                };
-            }
-            if stored != computed {
-                dump.pcs.clear();
-                dump.tags.clear();
-                dump.stacks.clear();
-                return (dump, Some(DumpError::Checksum { stored, computed }));
-            }
-            dump.complete = true;
-            if !have_info {
-                return (dump, Some(DumpError::Malformed("no INFO record".into())));
-            }
-            return (dump, None);
-        }
-        let available = bytes.len().saturating_sub(body);
-        let cut = len > available;
-        let payload = &bytes[body..body + len.min(available)];
-        let samples_before = dump.pcs.len();
+    }
+
+    /// One record (not END) into the dump.
+    fn record(
+        &mut self,
+        off: usize,
+        kind: u16,
+        payload: &[u8],
+        len: usize,
+        cut: bool,
+    ) -> Result<(), DumpError> {
+        let total = self.bytes.len();
+        let dump = &mut self.dump;
         match kind {
-            wire::REC_CHECK if payload.len() == 4 => checks.push((off, le32(payload, 0))),
-            wire::REC_INFO => match Info::decode(payload) {
-                Some(i) => {
-                    dump.info = i;
-                    have_info = true;
-                }
-                None => return (dump, Some(DumpError::Truncated { at: bytes.len() })),
-            },
+            wire::REC_CHECK if payload.len() == 4 => self.checks.push((off, le32(payload, 0))),
+            wire::REC_INFO => {
+                dump.info = Info::decode(payload).ok_or(DumpError::Truncated { at: total })?;
+                self.have_info = true;
+            }
             wire::REC_PCS | wire::REC_PCS_TAGS => {
-                let tagged = kind == wire::REC_PCS_TAGS;
-                let entry = if tagged { 8 } else { 4 };
-                if !dump.stacks.is_empty() {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed(
-                            "STACKS and PCS records in one dump".into(),
-                        )),
-                    );
-                }
-                if payload.len() < 8 {
-                    return (dump, Some(DumpError::Truncated { at: bytes.len() }));
-                }
-                let first = le32(payload, 0);
-                let count = le32(payload, 4) as usize;
-                if !cut && count * entry + 8 != len {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed(format!(
-                            "PCS record of {len} bytes says it holds {count} samples"
-                        ))),
-                    );
-                }
-                if tagged != (dump.tags.len() == dump.pcs.len() && !dump.pcs.is_empty())
-                    && !dump.pcs.is_empty()
-                {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed(
-                            "tagged and untagged PCS records in one dump".into(),
-                        )),
-                    );
-                }
-                if let Err(e) = continue_at(&mut dump, first, "PCS") {
-                    return (dump, Some(e));
-                }
-                for c in payload[8..].chunks_exact(entry).take(count) {
-                    dump.pcs.push(le32(c, 0));
-                    if tagged {
-                        dump.tags.push(le32(c, 4));
-                    }
-                }
+                records::pcs(dump, kind, payload, len, cut, total)?;
             }
-            wire::REC_STACKS => {
-                if let Err(e) = decode_stacks(&mut dump, payload, len, cut) {
-                    return (dump, Some(e));
-                }
-            }
+            wire::REC_STACKS => records::stacks(dump, payload, len, cut)?,
             wire::REC_PMU | wire::REC_LAPS | wire::REC_PMU_TRACE | wire::REC_LAP_TRACE if !cut => {
-                if let Err(e) = store_record(&mut dump, kind, payload) {
-                    return (dump, Some(e));
-                }
+                records::store_record(dump, kind, payload)?;
             }
-            wire::REC_NAMES => {
-                let mut at = 4usize;
-                let count = if payload.len() >= 4 {
-                    le32(payload, 0)
-                } else {
-                    0
-                };
-                for _ in 0..count {
-                    if at + 8 > payload.len() {
-                        break;
-                    }
-                    let tag = le32(payload, at);
-                    let Some((name, next)) = le::padded_name(payload, at + 4, payload.len()) else {
-                        break;
-                    };
-                    dump.names.push((tag, name));
-                    at = next;
-                }
-            }
+            wire::REC_NAMES => records::names(dump, payload),
             wire::REC_HELD_OFF if payload.len() >= 12 => {
                 dump.held_off = Some(HeldOff {
                     late_ticks: le32(payload, 0),
@@ -389,424 +340,65 @@ pub fn decode_partial(bytes: &[u8]) -> (Dump, Option<DumpError>) {
                     how: le32(payload, 8),
                 });
             }
-            wire::REC_PRIORITIES => {
-                let count = if payload.len() >= 4 {
-                    le32(payload, 0) as usize
-                } else {
-                    0
-                };
-                for i in 0..count.min(payload.len().saturating_sub(4) / 4) {
-                    let e = le32(payload, 4 + 4 * i);
-                    dump.priorities
-                        .push((e as u16, (e >> 16) as u8, (e >> 24) & 1 == 1));
-                }
-            }
-            wire::REC_HIST => {
-                if payload.len() < wire::HIST_HEADER_LEN {
-                    return (dump, Some(DumpError::Truncated { at: bytes.len() }));
-                }
-                let count = le32(payload, 12);
-                // In 64 bits: a damaged count must not overflow the length it implies.
-                if !cut && wire::HIST_HEADER_LEN as u64 + 2 * count as u64 != len as u64 {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed(format!(
-                            "HIST record of {len} bytes says it holds {count} bins"
-                        ))),
-                    );
-                }
-                let shift = le32(payload, 4);
-                if !(1..=16).contains(&shift) {
-                    return (
-                        dump,
-                        Some(DumpError::Malformed(format!(
-                            "HIST record with a shift of {shift}"
-                        ))),
-                    );
-                }
-                dump.hist = Some(Hist {
-                    base: le32(payload, 0),
-                    shift,
-                    outside: le32(payload, 8),
-                    bins: payload[wire::HIST_HEADER_LEN..]
-                        .chunks_exact(2)
-                        .take(count as usize)
-                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                        .collect(),
-                });
-            }
+            wire::REC_PRIORITIES => records::priorities(dump, payload),
+            wire::REC_HIST => records::hist(dump, payload, len, cut, total)?,
             other => dump.unknown_records.push(other),
         }
-        if cut {
-            return (dump, Some(DumpError::Truncated { at: bytes.len() }));
-        }
-        let end = body + len.div_ceil(4) * 4;
-        spans.push(Span {
-            bytes: off..end,
-            kind,
-            samples: samples_before..dump.pcs.len(),
-        });
-        off = end;
+        Ok(())
     }
-}
 
-/// Where a record lay in the dump and which samples it gave.
-struct Span {
-    bytes: std::ops::Range<usize>,
-    kind: u16,
-    samples: std::ops::Range<usize>,
-}
-
-/// The byte ranges whose checkpoint does not vouch for them: from one CHECK record (or the
-/// file's start) to the next one, the next one included. When the stretch after a failed
-/// checkpoint checks out from the CRC computed up to it, only the checkpoint's own value was
-/// damaged: then just that record is named. `checks` are the CHECK records' offsets and
-/// values; `end` the END record's offset and value.
-fn damaged_ranges(
-    bytes: &[u8],
-    checks: &[(usize, u32)],
-    end: (usize, u32),
-) -> Vec<std::ops::Range<usize>> {
-    let points: Vec<(usize, u32)> = checks.iter().copied().chain([end]).collect();
-    // The CRC register after everything before `at`, from `from`'s register on.
-    let register = |from: (usize, u32), at: usize| {
-        let mut c = wire::Crc32::resume(from.1);
-        c.update(&bytes[from.0..at]);
-        c.state()
-    };
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut add = |r: std::ops::Range<usize>| match out.last_mut() {
-        Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
-        _ => out.push(r),
-    };
-    let record_end = |at: usize| (at + wire::RECORD_HEADER_LEN + 4).min(bytes.len());
-    let mut from = (0usize, wire::Crc32::new().state());
-    for (i, &(at, stored)) in points.iter().enumerate() {
-        let computed = register(from, at);
-        if !computed == stored {
-            from = (at, computed);
-            continue;
+    /// The END record at `off`: the checksum of everything before it, and what a failed one
+    /// still leaves.
+    fn end(&mut self, off: usize, len: usize) -> Result<(), DumpError> {
+        let bytes = self.bytes;
+        let body = off + wire::RECORD_HEADER_LEN;
+        if body + 4 > bytes.len() {
+            return Err(self.truncated());
         }
-        // The next stretch begins with this CHECK record: CRC it with the value it should hold.
-        let header = at + wire::RECORD_HEADER_LEN;
-        let corrected = {
-            let mut c = wire::Crc32::resume(computed);
-            c.update(&bytes[at..header]);
-            c.update(&(!computed).to_le_bytes());
-            (header + 4, c.state())
-        };
-        let value_only = points.get(i + 1).is_some_and(|&(next, value)| {
-            next >= corrected.0 && !register(corrected, next) == value
-        });
-        if value_only {
-            add(at..record_end(at));
-            from = corrected;
-        } else {
-            add(from.0..record_end(at));
-            from = (at, !stored);
+        // The END header is outside the checksum: it must be exactly what writers write.
+        if len != 4 || le16(bytes, off + 2) != 0 {
+            self.drop_samples();
+            return Err(DumpError::Malformed("damaged END record".into()));
         }
-    }
-    out
-}
-
-/// Take out of `dump` what the records in `damaged` gave: their samples (returned as a count)
-/// and whatever else they held. `None` when the damage is in what the rest depends on: an
-/// INFO record (the first stretch holds the file header and the first INFO).
-fn leave_out(dump: &mut Dump, spans: &[Span], damaged: &[std::ops::Range<usize>]) -> Option<u64> {
-    let hit = |s: &Span| {
-        damaged
-            .iter()
-            .any(|d| d.start < s.bytes.end && s.bytes.start < d.end)
-    };
-    if spans.iter().any(|s| s.kind == wire::REC_INFO && hit(s)) {
-        return None;
-    }
-    let mut left_out = 0u64;
-    for s in spans.iter().rev().filter(|s| hit(s)) {
-        match s.kind {
-            wire::REC_PCS | wire::REC_PCS_TAGS | wire::REC_STACKS => {
-                let r = s.samples.clone();
-                left_out += r.len() as u64;
-                dump.pcs.drain(r.clone());
-                if !dump.tags.is_empty() {
-                    dump.tags.drain(r.clone());
+        let stored = le32(bytes, body);
+        let computed = wire::crc32(&bytes[..off]);
+        if stored != computed && self.have_info && !self.checks.is_empty() {
+            let damaged = check::damaged_ranges(bytes, &self.checks, (off, stored));
+            return match check::leave_out(&mut self.dump, &self.spans, &damaged) {
+                Some(samples) => Err(DumpError::Damaged {
+                    ranges: damaged,
+                    samples,
+                }),
+                None => {
+                    self.drop_samples();
+                    Err(DumpError::Checksum { stored, computed })
                 }
-                if !dump.stacks.is_empty() {
-                    dump.stacks.drain(r);
-                }
-            }
-            wire::REC_HIST => dump.hist = None,
-            wire::REC_NAMES => dump.names.clear(),
-            wire::REC_PRIORITIES => dump.priorities.clear(),
-            wire::REC_HELD_OFF => dump.held_off = None,
-            wire::REC_LAPS => dump.laps = None,
-            wire::REC_LAP_TRACE => dump.lap_trace = None,
-            wire::REC_PMU => dump.pmu = None,
-            wire::REC_PMU_TRACE => dump.pmu_trace = None,
-            _ => {}
-        }
-    }
-    Some(left_out)
-}
-
-/// Encode a dump the way the firmware writes one (the host makes dumps of what it read off a
-/// target, a snapshot, SWO or PCSR; tests make them too): INFO, the samples (PCS, PCS_TAGS when
-/// there is a tag per sample, or HIST), NAMES when there are names, and END with the CRC of all
-/// before it. The one encoder of the format on the host.
-/// One ring slot of a sampler that keeps stacks (read off a target's memory): its PC, xPSR
-/// and stack, as far as the slot holds them.
-pub fn stack_slot(slot: &[u8]) -> Option<(u32, u32, StackSample)> {
-    let word = |i: usize| le::read_u32(slot, 4 * i);
-    let tail = word(5)?;
-    let late = u32::from(tail & wire::STACK_HELD_OFF != 0);
-    let header = wire::STACK_HEADER_WORDS as usize;
-    let room = (slot.len() / 4).saturating_sub(header);
-    let valid = (((tail >> 8) & 0xFF) as usize).min(room);
-    let records = (((tail >> 16) & 0xFF) as usize).min((room - valid) / 2);
-    Some((
-        word(0)? | late,
-        word(1)?,
-        StackSample {
-            lr: word(2)?,
-            sp: word(3)?,
-            r7: word(4)?,
-            exc_return: tail as u8,
-            frames_inline: tail & wire::STACK_FRAMES_INLINE != 0,
-            window: (0..valid).filter_map(|i| word(header + i)).collect(),
-            records: (0..records)
-                .filter_map(|i| {
-                    Some((
-                        word(header + valid + 2 * i)?,
-                        word(header + valid + 2 * i + 1)?,
-                    ))
-                })
-                .collect(),
-        },
-    ))
-}
-
-/// A PMU, LAPS, PMU_TRACE or LAP_TRACE record into `dump`.
-fn store_record(dump: &mut Dump, kind: u16, payload: &[u8]) -> Result<(), DumpError> {
-    let stored = match kind {
-        wire::REC_PMU => pmu::decode(payload).map(|p| dump.pmu = Some(p)),
-        wire::REC_LAPS => laps::decode(payload).map(|l| dump.laps = Some(l)),
-        wire::REC_PMU_TRACE => pmu::decode_trace(payload).map(|t| dump.pmu_trace = Some(t)),
-        _ => laps::decode_trace(payload).map(|t| dump.lap_trace = Some(t)),
-    };
-    stored.ok_or_else(|| {
-        let name = match kind {
-            wire::REC_PMU => "PMU",
-            wire::REC_LAPS => "LAPS",
-            wire::REC_PMU_TRACE => "PMU_TRACE",
-            _ => "LAP_TRACE",
-        };
-        DumpError::Malformed(format!("damaged {name} record"))
-    })
-}
-
-/// A record of samples from sample `first` on: the first one sets the dump's first sample;
-/// the records of a streamed dump follow each other without gaps or overlaps.
-fn continue_at(dump: &mut Dump, first: u32, kind: &str) -> Result<(), DumpError> {
-    if dump.pcs.is_empty() {
-        dump.first_seq = first;
-        return Ok(());
-    }
-    let next = dump.first_seq.wrapping_add(dump.pcs.len() as u32);
-    if first != next {
-        return Err(DumpError::Malformed(format!(
-            "{kind} record starts at sample {first}, the previous one ended at {next}"
-        )));
-    }
-    Ok(())
-}
-
-/// A STACKS record into `dump`: each entry's PC, xPSR (as the tag) and stack.
-fn decode_stacks(dump: &mut Dump, payload: &[u8], len: usize, cut: bool) -> Result<(), DumpError> {
-    if payload.len() < 12 {
-        return Err(DumpError::Truncated { at: len });
-    }
-    let first = le32(payload, 0);
-    let count = le32(payload, 4) as usize;
-    if dump.stacks.len() != dump.pcs.len() {
-        return Err(DumpError::Malformed(
-            "STACKS and PCS records in one dump".into(),
-        ));
-    }
-    continue_at(dump, first, "STACKS")?;
-    let header = 4 * wire::STACK_HEADER_WORDS as usize;
-    let mut at = 12;
-    for _ in 0..count {
-        if at + header > payload.len() {
-            break;
-        }
-        let tail = le32(payload, at + 20);
-        let used = 4 * wire::stack_entry_used(tail) as usize;
-        if at + used > payload.len() {
-            break;
-        }
-        let valid = ((tail >> 8) & 0xFF) as usize;
-        let records = ((tail >> 16) & 0xFF) as usize;
-        let word = |i: usize| le32(payload, at + 4 * i);
-        // A held-off sample's PC carries bit 0, as in a ring of PCs.
-        dump.pcs
-            .push(word(0) | u32::from(tail & wire::STACK_HELD_OFF != 0));
-        dump.tags.push(word(1));
-        dump.stacks.push(StackSample {
-            lr: word(2),
-            sp: word(3),
-            r7: word(4),
-            exc_return: tail as u8,
-            frames_inline: tail & wire::STACK_FRAMES_INLINE != 0,
-            window: (0..valid).map(|i| word(6 + i)).collect(),
-            records: (0..records)
-                .map(|i| (word(6 + valid + 2 * i), word(7 + valid + 2 * i)))
-                .collect(),
-        });
-        at += used;
-    }
-    if !cut && at != payload.len() {
-        return Err(DumpError::Malformed(format!(
-            "STACKS record of {len} bytes does not hold the {count} samples it says"
-        )));
-    }
-    Ok(())
-}
-
-pub fn encode(d: &Dump) -> Vec<u8> {
-    let mut w = VecWriter {
-        out: Vec::with_capacity(128 + d.pcs.len() * 8),
-        crc: 0,
-    };
-    w.begin();
-    w.info(&d.info);
-    match &d.hist {
-        Some(h) => {
-            let count = h.bins.len() as u32;
-            w.record(wire::REC_HIST, wire::hist_len(count));
-            w.put(&wire::hist_header(h.base, h.shift, h.outside, count));
-            for b in &h.bins {
-                w.put(&b.to_le_bytes());
-            }
-            if count % 2 == 1 {
-                w.put(&[0, 0]);
-            }
-        }
-        None if !d.stacks.is_empty() => {
-            let n = d.pcs.len().min(d.stacks.len());
-            let used = |st: &StackSample| {
-                wire::STACK_HEADER_WORDS as usize
-                    + st.window.len().min(255)
-                    + 2 * st.records.len().min(255)
             };
-            let words: usize = d.stacks.iter().take(n).map(used).sum();
-            let stride = d.stacks.iter().map(used).max().unwrap_or(0);
-            w.record(wire::REC_STACKS, 12 + 4 * words as u32);
-            w.put32(d.first_seq);
-            w.put32(n as u32);
-            w.put32(stride as u32);
-            for (i, st) in d.stacks.iter().take(n).enumerate() {
-                let (valid, records) = (st.window.len().min(255), st.records.len().min(255));
-                for v in [
-                    d.pcs[i] & !1,
-                    d.tags.get(i).copied().unwrap_or(0),
-                    st.lr,
-                    st.sp,
-                    st.r7,
-                    st.exc_return as u32
-                        | (valid as u32) << 8
-                        | (records as u32) << 16
-                        | if st.frames_inline {
-                            wire::STACK_FRAMES_INLINE
-                        } else {
-                            0
-                        }
-                        | if d.pcs[i] & 1 != 0 {
-                            wire::STACK_HELD_OFF
-                        } else {
-                            0
-                        },
-                ] {
-                    w.put32(v);
-                }
-                for &v in &st.window[..valid] {
-                    w.put32(v);
-                }
-                for &(a, b) in &st.records[..records] {
-                    w.put32(a);
-                    w.put32(b);
-                }
-            }
-            encode_names(&mut w, d);
         }
-        None => {
-            let tagged = !d.tags.is_empty();
-            let (kind, entry) = if tagged {
-                (wire::REC_PCS_TAGS, 8)
-            } else {
-                (wire::REC_PCS, 4)
-            };
-            w.record(kind, 8 + entry * d.pcs.len() as u32);
-            w.put32(d.first_seq);
-            w.put32(d.pcs.len() as u32);
-            for (i, &pc) in d.pcs.iter().enumerate() {
-                w.put32(pc);
-                if tagged {
-                    w.put32(d.tags.get(i).copied().unwrap_or(0));
-                }
-            }
-            encode_names(&mut w, d);
+        if stored != computed {
+            self.drop_samples();
+            return Err(DumpError::Checksum { stored, computed });
         }
-    }
-    if let Some(h) = d.held_off {
-        w.record(wire::REC_HELD_OFF, 12);
-        w.put32(h.late_ticks);
-        w.put32(h.count);
-        w.put32(h.how);
-    }
-    if !d.priorities.is_empty() {
-        w.record(wire::REC_PRIORITIES, 4 + 4 * d.priorities.len() as u32);
-        w.put32(d.priorities.len() as u32);
-        for &(e, p, on) in &d.priorities {
-            w.put32(wire::priority_entry(e, p, on));
+        self.dump.complete = true;
+        if !self.have_info {
+            return Err(DumpError::Malformed("no INFO record".into()));
         }
-    }
-    w.end();
-    w.out
-}
-
-fn encode_names(w: &mut VecWriter, d: &Dump) {
-    if !d.names.is_empty() {
-        let mut payload = (d.names.len() as u32).to_le_bytes().to_vec();
-        for (tag, name) in &d.names {
-            payload.extend_from_slice(&tag.to_le_bytes());
-            payload.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            payload.extend_from_slice(name.as_bytes());
-            payload.resize(payload.len().next_multiple_of(4), 0);
-        }
-        w.record(wire::REC_NAMES, payload.len() as u32);
-        w.put(&payload);
-    }
-}
-
-/// The format's writer (the firmware's, [`wire::DumpWriter`]) into memory.
-struct VecWriter {
-    out: Vec<u8>,
-    crc: u32,
-}
-
-impl DumpWriter for VecWriter {
-    fn raw(&mut self, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
+        Ok(())
     }
 
-    fn crc_word(&mut self) -> &mut u32 {
-        &mut self.crc
+    /// A dump that cannot be trusted gives no samples.
+    fn drop_samples(&mut self) {
+        self.dump.pcs.clear();
+        self.dump.tags.clear();
+        self.dump.stacks.clear();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::encode::VecWriter;
     use super::*;
+    use sampler_rt::wire::DumpWriter;
 
     /// A dump streamed as the runtimes stream it: INFO (and its CHECK), records of `per`
     /// samples each followed by a CHECK, a NAMES record, END. Returns it and each record of

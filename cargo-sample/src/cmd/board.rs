@@ -236,19 +236,9 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         Err(e) => return Err(run.failed(e)),
     };
     run.meta.wall_seconds = cap.wall.as_secs_f64();
-    if let Some((attach, flash)) = cap.timings {
-        run.meta.board_seconds = Some(runs::BoardSeconds {
-            attach: attach.as_secs_f64(),
-            download: flash.as_secs_f64(),
-            capture: (cap.wall - flash).as_secs_f64(),
-        });
-        term::note(format!(
-            "attached in {:.2} s, flashed in {:.2} s, captured in {:.2} s",
-            attach.as_secs_f64(),
-            flash.as_secs_f64(),
-            (cap.wall - flash).as_secs_f64()
-        ));
-    }
+    run.meta.board_seconds = cap
+        .timings
+        .map(|(attach, flash)| board_seconds(attach, flash, cap.wall));
     if let Some(end) = &cap.emulated_end {
         term::note(end);
     }
@@ -267,7 +257,30 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         Method::Pcsr => runs::Source::Pcsr,
     });
     run.meta.core = cap.core;
-    let state = if let Some(e) = &cap.link_error {
+    let state = end_state(&cap, args.timeout);
+    run.finish(state, runs::DUMP, |dir| {
+        format!("no samples arrived; the run is kept in {}", dir.display())
+    })
+}
+
+/// Where a board run's time went, said to the user.
+fn board_seconds(attach: Duration, flash: Duration, wall: Duration) -> runs::BoardSeconds {
+    term::note(format!(
+        "attached in {:.2} s, flashed in {:.2} s, captured in {:.2} s",
+        attach.as_secs_f64(),
+        flash.as_secs_f64(),
+        (wall - flash).as_secs_f64()
+    ));
+    runs::BoardSeconds {
+        attach: attach.as_secs_f64(),
+        download: flash.as_secs_f64(),
+        capture: (wall - flash).as_secs_f64(),
+    }
+}
+
+/// How a board capture ended, said to the user.
+fn end_state(cap: &crate::exec::probe::Capture, timeout_s: u64) -> runs::RunState {
+    if let Some(e) = &cap.link_error {
         term::warn(if e.starts_with("the target was reset") {
             format!("{e}; reporting the samples read before the reset")
         } else {
@@ -294,15 +307,12 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     } else if cap.timed_out {
         term::warn(format!(
             "the run did not finish within {} s (`--timeout`); reporting the samples taken so far",
-            args.timeout
+            timeout_s
         ));
         runs::RunState::TimedOut
     } else {
         runs::RunState::Finished
-    };
-    run.finish(state, runs::DUMP, |dir| {
-        format!("no samples arrived; the run is kept in {}", dir.display())
-    })
+    }
 }
 
 /// `--probe qemu`: the QEMU machine that plays the chip.

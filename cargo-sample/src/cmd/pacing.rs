@@ -80,8 +80,51 @@ pub(crate) fn build(
         forget(p, &key);
         wanted = None;
     }
-    // The build as asked; it shows whether the firmware owns SysTick.
-    let first = if wanted.is_some() {
+    let (inspect, owner) = match first_build(p, args, timer, explicit, wanted.is_some(), calls)? {
+        First::Done(img, timer) => return Ok((img, timer)),
+        First::Inspect(img, owner) => (img, owner),
+    };
+    let (t, vector) = pick_free(m, &inspect, wanted, owner.as_deref())?;
+    if let Some(owner) = &owner {
+        term::note(format!(
+            "the firmware owns SysTick ({owner}): the sampler is paced by \
+             {} instead, whose interrupt (`{vector}`) the firmware leaves free. `--timer` \
+             chooses another",
+            t.describe()
+        ));
+    }
+    let img = build_with(p, args, env_for(t, vector), calls)?;
+    remember(
+        p,
+        &key,
+        &Remembered {
+            timer: t.name.to_owned(),
+            vector: vector.to_owned(),
+            auto: owner.is_some(),
+        },
+    );
+    Ok((img, device(t)))
+}
+
+/// What the first build says.
+enum First {
+    /// The sampler is paced as asked: nothing more to build.
+    Done(Image, Timer),
+    /// A timer must be found: the image to look for a free one in, and who owns SysTick.
+    Inspect(Image, Option<String>),
+}
+
+/// The build as asked (with no sampler vector when a timer is `wanted`); it shows whether the
+/// firmware owns SysTick.
+fn first_build(
+    p: &Project,
+    args: &RunArgs,
+    timer: Timer,
+    explicit: bool,
+    wanted: bool,
+    calls: &str,
+) -> Result<First> {
+    let first = if wanted {
         build_with(
             p,
             args,
@@ -91,7 +134,7 @@ pub(crate) fn build(
     } else {
         capture::build(p, &args.cargo, Runtime::Sampler(calls))
     };
-    let (inspect, owner) = match first {
+    Ok(match first {
         Err(e)
             if timer == Timer::SysTick
                 && !explicit
@@ -111,13 +154,15 @@ pub(crate) fn build(
             )?;
             let owner = wiring::systick_owner(&img.bytes)
                 .unwrap_or_else(|| "the application's `SysTick`".to_owned());
-            (img, Some(SysTickOwner::Vector(owner).said()))
+            First::Inspect(img, Some(SysTickOwner::Vector(owner).said()))
         }
         Err(e) => return Err(e),
-        Ok(img) if wanted.is_some() => (img, None),
+        Ok(img) if wanted => First::Inspect(img, None),
         Ok(img) => {
             match systick_owner(&img) {
-                Some(owner) if timer == Timer::SysTick && !explicit => (img, Some(owner.said())),
+                Some(owner) if timer == Timer::SysTick && !explicit => {
+                    First::Inspect(img, Some(owner.said()))
+                }
                 // Asked for: the wiring check refuses a vector that is not the sampler's; a
                 // firmware that only programs SysTick would reprogram it under the sampler.
                 Some(owner @ SysTickOwner::Code(_)) if timer == Timer::SysTick => {
@@ -128,12 +173,22 @@ pub(crate) fn build(
                          application's timing nor the sampling period holds. Leave `--timer` \
                          out to sample on a free timer"
                     ));
-                    return Ok((img, timer));
+                    First::Done(img, timer)
                 }
-                _ => return Ok((img, timer)),
+                _ => First::Done(img, timer),
             }
         }
-    };
+    })
+}
+
+/// A timer of `m` whose interrupt the image leaves free (the `wanted` one, when given), and the
+/// name of its vector; `owner`: who owns SysTick, for the error when there is none.
+fn pick_free(
+    m: &Machine,
+    inspect: &Image,
+    wanted: Option<&'static DeviceTimer>,
+    owner: Option<&str>,
+) -> Result<(&'static DeviceTimer, &'static str)> {
     let candidates: Vec<&'static DeviceTimer> = match wanted {
         Some(t) => vec![t],
         None => m.timers.iter().collect(),
@@ -151,7 +206,7 @@ pub(crate) fn build(
         Some((*t, name))
     });
     let Some((t, vector)) = pick else {
-        match (wanted, &owner) {
+        match (wanted, owner) {
             (Some(t), _) => bail!(
                 "{}'s interrupt (IRQ {}) cannot pace the sampler: either the application \
                  handles it (its vector does not go to the default handler) or the image has no \
@@ -186,25 +241,7 @@ pub(crate) fn build(
             (None, None) => unreachable!("a pick is made only for an owner or a wanted timer"),
         }
     };
-    if let Some(owner) = &owner {
-        term::note(format!(
-            "the firmware owns SysTick ({owner}): the sampler is paced by \
-             {} instead, whose interrupt (`{vector}`) the firmware leaves free. `--timer` \
-             chooses another",
-            t.describe()
-        ));
-    }
-    let img = build_with(p, args, env_for(t, vector), calls)?;
-    remember(
-        p,
-        &key,
-        &Remembered {
-            timer: t.name.to_owned(),
-            vector: vector.to_owned(),
-            auto: owner.is_some(),
-        },
-    );
-    Ok((img, device(t)))
+    Ok((t, vector))
 }
 
 /// On a board (no table of the chip's timers): build with the sampler on SysTick, unless the

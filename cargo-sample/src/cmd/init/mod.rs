@@ -6,7 +6,6 @@
 //! in place at the spot that changes, the change is shown as a unified diff, and the crate is
 //! checked with `cargo metadata` afterwards: if it no longer resolves, the files are put back.
 
-pub mod diff;
 pub mod entry;
 
 use std::path::{Component, Path, PathBuf};
@@ -310,51 +309,15 @@ struct Change {
     new: String,
 }
 
-/// `cargo sample init`.
-pub fn init(args: &InitArgs) -> Result<()> {
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    let manifest = match &args.manifest_path {
-        Some(p) => cwd.join(p),
-        None => cwd.join("Cargo.toml"),
-    };
-    if !manifest.is_file() {
-        bail!(
-            "no Cargo.toml at {}: run init in the firmware crate, or pass --manifest-path",
-            manifest.display()
-        );
-    }
-    let meta = MetadataCommand::new()
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()
-        .with_context(|| format!("reading the cargo metadata of {}", manifest.display()))?;
-    let members = meta.workspace_packages();
-    let pkg = select_package(&members, args.package.as_deref(), &manifest)?;
-    let pkg_manifest = pkg.manifest_path.clone().into_std_path_buf();
-    let pkg_dir = pkg_manifest
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| cwd.clone());
-    let (source, explicit) = choose_source(args, &pkg_dir)?;
-
+/// The edits of the entry points (the start call, a flush before each semihosting exit), the
+/// shapes of the entries found, and how many flushes were added; anything undecidable stops
+/// everything before a file is written.
+fn entry_changes(
+    pkg: &Package,
+    args: &InitArgs,
+    pkg_dir: &Path,
+) -> Result<(Vec<Change>, Vec<entry::Shape>, usize)> {
     let mut changes = Vec::new();
-    let old_manifest = std::fs::read_to_string(&pkg_manifest)
-        .with_context(|| format!("reading {}", pkg_manifest.display()))?;
-    let has_dep_elsewhere = pkg.dependencies.iter().any(|d| d.name == "sampler-rt")
-        && !old_manifest.contains("sampler-rt");
-    if !has_dep_elsewhere {
-        let mut new_manifest = edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
-        if let Some(n) = args.ring_slots {
-            new_manifest = set_ring_slots(&new_manifest, n)?;
-        }
-        changes.push(Change {
-            path: pkg_manifest.clone(),
-            old: old_manifest,
-            new: new_manifest,
-        });
-    }
-
-    // The entry points; anything undecidable stops everything before a file is written.
     let mut by_hand = Vec::new();
     let mut shapes = Vec::new();
     let mut flushes = 0usize;
@@ -362,7 +325,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("reading {}", file.display()))?;
         let shown = file
-            .strip_prefix(&pkg_dir)
+            .strip_prefix(pkg_dir)
             .unwrap_or(&file)
             .display()
             .to_string();
@@ -424,6 +387,68 @@ pub fn init(args: &InitArgs) -> Result<()> {
             entry::call_lines(&args.feature_name, "    ")
         );
     }
+    Ok((changes, shapes, flushes))
+}
+
+/// What init changes in a file, as a unified diff (`--- name`, `+++ name`, hunks with three
+/// lines of context); empty when nothing changes.
+fn unified(name: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(name, name)
+        .to_string()
+}
+
+/// `cargo sample init`.
+pub fn init(args: &InitArgs) -> Result<()> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let manifest = match &args.manifest_path {
+        Some(p) => cwd.join(p),
+        None => cwd.join("Cargo.toml"),
+    };
+    if !manifest.is_file() {
+        bail!(
+            "no Cargo.toml at {}: run init in the firmware crate, or pass --manifest-path",
+            manifest.display()
+        );
+    }
+    let meta = MetadataCommand::new()
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()
+        .with_context(|| format!("reading the cargo metadata of {}", manifest.display()))?;
+    let members = meta.workspace_packages();
+    let pkg = select_package(&members, args.package.as_deref(), &manifest)?;
+    let pkg_manifest = pkg.manifest_path.clone().into_std_path_buf();
+    let pkg_dir = pkg_manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cwd.clone());
+    let (source, explicit) = choose_source(args, &pkg_dir)?;
+
+    let mut changes = Vec::new();
+    let old_manifest = std::fs::read_to_string(&pkg_manifest)
+        .with_context(|| format!("reading {}", pkg_manifest.display()))?;
+    let has_dep_elsewhere = pkg.dependencies.iter().any(|d| d.name == "sampler-rt")
+        && !old_manifest.contains("sampler-rt");
+    if !has_dep_elsewhere {
+        let mut new_manifest = edit_manifest(&old_manifest, &args.feature_name, &source, explicit)?;
+        if let Some(n) = args.ring_slots {
+            new_manifest = set_ring_slots(&new_manifest, n)?;
+        }
+        changes.push(Change {
+            path: pkg_manifest.clone(),
+            old: old_manifest,
+            new: new_manifest,
+        });
+    }
+
+    let (edits, shapes, flushes) = entry_changes(pkg, args, &pkg_dir)?;
+    changes.extend(edits);
     changes.retain(|c| c.old != c.new);
     if changes.is_empty() {
         term::status(
@@ -439,7 +464,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
             .unwrap_or(&c.path)
             .display()
             .to_string();
-        anstream::print!("{}", diff::unified(&name, &c.old, &c.new, 3));
+        anstream::print!("{}", unified(&name, &c.old, &c.new));
     }
     if args.dry_run {
         term::note("dry run: nothing was written");
@@ -545,6 +570,22 @@ fn check_resolves(manifest: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_diff_shows_each_change_with_its_context_and_position() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nd\nX\ne\nf\ng\nh\n";
+        assert_eq!(
+            unified("f.rs", old, new),
+            "--- f.rs\n+++ f.rs\n@@ -2,6 +2,7 @@\n b\n c\n d\n+X\n e\n f\n g\n"
+        );
+        assert_eq!(unified("f", old, old), "");
+        let old: String = (0..30).map(|i| format!("l{i}\n")).collect();
+        let new = old.replace("l2\n", "l2\nA\n").replace("l25\n", "B\n");
+        let d = unified("f", &old, &new);
+        assert_eq!(d.matches("@@ ").count(), 2, "{d}");
+        assert!(d.contains("+A\n") && d.contains("-l25\n+B\n"), "{d}");
+    }
 
     const MANIFEST: &str = "[package]\nname = \"app\" # keep me\nversion = \"0.1.0\"\n\n[dependencies]\ncortex-m-rt = \"0.7\"\n";
 

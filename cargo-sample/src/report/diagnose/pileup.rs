@@ -21,6 +21,33 @@ pub(crate) fn pile_ups(
     d: &mut Vec<Diagnostic>,
 ) {
     let total: u64 = input.per_pc.values().sum();
+    let mut found = piles(input, sym, code, total);
+    found.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+    for (kind, pc, s, prev, name) in found {
+        let share = 100.0 * s as f64 / total as f64;
+        let (msg, explained) = describe(input, sym, code, (kind, pc, s, &prev, &name), share);
+        let diag_kind = match kind {
+            Kind::Unmask | Kind::MaskWrite => Finding::MaskedSkid,
+            Kind::Sleep => Finding::Asleep,
+            _ => Finding::HeldOff,
+        };
+        let diag = if kind == Kind::Sleep {
+            Diagnostic::note(diag_kind, msg)
+        } else {
+            Diagnostic::warning(diag_kind, msg)
+        };
+        let mut diag = diag.at(share, vec![pc]);
+        diag.functions = explained;
+        d.push(diag);
+    }
+}
+
+/// A pile of samples: what stands before it, its address, its samples, the instruction
+/// before it and its function.
+type Pile = (Kind, u32, u64, Insn, String);
+
+/// The instructions whose samples pile up beyond what the instruction before them explains.
+fn piles(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, total: u64) -> Vec<Pile> {
     // Group the sampled addresses by function.
     let mut by_function: HashMap<(u64, u64), Vec<u32>> = HashMap::new();
     for &pc in input.per_pc.keys() {
@@ -28,13 +55,6 @@ pub(crate) fn pile_ups(
             by_function.entry(r).or_default().push(pc);
         }
     }
-    let handlers = match input.urgent {
-        Some(names) if !names.is_empty() => format!(
-            " (as urgent as the sampler in this run: {})",
-            names.join(", ")
-        ),
-        _ => handler_names(input, sym, code),
-    };
     // What can hold the sampling interrupt off besides masking and sleep: a handler as urgent
     // as the sampler (unknown without the priorities the firmware sends).
     let holdable = input.urgent.is_none_or(|u| !u.is_empty());
@@ -49,7 +69,7 @@ pub(crate) fn pile_ups(
     let chance = |s: u64, before: u64| {
         crate::analysis::stats::binomial_at_least(s, s + before, even) >= alpha
     };
-    let mut found: Vec<(Kind, u32, u64, Insn, String)> = Vec::new();
+    let mut found: Vec<Pile> = Vec::new();
     for ((start, end), pcs) in by_function {
         let insns = code.function(start as u32, end as u32).to_vec();
         let targets: HashSet<u32> = insns.iter().filter_map(|i| i.target).collect();
@@ -105,38 +125,46 @@ pub(crate) fn pile_ups(
             found.push((kind, pc, s, prev, name));
         }
     }
-    found.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
-    for (kind, pc, s, prev, name) in found {
-        let share = 100.0 * s as f64 / total as f64;
-        let mut explained = Vec::new();
-        let at = format!("{name} at {pc:#x}");
-        let msg = match kind {
-            Kind::MaskWrite if prev.text.to_ascii_lowercase().contains("basepri") => {
-                let (region, names) = masked_region(sym, code, pc, &prev);
-                explained = names;
-                let task = rtic_task_at(sym, code, pc);
-                let what = match &task {
-                    Some(t) => format!(
-                        "the end of a `lock` in RTIC's {t}: the lock raised BASEPRI to the \
+    found
+}
+
+/// What a pile says, and the functions it explains.
+fn describe(
+    input: &Input<'_>,
+    sym: &mut Symbolizer,
+    code: &mut Code,
+    (kind, pc, s, prev, name): (Kind, u32, u64, &Insn, &str),
+    share: f64,
+) -> (String, Vec<String>) {
+    let mut explained = Vec::new();
+    let at = format!("{name} at {pc:#x}");
+    let msg = match kind {
+        Kind::MaskWrite if prev.text.to_ascii_lowercase().contains("basepri") => {
+            let (region, names) = masked_region(sym, code, pc, prev);
+            explained = names;
+            let task = rtic_task_at(sym, code, pc);
+            let what = match &task {
+                Some(t) => format!(
+                    "the end of a `lock` in RTIC's {t}: the lock raised BASEPRI to the \
                          resource's ceiling"
-                    ),
-                    None => "the end of a critical section that raised BASEPRI".to_owned(),
-                };
-                format!(
-                    "{share:.2} % of the samples ({s}) are on {at}, right after `{}` restores \
+                ),
+                None => "the end of a critical section that raised BASEPRI".to_owned(),
+            };
+            format!(
+                "{share:.2} % of the samples ({s}) are on {at}, right after `{}` restores \
                      BASEPRI, {what}. A sampling interrupt that BASEPRI masks waits, and lands \
                      here: these samples are the time of the critical section{region}, not of \
                      the instruction they land on. BASEPRI masks only interrupts of its \
                      priority and less urgent ones, and the sampler runs at {:#04x}: at priority \
                      0 (`--priority 0`, the default) no BASEPRI section holds it back",
-                    prev.text, input.facts.priority
-                )
-            }
-            Kind::Unmask | Kind::MaskWrite => {
-                let (region, names) = masked_region(sym, code, pc, &prev);
-                explained = names;
-                format!(
-                    "{share:.2} % of the samples ({s}) are on {at}, the instruction right after \
+                prev.text, input.facts.priority
+            )
+        }
+        Kind::Unmask | Kind::MaskWrite => {
+            let (region, names) = masked_region(sym, code, pc, prev);
+            explained = names;
+            format!(
+                "{share:.2} % of the samples ({s}) are on {at}, the instruction right after \
                      `{}` re-enables interrupts: a sampling interrupt that fires while interrupts \
                      are masked waits, and lands here. These samples are the time of the masked \
                      region{region}, not of the instruction they land on; and a region longer than \
@@ -144,57 +172,51 @@ pub(crate) fn pile_ups(
                      region holds off every interrupt): for the time really spent inside the \
                      region, count it exactly with `--truth` (the exact share beside each row, in \
                      QEMU) or `--exact`, or time it with laps",
+                prev.text
+            )
+        }
+        Kind::Sleep => format!(
+            "{share:.2} % of the samples ({s}) found the core asleep in `{}` (they are on {at}, \
+                 the instruction after it): that is idle time, not work done by {name}",
+            prev.text
+        ),
+        _ => {
+            let handlers = match input.urgent {
+                Some(names) if !names.is_empty() => format!(
+                    " (as urgent as the sampler in this run: {})",
+                    names.join(", ")
+                ),
+                _ => handler_names(input, sym, code),
+            };
+            let cause = if prev.kind == Kind::Store {
+                format!(
+                    "after a store (`{}`) that may pend an interrupt whose handler the sampler \
+                         cannot preempt",
                     prev.text
                 )
-            }
-            Kind::Sleep => format!(
-                "{share:.2} % of the samples ({s}) found the core asleep in `{}` (they are on {at}, \
-                 the instruction after it): that is idle time, not work done by {name}",
-                prev.text
-            ),
-            _ => {
-                let cause = if prev.kind == Kind::Store {
-                    format!(
-                        "after a store (`{}`) that may pend an interrupt whose handler the sampler \
-                         cannot preempt",
-                        prev.text
-                    )
-                } else if prev.kind == Kind::Svc {
-                    format!("after `{}`, a supervisor call", prev.text)
-                } else {
-                    format!("after `{}`", prev.text)
-                };
-                let fix = if input.facts.priority == 0 {
-                    "Nothing samples more urgently than priority 0: give the handler a less \
+            } else if prev.kind == Kind::Svc {
+                format!("after `{}`, a supervisor call", prev.text)
+            } else {
+                format!("after `{}`", prev.text)
+            };
+            let fix = if input.facts.priority == 0 {
+                "Nothing samples more urgently than priority 0: give the handler a less \
                      urgent priority where the application allows it, or count its time \
                      exactly with `--truth`"
-                } else {
-                    "Sample at a more urgent priority (`--priority`, 0 is the most urgent and \
+            } else {
+                "Sample at a more urgent priority (`--priority`, 0 is the most urgent and \
                      the default)"
-                };
-                format!(
-                    "{share:.2} % of the samples ({s}) pile up on {at}, {cause}: more than 4 times the \
+            };
+            format!(
+                "{share:.2} % of the samples ({s}) pile up on {at}, {cause}: more than 4 times the \
                      samples of the instruction before it, which runs as often, far beyond chance. The \
                      sampling interrupt was held off and was taken here, so this is the time of code the \
                      sampler could not see — most often an interrupt handler of the sampler's priority \
                      or more urgent{handlers}. {fix}"
-                )
-            }
-        };
-        let diag_kind = match kind {
-            Kind::Unmask | Kind::MaskWrite => Finding::MaskedSkid,
-            Kind::Sleep => Finding::Asleep,
-            _ => Finding::HeldOff,
-        };
-        let diag = if kind == Kind::Sleep {
-            Diagnostic::note(diag_kind, msg)
-        } else {
-            Diagnostic::warning(diag_kind, msg)
-        };
-        let mut diag = diag.at(share, vec![pc]);
-        diag.functions = explained;
-        d.push(diag);
-    }
+            )
+        }
+    };
+    (msg, explained)
 }
 
 /// Where interrupts were masked: the function that unmasks, and when that is a small helper

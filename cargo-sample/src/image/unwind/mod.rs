@@ -20,6 +20,8 @@
 //! not known, a stack that does not grow towards its base or a runaway depth as failed, with
 //! the reason.
 
+mod code;
+
 use std::collections::HashMap;
 
 use gimli::{
@@ -321,209 +323,6 @@ impl Unwinder {
         found
     }
 
-    /// A row for code without call-frame information (hand-written assembly such as
-    /// compiler-builtins' `__aeabi_uldivmod`), from its prologue: the pushes, stack
-    /// adjustments and frame-pointer set-up between the function's start and `pc`. `None`
-    /// when anything else moves the stack pointer there.
-    fn prologue_row(&self, pc: u32) -> Option<Row> {
-        let (start, _) = self.function(pc)?;
-        let mut at = start;
-        // Bytes below the CFA (the SP at entry), and where registers were saved.
-        let (mut below, mut ra, mut r7, mut fp) = (0i32, Loc::Same, Loc::Same, None::<i32>);
-        let push = |list: u32, below: &mut i32, ra: &mut Loc, r7: &mut Loc| {
-            let n = list.count_ones() as i32;
-            *below += 4 * n;
-            let mut slot = -*below;
-            for r in 0..16 {
-                if list & (1 << r) != 0 {
-                    match r {
-                        14 => *ra = Loc::At(slot),
-                        7 => *r7 = Loc::At(slot),
-                        _ => {}
-                    }
-                    slot += 4;
-                }
-            }
-        };
-        for _ in 0..32 {
-            if at >= pc {
-                break;
-            }
-            let h = self.halfword(at)? as u32;
-            let wide = matches!(h >> 11, 0x1D..=0x1F);
-            let h2 = if wide {
-                self.halfword(at + 2)? as u32
-            } else {
-                0
-            };
-            if h & 0xFE00 == 0xB400 {
-                // PUSH {rlist, lr?}
-                push(
-                    (h & 0xFF) | ((h >> 8) & 1) << 14,
-                    &mut below,
-                    &mut ra,
-                    &mut r7,
-                );
-            } else if h == 0xE92D {
-                // PUSH.W {rlist}
-                push(h2 & 0x5FFF, &mut below, &mut ra, &mut r7);
-            } else if h == 0xF84D && h2 & 0x0FFF == 0x0D04 {
-                // STR.W Rt, [SP, #-4]!
-                push(1 << (h2 >> 12), &mut below, &mut ra, &mut r7);
-            } else if h & 0xFF80 == 0xB080 {
-                // SUB SP, SP, #imm7 * 4
-                below += 4 * (h & 0x7F) as i32;
-            } else if h & 0xFBFF == 0xF2AD && h2 & 0x8F00 == 0x0D00 {
-                // SUBW SP, SP, #imm12
-                below += (((h >> 10) & 1) << 11 | ((h2 >> 12) & 7) << 8 | (h2 & 0xFF)) as i32;
-            } else if h & 0xFFBF == 0xED2D {
-                // VPUSH
-                below += 4 * (h2 & 0xFF) as i32;
-            } else if h & 0xFF00 == 0xAF00 {
-                // ADD R7, SP, #imm8 * 4: the frame pointer.
-                fp = Some(below - 4 * (h & 0xFF) as i32);
-            } else if h == 0x466F {
-                // MOV R7, SP
-                fp = Some(below);
-            } else if wide {
-                // Another 32-bit data-processing instruction that writes SP: not followed.
-                let data = (h & 0xF800 == 0xF000 && h2 & 0x8000 == 0) || h & 0xFE00 == 0xEA00;
-                if data && (h2 >> 8) & 0xF == 13 {
-                    return None;
-                }
-            } else if h & 0xFF80 == 0xB000 {
-                // ADD SP, SP, #imm7 * 4 (straight-line code: an epilogue's release).
-                below -= 4 * (h & 0x7F) as i32;
-                if below < 0 {
-                    return None;
-                }
-            } else if h & 0xFF78 == 0x4468 || h & 0xFF87 == 0x4685 {
-                // ADD SP, Rm / MOV SP, Rm: not followed.
-                return None;
-            }
-            at += if wide { 4 } else { 2 };
-        }
-        let cfa = match fp {
-            Some(off) => (7, off),
-            None => (13, below),
-        };
-        Some(Row {
-            cfa: Some(cfa),
-            ra,
-            r7,
-            r11: Loc::Same,
-        })
-    }
-
-    /// The row at `pc` when the code from there runs straight to the function's return
-    /// (through pops, stack releases, register moves that leave SP, LR, r7 and r11 alone,
-    /// and unconditional branches): where the return address and the saved registers are is
-    /// then known from the instructions, whatever the call-frame information says. `None`
-    /// when anything else comes first.
-    fn epilogue_row(&self, pc: u32) -> Option<Row> {
-        let (start, end) = self.function(pc)?;
-        let mut at = pc;
-        // Bytes popped so far above the SP at `pc`, and where the registers were found.
-        let mut up = 0i32;
-        let (mut lr, mut r7, mut r11) = (None::<i32>, None::<i32>, None::<i32>);
-        let mut ra = None::<i32>;
-        let mut returns = false;
-        let pop = |list: u32,
-                   up: &mut i32,
-                   lr: &mut Option<i32>,
-                   r7: &mut Option<i32>,
-                   r11: &mut Option<i32>,
-                   ra: &mut Option<i32>| {
-            for r in 0..16 {
-                if list & (1 << r) != 0 {
-                    match r {
-                        7 => *r7 = Some(*up),
-                        11 => *r11 = Some(*up),
-                        14 => *lr = Some(*up),
-                        15 => *ra = Some(*up),
-                        _ => {}
-                    }
-                    *up += 4;
-                }
-            }
-        };
-        for _ in 0..16 {
-            if at < start || at >= end {
-                return None;
-            }
-            let h = self.halfword(at)? as u32;
-            let wide = matches!(h >> 11, 0x1D..=0x1F);
-            let h2 = if wide {
-                self.halfword(at + 2)? as u32
-            } else {
-                0
-            };
-            let mut next = at + if wide { 4 } else { 2 };
-            if h == 0x4770 {
-                // BX LR: the return address is in LR (or where LR was popped from).
-                break;
-            } else if let Some(list) = popped(h, h2) {
-                pop(list, &mut up, &mut lr, &mut r7, &mut r11, &mut ra);
-                if ra.is_some() {
-                    break;
-                }
-            } else if h & 0xFF80 == 0xB000 {
-                // ADD SP, SP, #imm7 * 4
-                up += 4 * (h & 0x7F) as i32;
-            } else if h & 0xFFBF == 0xECBD && h2 & 0x0E00 == 0x0A00 {
-                // VPOP
-                up += 4 * (h2 & 0xFF) as i32;
-            } else if h & 0xFF30 == 0xED10 && h2 & 0x0E00 == 0x0A00 {
-                // VLDR Sd/Dd, [Rn, #imm] (no write-back)
-            } else if h & 0xFFBF == 0xEEB0 && h2 & 0x0ED0 == 0x0A40 {
-                // VMOV Sd/Dd, Sm/Dm
-            } else if h == 0xBF00 || h & 0xF800 == 0x2000 && (h >> 8) & 7 != 7 {
-                // NOP; MOVS Rd, #imm8 (not r7).
-            } else if h & 0xFF00 == 0x4600 {
-                // MOV Rd, Rm: not into SP, LR, PC or a frame pointer.
-                let rd = (h & 7) | ((h >> 4) & 8);
-                if matches!(rd, 7 | 11 | 13 | 14 | 15) {
-                    return None;
-                }
-            } else if h & 0xF800 == 0xE000 {
-                // B (T2)
-                let off = ((((h & 0x7FF) << 21) as i32) >> 20) as u32;
-                next = at.wrapping_add(4).wrapping_add(off);
-            } else if h & 0xF800 == 0xF000 && h2 & 0xD000 == 0x9000 {
-                // B.W (T4)
-                let s = (h >> 10) & 1;
-                let (j1, j2) = ((h2 >> 13) & 1, (h2 >> 11) & 1);
-                let (i1, i2) = (1 ^ j1 ^ s, 1 ^ j2 ^ s);
-                let imm =
-                    (s << 24) | (i1 << 23) | (i2 << 22) | ((h & 0x3FF) << 12) | ((h2 & 0x7FF) << 1);
-                next = at
-                    .wrapping_add(4)
-                    .wrapping_add((((imm << 7) as i32) >> 7) as u32);
-            } else {
-                return None;
-            }
-            if next != at + if wide { 4 } else { 2 } && !(start..end).contains(&next) {
-                // A branch out of the function: a tail call, which returns where LR says.
-                returns = true;
-                break;
-            }
-            at = next;
-        }
-        // Offsets from the SP at `pc` become offsets from the CFA (the SP after the return).
-        let loc = |o: Option<i32>| o.map_or(Loc::Same, |o| Loc::At(o - up));
-        let ra = match ra {
-            Some(o) => Loc::At(o - up),
-            None if returns || self.halfword(at) == Some(0x4770) => loc(lr),
-            None => return None,
-        };
-        Some(Row {
-            cfa: Some((13, up)),
-            ra,
-            r7: loc(r7),
-            r11: loc(r11),
-        })
-    }
-
     fn function(&self, pc: u32) -> Option<(u32, u32)> {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = *self.functions.get(i.checked_sub(1)?)?;
@@ -567,7 +366,172 @@ impl Unwinder {
 
     /// Unwind one sample.
     pub fn unwind(&mut self, c: &Context) -> Unwound {
-        let base = c.sp;
+        let mem = Memory::of(c, self.a64);
+        let mut u = Unwinding {
+            frames: vec![Frame {
+                pc: c.pc & !1,
+                kind: Kind::Sampled,
+            }],
+            pc: c.pc & !1,
+            sp: c.sp,
+            lr: Some(c.lr),
+            r7: Some(c.r7),
+            r11: None,
+            exact_pc: true,
+            prologue: 0,
+            fp_frames: 0,
+        };
+        let end = loop {
+            if u.frames.len() > MAX_DEPTH {
+                break End::Failed(format!("deeper than {MAX_DEPTH} frames"));
+            }
+            if self.entry.is_some_and(|(a, b)| a <= u.pc && u.pc < b) {
+                break End::Complete;
+            }
+            if let Err(end) = self.step(&mem, &mut u) {
+                break end;
+            }
+        };
+        Unwound {
+            frames: u.frames,
+            end,
+            prologue: u.prologue,
+            fp_frames: u.fp_frames,
+        }
+    }
+
+    /// The rule that gives the caller's frame at the unwinding's PC: an epilogue under way,
+    /// the call-frame information, or a prologue read from the instructions.
+    fn row_at(&mut self, u: &mut Unwinding, look: u32) -> Result<Row, End> {
+        // An epilogue that has begun to pop is read from its instructions: compilers for Arm
+        // describe prologues in the call-frame information, not epilogues.
+        let epilogue = if u.exact_pc && !self.a64 {
+            self.epilogue_row(u.pc)
+        } else {
+            None
+        };
+        let a64 = self.a64;
+        epilogue
+            .or_else(|| self.row(look))
+            .or_else(|| {
+                let r = if a64 { None } else { self.prologue_row(look) };
+                u.prologue += r.is_some() as u32;
+                r
+            })
+            .ok_or_else(|| {
+                End::Failed(match &self.missing {
+                    Some(why) => format!("the ELF cannot be unwound: {why}"),
+                    None => format!("no call-frame information at {look:#010x}"),
+                })
+            })
+    }
+
+    /// One frame up: the caller's registers from the rule at the PC, or how unwinding ends.
+    fn step(&mut self, mem: &Memory, u: &mut Unwinding) -> Result<(), End> {
+        let look = if u.exact_pc {
+            u.pc
+        } else {
+            u.pc.wrapping_sub(2)
+        };
+        let row = self.row_at(u, look)?;
+        let Some((reg, off)) = row.cfa else {
+            return Err(End::Failed(format!(
+                "a CFA rule not followed at {look:#010x}"
+            )));
+        };
+        let base_value = match reg {
+            13 => Some(u.sp),
+            7 => u.r7,
+            11 => u.r11,
+            _ => None,
+        };
+        let Some(cfa) = base_value.map(|v| v.wrapping_add(off as u32)) else {
+            return Err(End::Failed(format!(
+                "the CFA at {look:#010x} is based on r{reg}, whose value is not known there"
+            )));
+        };
+        // A register the window does not hold (or that an epilogue already popped, below the
+        // SP) becomes unknown: that ends unwinding only if a CFA is based on it.
+        let restore = |l: Loc, now: Option<u32>| -> Option<u32> {
+            match l {
+                Loc::Same => now,
+                Loc::Undefined | Loc::Other => None,
+                Loc::At(o) => mem.saved(cfa.wrapping_add(o as u32)),
+            }
+        };
+        let ra = match row.ra {
+            Loc::Undefined => return Err(End::Complete),
+            Loc::Other => {
+                return Err(End::Failed(format!(
+                    "a return-address rule not followed at {look:#010x}"
+                )));
+            }
+            Loc::Same => u.lr.ok_or_else(|| {
+                End::Failed(format!(
+                    "the return address at {look:#010x} was neither saved nor in LR"
+                ))
+            })?,
+            Loc::At(o) => mem
+                .saved(cfa.wrapping_add(o as u32))
+                .ok_or(End::Truncated)?,
+        };
+        (u.r7, u.r11) = (restore(row.r7, u.r7), restore(row.r11, u.r11));
+        if ra >= 0xFFFF_FF00 && !self.a64 {
+            return u.exception_return(mem, cfa, ra);
+        }
+        // The caller's frame is above this one (a leaf's CFA may equal its SP).
+        if cfa < u.sp {
+            return Err(End::Failed(format!(
+                "the stack does not grow towards its base at {look:#010x}"
+            )));
+        }
+        let ret = ra & !1;
+        if ret == 0 {
+            return Err(End::Complete);
+        }
+        if !u.exact_pc && cfa == u.sp && ret == u.pc {
+            return Err(End::Failed(format!(
+                "a frame returns to itself at {look:#010x}"
+            )));
+        }
+        // A `bl` before the return address to a function other than this frame's: that
+        // function branched to this one (a tail call) and is put back.
+        // (A return address may be the next function's start after a call that does not
+        // return: the call is 2 bytes before it.)
+        let here = self.function(look);
+        if let Some(t) = self.bl_target(ret)
+            && let Some(tf) = self.function(t & !1)
+            && Some(tf) != here
+            && t & !1 == tf.0
+        {
+            u.frames.push(Frame {
+                pc: tf.0,
+                kind: Kind::TailCall,
+            });
+        }
+        u.sp = cfa;
+        u.pc = ret;
+        u.lr = None;
+        u.exact_pc = false;
+        u.frames.push(Frame {
+            pc: ret.wrapping_sub(2),
+            kind: Kind::Call,
+        });
+        Ok(())
+    }
+}
+
+/// What a sample kept of the stack: its window from the SP up, and the frame records' words
+/// (and the exception frames kept with them) by address.
+struct Memory<'a> {
+    base: u32,
+    window: &'a [u32],
+    sparse: Vec<(u32, u32)>,
+    a64: bool,
+}
+
+impl<'a> Memory<'a> {
+    fn of(c: &Context<'a>, a64: bool) -> Memory<'a> {
         // The frame records' words, by address (the chain goes up the stack).
         let mut sparse: Vec<(u32, u32)> = Vec::with_capacity(2 * c.records.len());
         let mut at = c.r7;
@@ -586,180 +550,83 @@ impl Unwinder {
             at = next;
         }
         sparse.sort_unstable_by_key(|w| w.0);
-        let read = |addr: u32| -> Option<u32> {
-            if !addr.is_multiple_of(4) {
-                return None;
-            }
-            let off = addr.wrapping_sub(base);
-            if addr >= base
-                && let Some(&v) = c.window.get((off / 4) as usize)
-            {
-                return Some(v);
-            }
-            sparse
-                .binary_search_by_key(&addr, |w| w.0)
-                .ok()
-                .map(|i| sparse[i].1)
-        };
-        // A saved register: a word, or on AArch64 a doubleword whose high half must be 0 (the
-        // sampler keeps 32-bit values).
-        let a64 = self.a64;
-        let saved = |addr: u32| -> Option<u32> {
-            let lo = read(addr)?;
-            if a64 {
-                (read(addr.wrapping_add(4))? == 0).then_some(lo)
-            } else {
-                Some(lo)
-            }
-        };
-        let mut frames = vec![Frame {
-            pc: c.pc & !1,
-            kind: Kind::Sampled,
-        }];
-        let (mut pc, mut sp) = (c.pc & !1, c.sp);
-        let mut lr = Some(c.lr);
-        let (mut r7, mut r11) = (Some(c.r7), None::<u32>);
-        // Whether `pc` is an address that was executing (the sampled PC, or an interrupted
-        // one) rather than a return address.
-        let mut exact_pc = true;
-        let mut prologue = 0u32;
-        let mut fp_frames = 0u32;
-        let end = loop {
-            if frames.len() > MAX_DEPTH {
-                break End::Failed(format!("deeper than {MAX_DEPTH} frames"));
-            }
-            if self.entry.is_some_and(|(a, b)| a <= pc && pc < b) {
-                break End::Complete;
-            }
-            let look = if exact_pc { pc } else { pc.wrapping_sub(2) };
-            // An epilogue that has begun to pop is read from its instructions: compilers for
-            // Arm describe prologues in the call-frame information, not epilogues.
-            let epilogue = if exact_pc && !a64 {
-                self.epilogue_row(pc)
-            } else {
-                None
-            };
-            let Some(row) = epilogue.or_else(|| self.row(look)).or_else(|| {
-                let r = if a64 { None } else { self.prologue_row(look) };
-                prologue += r.is_some() as u32;
-                r
-            }) else {
-                break End::Failed(match &self.missing {
-                    Some(why) => format!("the ELF cannot be unwound: {why}"),
-                    None => format!("no call-frame information at {look:#010x}"),
-                });
-            };
-            let Some((reg, off)) = row.cfa else {
-                break End::Failed(format!("a CFA rule not followed at {look:#010x}"));
-            };
-            let base_value = match reg {
-                13 => Some(sp),
-                7 => r7,
-                11 => r11,
-                _ => None,
-            };
-            let Some(cfa) = base_value.map(|v| v.wrapping_add(off as u32)) else {
-                break End::Failed(format!(
-                    "the CFA at {look:#010x} is based on r{reg}, whose value is not known there"
-                ));
-            };
-            // A register the window does not hold (or that an epilogue already popped, below
-            // the SP) becomes unknown: that ends unwinding only if a CFA is based on it.
-            let restore = |l: Loc, now: Option<u32>| -> Option<u32> {
-                match l {
-                    Loc::Same => now,
-                    Loc::Undefined | Loc::Other => None,
-                    Loc::At(o) => saved(cfa.wrapping_add(o as u32)),
-                }
-            };
-            let ra = match row.ra {
-                Loc::Undefined => break End::Complete,
-                Loc::Other => {
-                    break End::Failed(format!(
-                        "a return-address rule not followed at {look:#010x}"
-                    ));
-                }
-                Loc::Same => match lr {
-                    Some(v) => v,
-                    None => {
-                        break End::Failed(format!(
-                            "the return address at {look:#010x} was neither saved nor in LR"
-                        ));
-                    }
-                },
-                Loc::At(o) => match saved(cfa.wrapping_add(o as u32)) {
-                    Some(v) => v,
-                    None => break End::Truncated,
-                },
-            };
-            (r7, r11) = (restore(row.r7, r7), restore(row.r11, r11));
-            if ra >= 0xFFFF_FF00 && !a64 {
-                // EXC_RETURN: the handler returns to the code it interrupted.
-                if ra & 4 != 0 {
-                    break End::HandlerRoot;
-                }
-                let word = |i: u32| read(cfa.wrapping_add(4 * i));
-                let (Some(slr), Some(spc), Some(xpsr)) = (word(5), word(6), word(7)) else {
-                    break End::Truncated;
-                };
-                fp_frames += u32::from(ra & 0x10 == 0);
-                let mut next = cfa + if ra & 0x10 == 0 { 0x68 } else { 0x20 };
-                if xpsr & (1 << 9) != 0 {
-                    next += 4;
-                }
-                sp = next;
-                pc = spc & !1;
-                lr = Some(slr);
-                exact_pc = true;
-                frames.push(Frame {
-                    pc,
-                    kind: Kind::Interrupted,
-                });
-                continue;
-            }
-            // The caller's frame is above this one (a leaf's CFA may equal its SP).
-            if cfa < sp {
-                break End::Failed(format!(
-                    "the stack does not grow towards its base at {look:#010x}"
-                ));
-            }
-            let ret = ra & !1;
-            if ret == 0 {
-                break End::Complete;
-            }
-            if !exact_pc && cfa == sp && ret == pc {
-                break End::Failed(format!("a frame returns to itself at {look:#010x}"));
-            }
-            // A `bl` before the return address to a function other than this frame's: that
-            // function branched to this one (a tail call) and is put back.
-            // (A return address may be the next function's start after a call that does not
-            // return: the call is 2 bytes before it.)
-            let here = self.function(look);
-            if let Some(t) = self.bl_target(ret)
-                && let Some(tf) = self.function(t & !1)
-                && Some(tf) != here
-                && t & !1 == tf.0
-            {
-                frames.push(Frame {
-                    pc: tf.0,
-                    kind: Kind::TailCall,
-                });
-            }
-            sp = cfa;
-            pc = ret;
-            lr = None;
-            exact_pc = false;
-            frames.push(Frame {
-                pc: ret.wrapping_sub(2),
-                kind: Kind::Call,
-            });
-        };
-        Unwound {
-            frames,
-            end,
-            prologue,
-            fp_frames,
+        Memory {
+            base: c.sp,
+            window: c.window,
+            sparse,
+            a64,
         }
+    }
+
+    /// The word at `addr`, if the sample kept it.
+    fn read(&self, addr: u32) -> Option<u32> {
+        if !addr.is_multiple_of(4) {
+            return None;
+        }
+        let off = addr.wrapping_sub(self.base);
+        if addr >= self.base
+            && let Some(&v) = self.window.get((off / 4) as usize)
+        {
+            return Some(v);
+        }
+        self.sparse
+            .binary_search_by_key(&addr, |w| w.0)
+            .ok()
+            .map(|i| self.sparse[i].1)
+    }
+
+    /// A saved register: a word, or on AArch64 a doubleword whose high half must be 0 (the
+    /// sampler keeps 32-bit values).
+    fn saved(&self, addr: u32) -> Option<u32> {
+        let lo = self.read(addr)?;
+        if self.a64 {
+            (self.read(addr.wrapping_add(4))? == 0).then_some(lo)
+        } else {
+            Some(lo)
+        }
+    }
+}
+
+/// The registers of the frame being unwound, and the frames found so far.
+struct Unwinding {
+    frames: Vec<Frame>,
+    pc: u32,
+    sp: u32,
+    lr: Option<u32>,
+    r7: Option<u32>,
+    r11: Option<u32>,
+    /// Whether `pc` is an address that was executing (the sampled PC, or an interrupted one)
+    /// rather than a return address.
+    exact_pc: bool,
+    prologue: u32,
+    fp_frames: u32,
+}
+
+impl Unwinding {
+    /// EXC_RETURN `ra` at `cfa`: the handler returns to the code it interrupted, whose
+    /// registers the exception frame holds.
+    fn exception_return(&mut self, mem: &Memory, cfa: u32, ra: u32) -> Result<(), End> {
+        if ra & 4 != 0 {
+            return Err(End::HandlerRoot);
+        }
+        let word = |i: u32| mem.read(cfa.wrapping_add(4 * i));
+        let (Some(slr), Some(spc), Some(xpsr)) = (word(5), word(6), word(7)) else {
+            return Err(End::Truncated);
+        };
+        self.fp_frames += u32::from(ra & 0x10 == 0);
+        let mut next = cfa + if ra & 0x10 == 0 { 0x68 } else { 0x20 };
+        if xpsr & (1 << 9) != 0 {
+            next += 4;
+        }
+        self.sp = next;
+        self.pc = spc & !1;
+        self.lr = Some(slr);
+        self.exact_pc = true;
+        self.frames.push(Frame {
+            pc: self.pc,
+            kind: Kind::Interrupted,
+        });
+        Ok(())
     }
 }
 

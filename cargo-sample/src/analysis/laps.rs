@@ -162,6 +162,92 @@ pub fn rate_in(name: &str) -> Option<(String, f64)> {
     (v > 0.0).then(|| (base.trim().to_owned(), v * scale))
 }
 
+/// A region's statistics with the counter's overhead taken out.
+struct Raw {
+    corrected: Vec<(f64, u64)>,
+    mean: f64,
+    clusters: Vec<(f64, u64)>,
+}
+
+impl Raw {
+    fn of(r: &crate::dump::laps::Region, over: f64) -> Raw {
+        let mut corrected: Vec<(f64, u64)> = r
+            .values
+            .iter()
+            .map(|&(v, c)| ((v as f64 - over).max(0.0), c as u64))
+            .collect();
+        corrected.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mean = if r.calls == 0 {
+            0.0
+        } else {
+            r.sum as f64 / r.calls as f64 - over
+        };
+        let clusters = clusters(&corrected);
+        Raw {
+            corrected,
+            mean,
+            clusters,
+        }
+    }
+}
+
+/// What interrupts cost a region, inferred from its clusters (against a base region's time
+/// when one is named) and from a rate in its name.
+fn interference(
+    raw: &Raw,
+    base: Option<&(String, &Raw)>,
+    named: Option<&(String, f64)>,
+    total: u64,
+    scale: Scale,
+    over: f64,
+) -> Vec<Interference> {
+    let u = scale.units_per_tick;
+    let mut interference = Vec::new();
+    if raw.clusters.len() >= 2 {
+        // The lowest cluster is the undisturbed time unless a base region says otherwise.
+        let b = match &base {
+            Some((_, braw)) if braw.clusters.len() == 1 => braw.clusters[0].0,
+            _ => raw.clusters[0].0,
+        };
+        if let Some((i, ks)) = spacing(&raw.clusters, b) {
+            let mut hits: Vec<(u32, f64)> = Vec::new();
+            for (c, k) in raw.clusters.iter().zip(ks) {
+                match hits.iter_mut().find(|h| h.0 == k) {
+                    Some(h) => h.1 += c.1 as f64,
+                    None => hits.push((k, c.1 as f64)),
+                }
+            }
+            let n = total.max(1) as f64;
+            let mean_k = hits.iter().map(|h| h.0 as f64 * h.1).sum::<f64>() / n;
+            interference.push(Interference {
+                per_occurrence: i * u,
+                method: "clusters",
+                hits: hits.into_iter().map(|(k, c)| (k, 100.0 * c / n)).collect(),
+                base_region: base
+                    .as_ref()
+                    .filter(|(_, braw)| braw.clusters.len() == 1)
+                    .map(|(name, _)| name.clone()),
+                mean_occurrences: mean_k,
+            });
+        }
+    }
+    if let (Some((_, rate)), Some((bname, braw)), Some(hz)) = (named, base, scale.hz) {
+        // Mean occurrences in a lap: its length over the interrupt's period.
+        let period = hz / rate;
+        let k = (raw.mean + over) / period;
+        if k > 0.0 && raw.mean > braw.mean {
+            interference.push(Interference {
+                per_occurrence: (raw.mean - braw.mean) / k * u,
+                method: "rate",
+                hits: Vec::new(),
+                base_region: Some(bname.clone()),
+                mean_occurrences: k,
+            });
+        }
+    }
+    interference
+}
+
 /// Analyse every region.
 pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
     let over = l.overhead as f64;
@@ -183,34 +269,7 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
         ));
     }
     // Raw (ticks, overhead subtracted) statistics first; the inferences compare regions.
-    struct Raw {
-        corrected: Vec<(f64, u64)>,
-        mean: f64,
-        clusters: Vec<(f64, u64)>,
-    }
-    let raws: Vec<Raw> = l
-        .regions
-        .iter()
-        .map(|r| {
-            let mut corrected: Vec<(f64, u64)> = r
-                .values
-                .iter()
-                .map(|&(v, c)| ((v as f64 - over).max(0.0), c as u64))
-                .collect();
-            corrected.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mean = if r.calls == 0 {
-                0.0
-            } else {
-                r.sum as f64 / r.calls as f64 - over
-            };
-            let clusters = clusters(&corrected);
-            Raw {
-                corrected,
-                mean,
-                clusters,
-            }
-        })
-        .collect();
+    let raws: Vec<Raw> = l.regions.iter().map(|r| Raw::of(r, over)).collect();
     let find = |name: &str| {
         l.regions
             .iter()
@@ -235,49 +294,7 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
         let base = named
             .as_ref()
             .and_then(|(b, _)| find(b).map(|raw| (b.clone(), raw)));
-        let mut interference = Vec::new();
-        if raw.clusters.len() >= 2 {
-            // The lowest cluster is the undisturbed time unless a base region says otherwise.
-            let b = match &base {
-                Some((_, braw)) if braw.clusters.len() == 1 => braw.clusters[0].0,
-                _ => raw.clusters[0].0,
-            };
-            if let Some((i, ks)) = spacing(&raw.clusters, b) {
-                let mut hits: Vec<(u32, f64)> = Vec::new();
-                for (c, k) in raw.clusters.iter().zip(ks) {
-                    match hits.iter_mut().find(|h| h.0 == k) {
-                        Some(h) => h.1 += c.1 as f64,
-                        None => hits.push((k, c.1 as f64)),
-                    }
-                }
-                let n = total.max(1) as f64;
-                let mean_k = hits.iter().map(|h| h.0 as f64 * h.1).sum::<f64>() / n;
-                interference.push(Interference {
-                    per_occurrence: i * u,
-                    method: "clusters",
-                    hits: hits.into_iter().map(|(k, c)| (k, 100.0 * c / n)).collect(),
-                    base_region: base
-                        .as_ref()
-                        .filter(|(_, braw)| braw.clusters.len() == 1)
-                        .map(|(name, _)| name.clone()),
-                    mean_occurrences: mean_k,
-                });
-            }
-        }
-        if let (Some((_, rate)), Some((bname, braw)), Some(hz)) = (&named, &base, scale.hz) {
-            // Mean occurrences in a lap: its length over the interrupt's period.
-            let period = hz / rate;
-            let k = (raw.mean + over) / period;
-            if k > 0.0 && raw.mean > braw.mean {
-                interference.push(Interference {
-                    per_occurrence: (raw.mean - braw.mean) / k * u,
-                    method: "rate",
-                    hits: Vec::new(),
-                    base_region: Some(bname.clone()),
-                    mean_occurrences: k,
-                });
-            }
-        }
+        let interference = interference(raw, base.as_ref(), named.as_ref(), total, scale, over);
         let mean_us = scale.hz.map(|hz| raw.mean / hz * 1e6);
         regions.push(RegionReport {
             name: r.name.clone(),

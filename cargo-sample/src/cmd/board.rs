@@ -1,11 +1,9 @@
 //! `cargo sample --chip`/`--serial`: the firmware on a board, through probe-rs or a serial port.
 
-#[cfg(unix)]
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use sampler_rt::wire::{self, Info};
 
 use super::capture::{self, Image, Run, project_meta};
@@ -15,7 +13,6 @@ use crate::cli::RunArgs;
 use crate::dump::{self, Dump};
 use crate::exec::probe::emulated;
 use crate::exec::qemu;
-use crate::exec::serial;
 use crate::image::elf;
 use crate::project::{self, Project};
 use crate::runs::{self, RunMeta};
@@ -86,20 +83,20 @@ pub(crate) fn board_defaults(p: &Project) -> project::runner::Probe {
 
 /// What a board or serial run starts from: the image, its configuration, the sampler's state
 /// address (when the firmware samples), the core clock and the timer's reload value.
-struct BoardImage {
-    img: Image,
-    config: Option<wire::Config>,
-    state_addr: Option<u32>,
-    clock: u64,
+pub(crate) struct BoardImage {
+    pub img: Image,
+    pub config: Option<wire::Config>,
+    pub state_addr: Option<u32>,
+    pub clock: u64,
     /// The sampling period in the core's cycles, and the timer's reload value for it.
-    period: u64,
-    reload: u32,
+    pub period: u64,
+    pub reload: u32,
 }
 
 /// The steps a board run and a serial run share: the period in the core's cycles, the build
 /// (with the sampling feature when `sampler` says where the dump goes and what the entry point
 /// must call), the image's checks and the plan of the sampler's run.
-fn board_image(
+pub(crate) fn board_image(
     args: &RunArgs,
     p: &Project,
     sampler: Option<(u8, &str)>,
@@ -409,189 +406,6 @@ fn emulated_chip(
             clock_hz: 1_000_000_000 >> shift,
         }),
         pcsr: pcsr.then(|| dir.join("pcsr-ticks.bin")),
-    })
-}
-
-/// The firmware's writer sends the ring once, at the end: more samples than the ring holds
-/// keep only the newest. Said before the run, with what fits.
-fn serial_ring_warning(elf_bytes: &[u8], args: &RunArgs, requested: u32) -> Option<String> {
-    if args.mode != crate::cli::Mode::Ring {
-        return None;
-    }
-    let (_, ring) = crate::image::wiring::stack_room_bytes(elf_bytes)?;
-    let entry = match args.stacks {
-        Some(w) => {
-            4 * wire::stack_entry_words(u32::from(w), super::settings::DEFAULT_FRAME_RECORDS.into())
-                as u64
-        }
-        None if args.tag.is_some() => 8,
-        None => 4,
-    };
-    let fits = ring / entry;
-    if u64::from(requested) <= fits {
-        return None;
-    }
-    let stacks = match args.stacks {
-        Some(w) => format!(" (a sample with `--stacks {w}` takes {entry} bytes of it)"),
-        None => String::new(),
-    };
-    Some(format!(
-        "the firmware's writer sends the ring once, at the end, and the ring holds {fits} \
-         samples{stacks}: of the {requested} asked for only the newest {fits} will be kept. Ask \
-         for at most {fits} (`-n {fits}`), or enlarge the ring (`SAMPLER_RT_RING_SLOTS`)"
-    ))
-}
-
-/// `--serial PORT`: build with the writer sink, have the image loaded (`--runner`, or by the
-/// user), and read the dump from the port. Everything the port carried is kept.
-pub(crate) fn capture_serial(args: &RunArgs, p: &Project) -> Result<PathBuf> {
-    let port = args.board.serial.as_deref().context("no serial port")?;
-    capture::preflight(args, p, true)?;
-    if args.truth || args.exact {
-        bail!("`--serial` reads a dump the firmware writes; `--truth` and `--exact` need QEMU");
-    }
-    let requested = args.samples.unwrap_or(DEFAULT_SAMPLES);
-    let sampler = (
-        wire::SINK_WRITER,
-        "`sampler_rt::set_writer(..)` and `sampler_rt::start()`",
-    );
-    let BoardImage {
-        img, config, clock, ..
-    } = board_image(args, p, Some(sampler), 0)?;
-    let meta = RunMeta {
-        machine: port.display().to_string(),
-        timer_hz: clock,
-        unit: "cycles".into(),
-        units_per_tick: 1.0,
-        requested_samples: requested,
-        board: Some("serial".into()),
-        source: Some(runs::Source::Serial),
-        ..project_meta(p, &crate::project::Selection::from(&args.cargo))
-    };
-    let mut run = Run::start(p, &img.bytes, config.as_ref(), meta)?;
-    let image = run.dir.join(runs::LOADED_ELF);
-    if let Some(w) = serial_ring_warning(&img.bytes, args, requested) {
-        term::warn(w);
-    }
-
-    // Listen before the board starts talking.
-    let (mut port_file, tty) = serial::open(port, args.board.baud)?;
-    if !tty {
-        term::note(format!(
-            "{} is not a terminal: reading it as it is (no baud rate set)",
-            port.display()
-        ));
-    }
-    let mut runner = match &args.board.runner {
-        Some(cmd) => {
-            let mut words = cmd.split_whitespace();
-            let prog = words.next().context("`--runner` is empty")?;
-            term::status("Loading", format!("{} with `{cmd}`", image.display()));
-            let mut c = std::process::Command::new(prog);
-            c.args(words).arg(&image).stdin(std::process::Stdio::null());
-            // Its own process group: Ctrl-C reaches cargo-sample, which ends the runner.
-            #[cfg(unix)]
-            c.process_group(0);
-            Some(
-                c.spawn()
-                    .with_context(|| format!("starting the runner `{cmd}`"))?,
-            )
-        }
-        None => {
-            term::status(
-                "Waiting",
-                format!(
-                    "for the dump on {}: load {} onto the board and reset it (Ctrl-C to stop)",
-                    port.display(),
-                    image.display()
-                ),
-            );
-            None
-        }
-    };
-    // A defmt logger on the same UART (no RTT block): its frames come before the dump, and
-    // are decoded and printed as they arrive.
-    let mut defmt = match crate::runs::defmt_on_stdout(&img.bytes, &run.dir) {
-        Some(_) => crate::dump::defmt::DefmtLog::of_elf(&img.bytes)?,
-        None => None,
-    };
-    let mut defmt_log = defmt
-        .is_some()
-        .then(|| std::fs::File::create(run.dir.join(runs::DEFMT_LOG)))
-        .transpose()
-        .context("creating the run's defmt.log")?;
-    let mut decoded = 0;
-    crate::interrupt::install_handler();
-    let started = std::time::Instant::now();
-    let timeout = Duration::from_secs(args.timeout);
-    let raw_path = run.dir.join(runs::SERIAL);
-    let mut raw = Vec::new();
-    let mut saved_len = 0;
-    let mut runner_ended: Option<std::time::Instant> = None;
-    let outcome = loop {
-        serial::read_some(&mut port_file, &mut raw)?;
-        if raw.len() != saved_len {
-            // Nothing that arrived is lost if the host dies.
-            runs::write_atomic(&raw_path, &raw)?;
-            saved_len = raw.len();
-        }
-        if let Some(d) = defmt.as_mut() {
-            let end = crate::dump::stream::before_dump(&raw);
-            if end > decoded {
-                for line in d.feed(&raw[decoded..end]) {
-                    eprintln!("{line}");
-                    if let Some(f) = defmt_log.as_mut() {
-                        use std::io::Write;
-                        let _ = writeln!(f, "{line}");
-                    }
-                }
-                decoded = end;
-            }
-        }
-        if let Some((_, true)) = crate::dump::stream::find_dump(&raw) {
-            break runs::RunState::Finished;
-        }
-        if crate::interrupt::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-            break runs::RunState::Interrupted;
-        }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break runs::RunState::DurationReached;
-        }
-        if started.elapsed() >= timeout {
-            break runs::RunState::TimedOut;
-        }
-        if let Some(r) = &mut runner
-            && runner_ended.is_none()
-            && r.try_wait().ok().flatten().is_some()
-        {
-            runner_ended = Some(std::time::Instant::now());
-        }
-        // A runner that ended leaves a second for the last bytes.
-        if runner_ended.is_some_and(|t| t.elapsed() >= Duration::from_secs(1)) {
-            break runs::RunState::Failed;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    if let Some(mut r) = runner {
-        let _ = r.kill();
-        let _ = r.wait();
-    }
-    run.meta.wall_seconds = started.elapsed().as_secs_f64();
-    if let Some((start, complete)) = crate::dump::stream::find_dump(&raw) {
-        run.keep(runs::DUMP, &raw[start..])?;
-        if !complete {
-            term::warn("the dump on the port was cut short; reporting what arrived");
-        }
-    }
-    run.finish(outcome, runs::DUMP, |_| {
-        format!(
-            "no dump arrived on {} ({} bytes read, kept in {}). Does the firmware call \
-             `sampler_rt::set_writer` with its UART's write function, and is the baud rate \
-             right?",
-            port.display(),
-            raw.len(),
-            raw_path.display()
-        )
     })
 }
 

@@ -19,6 +19,7 @@ pub mod plan;
 pub mod report;
 pub mod sample;
 pub mod saved;
+pub mod serial;
 pub mod settings;
 pub mod stat;
 pub mod swo;

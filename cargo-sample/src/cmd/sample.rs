@@ -7,11 +7,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use sampler_rt::wire;
 
-use super::board::{board_chip, capture_board, capture_serial};
+use super::board::{board_chip, capture_board};
 use super::capture::{self, Image, QemuTarget, Run, choose_machine, note_live, project_meta};
 use super::exact::{check_plugin_loaded, choose_counting};
 use super::plan::{self, Place, Plan};
 use super::saved::render_run;
+use super::serial::capture_serial;
 use super::settings::{Timer, names_at, pacer, resolve_timer};
 use crate::capture::snapshot;
 use crate::cli::RunArgs;

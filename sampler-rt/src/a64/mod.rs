@@ -69,6 +69,42 @@ fn start_with(install_vectors: bool) {
             (*s).phase = STOPPED;
             return;
         }
+        let hist = configure(s, &cfg, install_vectors);
+        next_chunk(s);
+        (*s).phase = RUNNING;
+        (*s).magic = wire::A64_STATE_MAGIC;
+        install(el, hist, install_vectors);
+        let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
+        let r = |a: usize| core::ptr::read_volatile(a as *const u32);
+        (*s).timer = cfg.timer;
+        let irq = if cfg.timer == wire::TIMER_PMU {
+            PMU_IRQ
+        } else {
+            VTIMER_IRQ
+        };
+        // Enable the distributor and CPU interface (keeping what the firmware enabled), the
+        // interrupt at the most urgent priority, and a priority mask that lets it through.
+        w(GICD, r(GICD) | 1);
+        w(GICD + 0x100, r(GICD + 0x100) | 1 << irq);
+        let prio = GICD + 0x400 + irq as usize;
+        core::ptr::write_volatile(prio as *mut u8, 0);
+        if install_vectors || r(GICC + 0x4) == 0 {
+            w(GICC + 0x4, 0xFF);
+        }
+        w(GICC, r(GICC) | 1);
+        arm(s, &cfg, el);
+    }
+}
+
+/// The state for `cfg`: mode, period, limit, tags, and the ring or the bins (cleared).
+/// Returns whether the sampler keeps bins.
+///
+/// # Safety
+/// `s` is the sampler's state, not yet running (single core, the timer not enabled).
+#[inline(always)]
+unsafe fn configure(s: *mut State, cfg: &Config, install_vectors: bool) -> bool {
+    // SAFETY: as the caller promises.
+    unsafe {
         (*s).mode = cfg.mode;
         (*s).reload = cfg.reload.max(1);
         (*s).mask = cfg.jitter_mask;
@@ -107,9 +143,19 @@ fn start_with(install_vectors: bool) {
             (*s).capacity = (RING_SLOTS / entry_words(s)) as u32;
             (*s).ring = addr_of_mut!(RING) as u64;
         }
-        next_chunk(s);
-        (*s).phase = RUNNING;
-        (*s).magic = wire::A64_STATE_MAGIC;
+        hist
+    }
+}
+
+/// Point this exception level's vectors (or, at EL2/EL3, the IRQs' routing too) at the
+/// sampler's, unless the firmware keeps its own.
+///
+/// # Safety
+/// Called once, at start, before the sampler's interrupt is enabled.
+#[inline(always)]
+unsafe fn install(el: u64, hist: bool, install_vectors: bool) {
+    // SAFETY: as the caller promises; the vector tables are the sampler's own.
+    unsafe {
         // The vectors of the mode: their IRQ entries go to the ring's or the bins' handler.
         let vectors: u64;
         if hist {
@@ -144,24 +190,18 @@ fn start_with(install_vectors: bool) {
         } else {
             asm!("msr vbar_el1, {v}", "isb", v = in(reg) vectors);
         }
-        let w = |a: usize, v: u32| core::ptr::write_volatile(a as *mut u32, v);
-        let r = |a: usize| core::ptr::read_volatile(a as *const u32);
-        (*s).timer = cfg.timer;
-        let irq = if cfg.timer == wire::TIMER_PMU {
-            PMU_IRQ
-        } else {
-            VTIMER_IRQ
-        };
-        // Enable the distributor and CPU interface (keeping what the firmware enabled), the
-        // interrupt at the most urgent priority, and a priority mask that lets it through.
-        w(GICD, r(GICD) | 1);
-        w(GICD + 0x100, r(GICD + 0x100) | 1 << irq);
-        let prio = GICD + 0x400 + irq as usize;
-        core::ptr::write_volatile(prio as *mut u8, 0);
-        if install_vectors || r(GICC + 0x4) == 0 {
-            w(GICC + 0x4, 0xFF);
-        }
-        w(GICC, r(GICC) | 1);
+    }
+}
+
+/// Start the pacing counter: the PMU's cycle counter, event counter 0, or the virtual timer;
+/// then unmask IRQs.
+///
+/// # Safety
+/// Called once, at start, after the GIC lets the interrupt through.
+#[inline(always)]
+unsafe fn arm(s: *mut State, cfg: &Config, el: u64) {
+    // SAFETY: as the caller promises.
+    unsafe {
         // The PMU filter that counts at this level: NSH for EL2; at EL3 the event counters also
         // need MDCR_EL3.SPME (the cycle counter counts there unless PMCR.DP).
         let filter: u64 = if el == 2 { 1 << 27 } else { 0 };

@@ -2,9 +2,44 @@
 //! or an epilogue under way (compilers for Arm describe prologues, not epilogues), read from
 //! the Thumb instructions themselves.
 
-use super::{Loc, Row, Unwinder, popped};
+use super::{Loc, Row, Unwinder};
 
 impl Unwinder {
+    pub(super) fn halfword(&self, addr: u32) -> Option<u16> {
+        self.code.iter().find_map(|(a, d)| {
+            let off = addr.checked_sub(*a)? as usize;
+            let b = d.get(off..off + 2)?;
+            Some(u16::from_le_bytes([b[0], b[1]]))
+        })
+    }
+
+    /// The target of the Thumb-2 `bl` whose 4 bytes end at `ret` (a return address), if it is
+    /// one.
+    pub fn bl_target(&self, ret: u32) -> Option<u32> {
+        let at = ret.checked_sub(4)?;
+        if self.a64 {
+            // BL: 100101 imm26 (words).
+            let w = self.halfword(at)? as u32 | (self.halfword(at + 2)? as u32) << 16;
+            if w & 0xFC00_0000 != 0x9400_0000 {
+                return None;
+            }
+            let off = (((w & 0x03FF_FFFF) << 6) as i32 >> 4) as u32;
+            return Some(at.wrapping_add(off));
+        }
+        let (h1, h2) = (self.halfword(at)? as u32, self.halfword(at + 2)? as u32);
+        // BL (T1): 11110 S imm10 | 11 J1 1 J2 imm11.
+        if h1 & 0xF800 != 0xF000 || h2 & 0xD000 != 0xD000 {
+            return None;
+        }
+        let s = (h1 >> 10) & 1;
+        let (j1, j2) = ((h2 >> 13) & 1, (h2 >> 11) & 1);
+        let (i1, i2) = (1 ^ j1 ^ s, 1 ^ j2 ^ s);
+        let imm = (s << 24) | (i1 << 23) | (i2 << 22) | ((h1 & 0x3FF) << 12) | ((h2 & 0x7FF) << 1);
+        // Sign-extend the 25-bit offset.
+        let off = ((imm << 7) as i32) >> 7;
+        Some(ret.wrapping_add(off as u32))
+    }
+
     /// A row for code without call-frame information (hand-written assembly such as
     /// compiler-builtins' `__aeabi_uldivmod`), from its prologue: the pushes, stack
     /// adjustments and frame-pointer set-up between the function's start and `pc`. `None`
@@ -206,5 +241,19 @@ impl Unwinder {
             r7: loc(r7),
             r11: loc(r11),
         })
+    }
+}
+
+/// The registers a pop from the stack loads (bit n: register n), if the instruction is one:
+/// POP (T1, PC allowed), POP.W (LDMIA SP!, not SP itself), LDR.W Rt, [SP], #4.
+fn popped(h: u32, h2: u32) -> Option<u32> {
+    if h & 0xFE00 == 0xBC00 {
+        Some((h & 0xFF) | ((h >> 8) & 1) << 15)
+    } else if h == 0xE8BD && h2 & 0x2000 == 0 {
+        Some(h2)
+    } else if h == 0xF85D && h2 & 0x0FFF == 0x0B04 {
+        Some(1 << (h2 >> 12))
+    } else {
+        None
     }
 }

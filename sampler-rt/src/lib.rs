@@ -195,13 +195,15 @@ fn host_block<const N: usize>(block: *const [u8; N]) -> [u8; N] {
 }
 
 /// Version of this crate as carried in dumps: `major << 8 | minor`.
-pub const RT_VERSION: u16 = {
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+pub(crate) const RT_VERSION: u16 = {
     let major = decimal(env!("CARGO_PKG_VERSION_MAJOR")) as u16;
     let minor = decimal(env!("CARGO_PKG_VERSION_MINOR")) as u16;
     major << 8 | minor
 };
 
 /// A decimal number given at build time (the build script checked its digits).
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 const fn decimal(s: &str) -> usize {
     let b = s.as_bytes();
     let mut i = 0;
@@ -214,7 +216,7 @@ const fn decimal(s: &str) -> usize {
 }
 
 /// Define a device timer's interrupt handler as the sampling interrupt, for applications that
-/// keep SysTick for themselves.
+/// keep SysTick for themselves (Cortex-M).
 ///
 /// Give the interrupt's name as your device crate (PAC) or `device.x` spells it, and the value
 /// that acknowledges the timer's interrupt when written to its flag register: `1` for Arm's
@@ -232,6 +234,7 @@ const fn decimal(s: &str) -> usize {
 /// ```ignore
 /// sampler_rt::timer_interrupt!(TIMER_0A, ack = 1); // lm3s6965: GPTM 0, timer A
 /// ```
+#[cfg(all(target_arch = "arm", target_os = "none"))]
 #[macro_export]
 macro_rules! timer_interrupt {
     ($name:ident, ack = $ack:literal) => {
@@ -264,6 +267,7 @@ macro_rules! timer_interrupt {
 /// ```ignore
 /// sampler_rt::cmsdk_timer_interrupt!(TIMER0);
 /// ```
+#[cfg(all(target_arch = "arm", target_os = "none"))]
 #[macro_export]
 macro_rules! cmsdk_timer_interrupt {
     ($name:ident) => {

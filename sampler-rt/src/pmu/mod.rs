@@ -31,6 +31,10 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::semihosting::{SYS_CLOSE, SYS_OPEN, SYS_WRITE, semihost};
 use crate::wire::{self, DumpWriter};
 
+mod hooks;
+use hooks::{DUMP_HOOK, HOOKS};
+pub(crate) use hooks::{record_len, trace_len, write_record, write_trace};
+
 /// Software increment (writes to PMSWINC_EL0).
 pub const SW_INCR: u16 = 0x00;
 /// L1 data cache refill.
@@ -51,7 +55,7 @@ const SLOTS: usize = wire::PMU_MAX_EVENTS + 1;
 /// that it lands in initialised data, where the host can patch the ELF file.
 #[unsafe(no_mangle)]
 #[used]
-pub static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
+static mut SAMPLER_RT_PMU_CONFIG: [u8; wire::PMU_CONFIG_LEN] = [0xFF; wire::PMU_CONFIG_LEN];
 
 const OUT_BYTES: usize = crate::decimal(env!("SAMPLER_RT_PMU_OUT_BYTES"));
 /// Words of the ring of region laps kept in order while sampling.
@@ -61,7 +65,7 @@ const TRACE_WORDS: usize = crate::decimal(env!("SAMPLER_RT_PMU_TRACE_WORDS"));
 /// Where the counts wait for a debugger when the host asked for that (`wire::PMU_FLAG_MEMORY`:
 /// boards, which have no semihosting host). Layout in `wire::PMU_OUT_SYMBOL`.
 #[repr(C)]
-pub struct PmuOut {
+struct PmuOut {
     magic: u32,
     run_id: u32,
     len: u32,
@@ -72,7 +76,7 @@ pub struct PmuOut {
 #[doc(hidden)]
 /// The counts left in memory (found by name by the host).
 #[unsafe(no_mangle)]
-pub static mut SAMPLER_RT_PMU_OUT: PmuOut = PmuOut {
+static mut SAMPLER_RT_PMU_OUT: PmuOut = PmuOut {
     magic: 0,
     run_id: 0,
     len: 0,
@@ -335,95 +339,6 @@ fn trace(index: u8, start_seq: u32, pre: &[u64; SLOTS], post: &[u64; SLOTS], cou
         t.words[at + 2 + i] = post[i].wrapping_sub(pre[i]) as u32;
     }
     t.total = t.total.wrapping_add(1);
-}
-
-/// What the sampler's dump calls, reached only through [`DUMP_HOOK`], which the first region
-/// sets: the counts and the trace are linked only into firmware that counts regions.
-struct Hooks {
-    record_len: fn() -> Option<u32>,
-    write_record: Writer,
-    trace_len: fn() -> Option<u32>,
-    write_trace: Writer,
-}
-
-/// Writes a record's payload through the function it is given.
-type Writer = fn(&mut dyn FnMut(&[u8]));
-
-static HOOKS: Hooks = Hooks {
-    record_len: pmu_record_len,
-    write_record: |put| pmu_write_record(put),
-    trace_len: pmu_trace_len,
-    write_trace: |put| pmu_write_trace(put),
-};
-
-static mut DUMP_HOOK: Option<&'static Hooks> = None;
-
-fn hooks() -> Option<&'static Hooks> {
-    // SAFETY: set once, at the first region's registration; read at dump time.
-    unsafe { *addr_of!(DUMP_HOOK) }
-}
-
-/// The PMU record's payload length, when the firmware counted regions (for the sampler's dump).
-pub(crate) fn record_len() -> Option<u32> {
-    hooks().and_then(|h| (h.record_len)())
-}
-
-/// Write the PMU record's payload through `put`.
-pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
-    if let Some(h) = hooks() {
-        (h.write_record)(&mut put);
-    }
-}
-
-/// The PMU_TRACE record's payload length, when laps were traced.
-pub(crate) fn trace_len() -> Option<u32> {
-    hooks().and_then(|h| (h.trace_len)())
-}
-
-/// Write the PMU_TRACE record's payload through `put`.
-pub(crate) fn write_trace(mut put: impl FnMut(&[u8])) {
-    if let Some(h) = hooks() {
-        (h.write_trace)(&mut put);
-    }
-}
-
-fn pmu_record_len() -> Option<u32> {
-    // SAFETY: counting is over.
-    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
-    (p.ready && t.len > 0).then(|| pmu_len(p, t))
-}
-
-fn pmu_write_record(put: &mut dyn FnMut(&[u8])) {
-    // SAFETY: counting is over.
-    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
-    payload(p, t, put);
-}
-
-fn pmu_trace_len() -> Option<u32> {
-    // SAFETY: counting is over.
-    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
-    let width = 3 + p.count;
-    let count = (t.total as usize).min(TRACE_WORDS / width);
-    (count > 0).then(|| 12 + (count * width * 4) as u32)
-}
-
-/// The PMU_TRACE record's payload: `total`, `count`, the entry's width in words, then the laps
-/// oldest first.
-fn pmu_write_trace(put: &mut dyn FnMut(&[u8])) {
-    // SAFETY: counting is over.
-    let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TRACE)) };
-    let width = 3 + p.count;
-    let capacity = TRACE_WORDS / width;
-    let count = (t.total as usize).min(capacity);
-    for v in [t.total, count as u32, width as u32] {
-        put(&v.to_le_bytes());
-    }
-    for k in t.total as usize - count..t.total as usize {
-        let at = (k % capacity) * width;
-        for w in &t.words[at..at + width] {
-            put(&w.to_le_bytes());
-        }
-    }
 }
 
 struct Table {

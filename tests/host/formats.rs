@@ -115,7 +115,7 @@ fn a_function_keeps_its_flamegraph_colour_across_frames_and_runs() {
 
 // The subset of pprof's profile.proto that the test reads.
 #[derive(Clone, PartialEq, prost::Message)]
-struct Profile {
+pub(crate) struct Profile {
     #[prost(message, repeated, tag = "1")]
     sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]

@@ -239,7 +239,7 @@ impl Browser {
             .decode(png.as_str().unwrap())
             .unwrap();
         assert!(bytes.starts_with(b"\x89PNG"));
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/html-report");
+        let dir = crate::support::artifacts_dir().join("html-report");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();

@@ -8,6 +8,7 @@ mod support;
 mod corpus;
 mod diff;
 mod formats;
+mod golden;
 mod html;
 mod itm;
 mod settings;

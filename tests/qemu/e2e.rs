@@ -253,7 +253,8 @@ fn saved_runs_re_render_and_damage_is_refused() {
     // The same dump against another ELF: refused by the fingerprint.
     dump[200] ^= 0x04;
     std::fs::write(copy.join("sampler.dump"), &dump).unwrap();
-    let other = scenarios().join("target/cargo-sample/build/thumbv7m-none-eabi/release/irq-masked");
+    let other = target_dir_of(&scenarios())
+        .join("cargo-sample/build/thumbv7m-none-eabi/release/irq-masked");
     if !other.is_file() {
         let o = cargo_sample(
             &scenarios(),

@@ -18,7 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Record the outcome for the suite's summary.
 fn summary(fault: &str, survived: bool, lost: u64) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fault-summary.txt");
+    let path = crate::support::artifacts_dir().join("fault-summary.txt");
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

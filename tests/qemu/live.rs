@@ -388,7 +388,7 @@ fn a_live_run_shows_a_top_view_on_a_terminal_and_the_report_at_the_end() {
     let end = wait(&|p| p.contains("Profile of hot-loops"), 120);
     let _ = tmux(&["kill-session", "-t", &session]);
     let _ = std::fs::write(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/top-view.txt"),
+        crate::support::artifacts_dir().join("top-view.txt"),
         format!("{during}\n----\n{end}"),
     );
     assert!(during.contains("95% interval   function"), "{during}");

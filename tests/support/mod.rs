@@ -298,6 +298,21 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The target directory cargo gives `krate` (`CARGO_TARGET_DIR` when set, as cargo-sample's
+/// builds honour it).
+pub fn target_dir_of(krate: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| krate.join("target"))
+}
+
+/// Where tests leave files for a person to look at (the suite's target directory), created.
+pub fn artifacts_dir() -> PathBuf {
+    let dir = target_dir_of(&repo());
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
 /// Where copies of firmware crates build: one target directory for all of them, so that their
 /// dependencies are compiled once (only the copied crate itself is rebuilt).
 pub fn copies_target_dir() -> PathBuf {

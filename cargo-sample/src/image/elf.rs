@@ -113,9 +113,38 @@ pub fn code_crc(data: &[u8], start: u64, end: u64) -> Result<u32> {
 
 /// Write the run's configuration block over the initial value of [`wire::CONFIG_SYMBOL`] in
 /// `data` (a copy of the image). The code is not touched.
+/// The runtime's configuration version is checked first (as a decoder checks a format's
+/// version before reading it): a block of another layout would be ignored or misread.
 pub fn patch_config(data: &mut [u8], config: &wire::Config) -> Result<()> {
+    check_config_version(data)?;
     patch_symbol(data, wire::CONFIG_SYMBOL, &config.encode())
         .context("writing the run's configuration into the image")
+}
+
+/// Refuse an image whose sampler-rt reads another configuration layout than the one this
+/// cargo-sample writes, naming both versions.
+pub fn check_config_version(data: &[u8]) -> Result<()> {
+    let Some(addr) = symbol_address(data, wire::CONFIG_SYMBOL) else {
+        return Ok(());
+    };
+    let initial = bytes_at(data, addr, addr + 8)
+        .context("reading the initial bytes of the runtime's configuration block")?;
+    let runtime = wire::runtime_config_version(&initial);
+    if runtime == Some(wire::CONFIG_VERSION) {
+        return Ok(());
+    }
+    bail!(
+        "the firmware's sampler-rt reads configuration version {}, and this cargo-sample ({}) \
+         writes version {}: the run would ignore the settings or misread them. Build with the \
+         sampler-rt of this cargo-sample (`cargo sample init` points the crate at it), or use \
+         the cargo-sample released with the firmware's sampler-rt",
+        match runtime {
+            Some(v) => v.to_string(),
+            None => "0 (it predates versioned configuration blocks)".to_owned(),
+        },
+        env!("CARGO_PKG_VERSION"),
+        wire::CONFIG_VERSION
+    )
 }
 
 /// Overwrite the initial bytes of the data object `name` in the image with `bytes`.
@@ -256,4 +285,52 @@ pub fn symbol_address(data: &[u8], name: &str) -> Option<u64> {
                 .is_ok_and(|n| n == name || crate::image::symbolize::demangle(n) == name)
         })
         .map(|s| s.address())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_of_another_configuration_version_is_refused_naming_both() {
+        let mut elf = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/hot-loops.elf"),
+        )
+        .unwrap();
+        // The fixture's sampler-rt predates the placeholder: its block is all zeros.
+        let e = patch_config(&mut elf.clone(), &wire::Config::default())
+            .unwrap_err()
+            .to_string();
+        let writes = format!("writes version {}", wire::CONFIG_VERSION);
+        assert!(
+            e.contains("configuration version 0") && e.contains(&writes),
+            "{e}"
+        );
+        // A runtime with today's layout (the committed run's) and its placeholder: patched, and
+        // the block then decodes as written.
+        let mut elf = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/runs/stacks/firmware.elf"),
+        )
+        .unwrap();
+        patch_symbol(&mut elf, wire::CONFIG_SYMBOL, &wire::config_placeholder()).unwrap();
+        let mut ok = elf.clone();
+        let config = wire::Config {
+            reload: 1234,
+            ..wire::Config::default()
+        };
+        patch_config(&mut ok, &config).unwrap();
+        let at = symbol_address(&ok, wire::CONFIG_SYMBOL).unwrap();
+        let block = bytes_at(&ok, at, at + wire::CONFIG_LEN as u64).unwrap();
+        assert_eq!(wire::Config::decode(&block).map(|c| c.reload), Some(1234));
+        // A runtime of layout 3.
+        let mut old = wire::config_placeholder();
+        old[4..6].copy_from_slice(&3u16.to_le_bytes());
+        patch_symbol(&mut elf, wire::CONFIG_SYMBOL, &old).unwrap();
+        let e = patch_config(&mut elf, &wire::Config::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reads configuration version 3"), "{e}");
+    }
 }

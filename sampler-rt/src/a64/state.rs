@@ -22,7 +22,7 @@ pub(crate) const PMU_IRQ: u32 = 23;
 #[unsafe(no_mangle)]
 #[used]
 #[unsafe(link_section = ".data.SAMPLER_RT_CONFIG")]
-pub(crate) static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = [0; wire::CONFIG_LEN];
+pub(crate) static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = wire::config_placeholder();
 
 /// The sampler's state (the handler's fields first, at fixed offsets).
 #[repr(C)]

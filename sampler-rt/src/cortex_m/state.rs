@@ -201,7 +201,7 @@ pub(crate) static SAMPLER_RT_HIST_COUNTERS: u32 = HIST_BINS as u32;
 /// runtime copies them to RAM at boot. All zeros (an invalid block) selects the defaults.
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".data.SAMPLER_RT_CONFIG")]
-pub(crate) static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = [0; wire::CONFIG_LEN];
+pub(crate) static mut SAMPLER_RT_CONFIG: [u8; wire::CONFIG_LEN] = wire::config_placeholder();
 
 /// The initial main stack pointer (the vector table's first word), read by `start` when the
 /// run keeps stack windows: a window never reads above it.

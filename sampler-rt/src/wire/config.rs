@@ -86,6 +86,31 @@ pub struct Config {
     pub late_ticks: u32,
 }
 
+/// The block as built into the firmware, before the host writes a run's: no magic (the
+/// firmware then uses its defaults), but the version and length of the layout this runtime
+/// reads, so that the host can refuse to write a layout the runtime would not read.
+pub const fn config_placeholder() -> [u8; CONFIG_LEN] {
+    let mut b = [0u8; CONFIG_LEN];
+    let v = CONFIG_VERSION.to_le_bytes();
+    let l = (CONFIG_LEN as u16).to_le_bytes();
+    b[4] = v[0];
+    b[5] = v[1];
+    b[6] = l[0];
+    b[7] = l[1];
+    b
+}
+
+/// The configuration version a runtime reads, from the initial bytes of its block (see
+/// [`config_placeholder`]): `None` for a runtime that does not say (one from before the
+/// placeholder, whose block is all zeros) or bytes that are no block.
+pub fn runtime_config_version(initial: &[u8]) -> Option<u16> {
+    if initial.len() < 8 || get32(initial, 0) != 0 {
+        return None;
+    }
+    let version = u16::from_le_bytes([initial[4], initial[5]]);
+    (version != 0).then_some(version)
+}
+
 impl Config {
     /// Encode into the bytes the host places at [`CONFIG_SYMBOL`].
     pub fn encode(&self) -> [u8; CONFIG_LEN] {

@@ -110,6 +110,14 @@ mod tests {
             assert_eq!(Config::decode(&d), None, "flip in byte {i} went unnoticed");
         }
         assert_eq!(Config::decode(&[0u8; CONFIG_LEN]), None);
+        // The placeholder the runtime is built with: no configuration, but its version.
+        assert_eq!(Config::decode(&config_placeholder()), None);
+        assert_eq!(
+            runtime_config_version(&config_placeholder()),
+            Some(CONFIG_VERSION)
+        );
+        assert_eq!(runtime_config_version(&[0u8; CONFIG_LEN]), None);
+        assert_eq!(runtime_config_version(&Config::default().encode()), None);
     }
 
     #[test]

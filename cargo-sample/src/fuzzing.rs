@@ -46,7 +46,7 @@ pub fn dump(data: &[u8]) {
     if data.len() >= sampler_rt::wire::STATE_LEN {
         let (state, ring) = data.split_at(sampler_rt::wire::STATE_LEN);
         let _ = snapshot::ring_region(state);
-        let _ = snapshot::to_dump(state, ring, (0, 0, 0), None);
+        let _ = snapshot::to_dump(state, ring, crate::dump::Fingerprint::default(), None);
     }
 }
 
@@ -181,14 +181,14 @@ fn unwind_elf() -> &'static [u8] {
 pub fn unwind(data: &[u8]) {
     use crate::image::unwind::{Context, End, MAX_DEPTH, Unwinder};
     use std::sync::OnceLock;
-    static FUNCTIONS: OnceLock<Vec<(u64, u64)>> = OnceLock::new();
+    static FUNCTIONS: OnceLock<Vec<crate::image::CodeRange>> = OnceLock::new();
     let elf = unwind_elf();
     if elf.is_empty() {
         return;
     }
     let functions = FUNCTIONS.get_or_init(|| {
         symbolize::Symbolizer::new(std::path::Path::new("fixture.elf"), elf, None)
-            .map(|s| s.all_functions().into_iter().map(|f| (f.0, f.1)).collect())
+            .map(|s| s.ranges())
             .unwrap_or_default()
     });
     let words: Vec<u32> = data

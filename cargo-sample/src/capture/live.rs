@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use sampler_rt::wire::{self, StateView};
 
-use crate::dump::Dump;
 use crate::dump::le::read_u32;
+use crate::dump::{Dump, Fingerprint};
 
 /// Memory of a running target.
 pub trait Memory {
@@ -292,7 +292,7 @@ impl Live {
     }
 
     /// The samples so far as a dump: `lost` says how many were taken but never read.
-    pub fn to_dump(&self, code: (u32, u32, u32), stop: u8) -> Dump {
+    pub fn to_dump(&self, code: Fingerprint, stop: u8) -> Dump {
         // Every sample before `next` was delivered or counted as lost.
         let lost = self.lost.min(u32::MAX as u64) as u32;
         if let Some(bins) = &self.bins {
@@ -718,7 +718,7 @@ mod tests {
         assert_eq!(l.pcs.len(), 69);
         assert_eq!(*l.pcs.first().unwrap(), 1000 - 64);
         // The dump counts from the first sample read; the ones before were never in reach.
-        let d = l.to_dump((0, 0, 0), wire::STOP_SNAPSHOT);
+        let d = l.to_dump(Fingerprint::default(), wire::STOP_SNAPSHOT);
         assert_eq!(d.first_seq, 1000 - 64);
         assert_eq!(d.info.taken, f.taken);
         assert_eq!(d.info.lost, 1000 - 64);
@@ -807,7 +807,7 @@ mod tests {
         let mut l = Live::attach(&mut f, STATE).unwrap();
         f.take(20);
         l.poll(&mut f).unwrap();
-        let d = l.to_dump((0, 0, 0), wire::STOP_LIMIT);
+        let d = l.to_dump(Fingerprint::default(), wire::STOP_LIMIT);
         assert_eq!((d.info.taken, d.info.lost, d.pcs.len()), (20, 12, 8));
         // The bytes decode to the same thing.
         let again = crate::dump::decode(&crate::dump::encode(&crate::dump::Dump::of_samples(

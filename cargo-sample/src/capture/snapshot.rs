@@ -4,8 +4,8 @@
 
 use sampler_rt::wire::{self, Info, StateView};
 
-use crate::dump::Dump;
 use crate::dump::le::{read_u16, read_u32};
+use crate::dump::{Dump, Fingerprint};
 
 /// Address and length of the ring that a state block describes.
 pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
@@ -18,7 +18,7 @@ pub fn ring_region(state: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// The INFO of samples read off a target whose sampler's state is `s`.
-pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: (u32, u32, u32)) -> Info {
+pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: Fingerprint) -> Info {
     Info {
         mode: s.mode,
         timer: s.timer,
@@ -30,9 +30,9 @@ pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: (u32, u32, 
         capacity: s.capacity,
         taken,
         lost,
-        code_start: code.0,
-        code_end: code.1,
-        code_crc: code.2,
+        code_start: code.start,
+        code_end: code.end,
+        code_crc: code.crc,
         config_addr: 0,
         config_found: s.config_found,
         priority: s.priority,
@@ -50,7 +50,7 @@ pub fn info_of(s: &StateView, stop: u8, taken: u32, lost: u32, code: (u32, u32, 
 pub fn to_dump(
     state: &[u8],
     ring: &[u8],
-    code: (u32, u32, u32),
+    code: Fingerprint,
     streamed: Option<&Dump>,
 ) -> Option<Dump> {
     let s = StateView::decode(state)?;
@@ -118,7 +118,7 @@ pub fn held_off_of(s: &StateView) -> Option<crate::dump::HeldOff> {
 }
 
 /// A histogram dump from a state block and the counters' bytes.
-fn hist_dump(s: &StateView, counters: &[u8], code: (u32, u32, u32)) -> Option<Dump> {
+fn hist_dump(s: &StateView, counters: &[u8], code: Fingerprint) -> Option<Dump> {
     let n = s.last_bin as usize;
     if counters.len() < 2 * (n + 1) || n == 0 {
         return None;
@@ -164,7 +164,13 @@ mod tests {
     #[test]
     fn partial_ring_in_order() {
         // 3 of 4 slots written in the first chunk.
-        let d = to_dump(&state(0, 4, 1, 4), &ring(&[10, 11, 12, 0]), (0, 0, 0), None).unwrap();
+        let d = to_dump(
+            &state(0, 4, 1, 4),
+            &ring(&[10, 11, 12, 0]),
+            Fingerprint::default(),
+            None,
+        )
+        .unwrap();
         assert_eq!(d.pcs, vec![10, 11, 12]);
         assert_eq!(d.info.taken, 3);
         assert_eq!(d.first_seq, 0);
@@ -173,7 +179,13 @@ mod tests {
     #[test]
     fn wrapped_ring_oldest_first() {
         // Samples 0..6 into 4 slots: slots hold 4,5,2,3; 6 taken, chunk 2 of which 0 left.
-        let d = to_dump(&state(4, 4, 2, 4), &ring(&[4, 5, 2, 3]), (0, 0, 0), None).unwrap();
+        let d = to_dump(
+            &state(4, 4, 2, 4),
+            &ring(&[4, 5, 2, 3]),
+            Fingerprint::default(),
+            None,
+        )
+        .unwrap();
         assert_eq!(d.pcs, vec![2, 3, 4, 5]);
         assert_eq!(d.first_seq, 2);
         assert_eq!(ring_region(&state(0, 1, 1, 4)), Some((0x2000_0070, 16)));
@@ -188,7 +200,13 @@ mod tests {
             ..Dump::default()
         };
         let st = state(8, 4, 1, 4);
-        let d = to_dump(&st, &ring(&[108, 109, 110, 0]), (0, 0, 0), Some(&sent)).unwrap();
+        let d = to_dump(
+            &st,
+            &ring(&[108, 109, 110, 0]),
+            Fingerprint::default(),
+            Some(&sent),
+        )
+        .unwrap();
         assert_eq!(d.pcs, (100..111).collect::<Vec<_>>());
         assert_eq!((d.first_seq, d.info.taken), (0, 11));
         // A stream that stops short of the ring's oldest sample cannot be joined: ring only.
@@ -197,7 +215,13 @@ mod tests {
             pcs: vec![1, 2],
             ..Dump::default()
         };
-        let d = to_dump(&st, &ring(&[108, 109, 110, 0]), (0, 0, 0), Some(&old)).unwrap();
+        let d = to_dump(
+            &st,
+            &ring(&[108, 109, 110, 0]),
+            Fingerprint::default(),
+            Some(&old),
+        )
+        .unwrap();
         assert_eq!((d.first_seq, d.pcs.len()), (7, 4));
     }
 
@@ -205,7 +229,7 @@ mod tests {
     fn not_started_is_none() {
         let mut b = state(0, 4, 4, 4);
         b[60] = 0;
-        assert!(to_dump(&b, &ring(&[0; 4]), (0, 0, 0), None).is_none());
+        assert!(to_dump(&b, &ring(&[0; 4]), Fingerprint::default(), None).is_none());
         assert!(ring_region(&b).is_none());
     }
 }

@@ -222,12 +222,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         names: names_at(elf_bytes, fw),
         functions: crate::capture::top::functions_of(elf_bytes),
     });
-    let (a, b) = fw.text.unwrap_or((0, 0));
-    let code = (
-        a as u32,
-        b as u32,
-        elf::code_crc(elf_bytes, a, b).unwrap_or(0),
-    );
+    let code = elf::fingerprint(elf_bytes, fw.text);
     let cap = match cap {
         Ok(c) => c,
         Err(e) => return Err(run.failed(e)),
@@ -412,7 +407,7 @@ fn emulated_chip(
 /// The dump of a board capture, whichever way it was taken.
 pub fn board_dump(
     cap: &crate::exec::probe::Capture,
-    code: (u32, u32, u32),
+    code: crate::dump::Fingerprint,
     reload: u32,
     requested: u32,
 ) -> Option<Dump> {
@@ -451,9 +446,9 @@ pub fn board_dump(
         // An ITM overflow packet stands for at least one sample dropped: counted as one.
         taken: (pcs.len() as u32).saturating_add(lost),
         lost,
-        code_start: code.0,
-        code_end: code.1,
-        code_crc: code.2,
+        code_start: code.start,
+        code_end: code.end,
+        code_crc: code.crc,
         ..Info::default()
     };
     Some(Dump::of_samples(info, 0, pcs, Vec::new()))
@@ -472,7 +467,7 @@ mod tests {
             swo: crate::dump::itm::synthetic(&pcs, true),
             ..Default::default()
         };
-        let d = board_dump(&cap, (0, 0, 0), 999, 300).unwrap();
+        let d = board_dump(&cap, crate::dump::Fingerprint::default(), 999, 300).unwrap();
         let sleep = crate::report::model::SLEEP_ADDRESS;
         let mut expected = Vec::new();
         for (k, &pc) in pcs.iter().enumerate() {

@@ -237,11 +237,7 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
     } else if truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }
-    let (a, b) = img.fw.text.unwrap_or((0, 0));
-    let code = || {
-        let crc = elf::code_crc(&img.bytes, a, b).unwrap_or(0);
-        (a as u32, b as u32, crc)
-    };
+    let code = || elf::fingerprint(&img.bytes, img.fw.text);
     let mut source = runs::Source::Dump;
     if let Some(lo) = &outcome.live {
         source = runs::Source::Live;

@@ -23,6 +23,15 @@ use sampler_rt::wire::{self, Info};
 pub use encode::encode;
 pub use records::stack_slot;
 
+/// Which code made a dump: the fingerprinted range of the image and the CRC-32 of its bytes
+/// (a dump's INFO carries it; a capture read off a target is given the image's own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub start: u32,
+    pub end: u32,
+    pub crc: u32,
+}
+
 /// A decoded dump.
 #[derive(Debug, Clone, Default)]
 pub struct Dump {

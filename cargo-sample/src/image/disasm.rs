@@ -127,6 +127,11 @@ impl Code {
         self.mapping.get(i).map(|m| m.0.min(end)).unwrap_or(end)
     }
 
+    /// The instructions of a function's code, decoded once.
+    pub fn of(&mut self, r: crate::image::CodeRange) -> &[Insn] {
+        self.function(r.start as u32, r.end as u32)
+    }
+
     /// The instructions of `[start, end)` (a function's range), decoded once.
     pub fn function(&mut self, start: u32, end: u32) -> &[Insn] {
         let key = (start, end);

@@ -106,6 +106,18 @@ pub fn bytes_at(data: &[u8], start: u64, end: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The fingerprint a dump of this image carries: its code range (`text`, from
+/// [`Firmware::text`]) and the CRC of those bytes, as the firmware computes it. Zero when the
+/// image has no code range.
+pub fn fingerprint(data: &[u8], text: Option<(u64, u64)>) -> crate::dump::Fingerprint {
+    let (a, b) = text.unwrap_or((0, 0));
+    crate::dump::Fingerprint {
+        start: a as u32,
+        end: b as u32,
+        crc: code_crc(data, a, b).unwrap_or(0),
+    }
+}
+
 /// CRC-32 of the code range as the firmware computes it (the dump's fingerprint).
 pub fn code_crc(data: &[u8], start: u64, end: u64) -> Result<u32> {
     Ok(wire::crc32(&bytes_at(data, start, end)?))

@@ -8,3 +8,16 @@ pub mod rtic;
 pub mod symbolize;
 pub mod unwind;
 pub mod wiring;
+
+/// A function's code: the addresses `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CodeRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl CodeRange {
+    pub fn contains(&self, pc: u64) -> bool {
+        self.start <= pc && pc < self.end
+    }
+}

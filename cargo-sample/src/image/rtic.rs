@@ -47,7 +47,7 @@ pub fn is_rtic(sym: &Symbolizer) -> bool {
 /// module among its inline frames and its direct calls (one level down).
 pub fn tasks_of(sym: &mut Symbolizer, code: &mut Code, start: u64) -> Tasks {
     let mut names: Vec<String> = Vec::new();
-    let Some((lo, hi)) = sym.range_of(start) else {
+    let Some(crate::image::CodeRange { start: lo, end: hi }) = sym.range_of(start) else {
         return Tasks::default();
     };
     let insns: Vec<(u32, Option<u32>)> = code

@@ -54,8 +54,8 @@ pub fn build(
     let pct = |k: u64, of: u64| 100.0 * k as f64 / of.max(1) as f64;
     let mut out = Vec::new();
     for name in names {
-        for (start, end) in sym.ranges_of(name) {
-            let (start, end) = (start as u32, end as u32);
+        for r in sym.ranges_of(name) {
+            let (start, end) = (r.start as u32, r.end as u32);
             let insns = code.function(start, end).to_vec();
             let mut last_line = None;
             let mut rows = Vec::with_capacity(insns.len());

@@ -86,10 +86,10 @@ pub fn place(
 /// hold off a sampler at `priority`), or sleeps (`wfi`, `wfe`): a sample held off until then
 /// waited for a critical section, or for the core to wake. BASEPRI never masks priority 0.
 pub fn follows_unmasking(sym: &Symbolizer, code: &mut Code, pc: u32, priority: u8) -> bool {
-    let Some((start, end)) = sym.range_of(pc as u64) else {
+    let Some(range) = sym.range_of(pc as u64) else {
         return false;
     };
-    let insns = code.function(start as u32, end as u32);
+    let insns = code.of(range);
     let Some(idx) = insns.iter().position(|i| i.addr == pc) else {
         return false;
     };

@@ -199,11 +199,7 @@ pub fn apply(
     callers: Option<&str>,
     callees: Option<&str>,
 ) -> Result<()> {
-    let functions: Vec<(u64, u64)> = sym
-        .all_functions()
-        .into_iter()
-        .map(|(a, b, _)| (a, b))
-        .collect();
+    let functions = sym.ranges();
     let reset = crate::image::elf::vectors(elf)
         .iter()
         .find(|v| v.0 == 1)

@@ -144,7 +144,10 @@ pub(crate) fn capture_ring(
 
 /// Keep what arrived so far in the run directory.
 pub(crate) fn save_progress(dir: &Path, l: &Live) {
-    let d = l.to_dump((0, 0, 0), sampler_rt::wire::STOP_SNAPSHOT);
+    let d = l.to_dump(
+        crate::dump::Fingerprint::default(),
+        sampler_rt::wire::STOP_SNAPSHOT,
+    );
     let bytes = crate::dump::encode(&d);
     let _ = crate::runs::write_atomic(&dir.join(crate::runs::DUMP), &bytes);
 }

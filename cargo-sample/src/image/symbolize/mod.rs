@@ -7,6 +7,7 @@
 
 pub mod dwarf;
 
+use crate::image::CodeRange;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -46,7 +47,7 @@ pub struct Symbolizer {
     /// block, a handler's state).
     objects: Vec<(u64, u64, String)>,
     /// Code of sampler-rt itself, which a sampler never sees.
-    sampler: Vec<(u64, u64)>,
+    sampler: Vec<CodeRange>,
     root: Option<String>,
     cache: HashMap<u32, Resolved>,
 }
@@ -141,7 +142,10 @@ impl Symbolizer {
                         f.1 - f.0 <= 24 && branches_to(&file, f.0, f.1).contains(&e)
                     })
             })
-            .map(|f| (f.0, f.1))
+            .map(|f| CodeRange {
+                start: f.0,
+                end: f.1,
+            })
             .collect();
         // Global names first at one address (aliases such as SysTick = sampler_rt_entry).
         functions.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
@@ -212,11 +216,25 @@ impl Symbolizer {
         format!("{addr:#010x}")
     }
 
-    /// The `(start, end)` range of the function containing `pc`.
-    pub fn range_of(&self, pc: u64) -> Option<(u64, u64)> {
+    /// The code of the function containing `pc`.
+    pub fn range_of(&self, pc: u64) -> Option<CodeRange> {
         let i = self.functions.partition_point(|f| f.0 <= pc);
         let f = self.functions.get(i.checked_sub(1)?)?;
-        (pc < f.1).then_some((f.0, f.1))
+        (pc < f.1).then_some(CodeRange {
+            start: f.0,
+            end: f.1,
+        })
+    }
+
+    /// Every function's code, in address order.
+    pub fn ranges(&self) -> Vec<CodeRange> {
+        self.functions
+            .iter()
+            .map(|f| CodeRange {
+                start: f.0,
+                end: f.1,
+            })
+            .collect()
     }
 
     /// Every function: `(start, end, name)`.
@@ -229,18 +247,21 @@ impl Symbolizer {
         self.functions.iter().any(|f| test(&f.2))
     }
 
-    /// The `(start, end)` ranges of the functions called `name`.
-    pub fn ranges_of(&self, name: &str) -> Vec<(u64, u64)> {
+    /// The code of the functions called `name`.
+    pub fn ranges_of(&self, name: &str) -> Vec<CodeRange> {
         self.functions
             .iter()
             .filter(|f| f.2 == name)
-            .map(|f| (f.0, f.1))
+            .map(|f| CodeRange {
+                start: f.0,
+                end: f.1,
+            })
             .collect()
     }
 
     /// Whether `pc` is in sampler-rt's own code.
     pub fn is_sampler(&self, pc: u64) -> bool {
-        self.sampler.iter().any(|r| r.0 <= pc && pc < r.1)
+        self.sampler.iter().any(|r| r.contains(pc))
     }
 
     /// Resolve one address (cached).

@@ -24,6 +24,8 @@ mod code;
 
 use std::collections::HashMap;
 
+use crate::image::CodeRange;
+
 use gimli::{
     BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, LittleEndian, Register, RegisterRule,
     UnwindContext, UnwindSection,
@@ -223,7 +225,7 @@ fn table<'a, S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>>(
 impl Unwinder {
     /// Read the call-frame information and code of `data` (an ELF); `functions` are the
     /// function symbols' `(start, end)`, `reset` the reset vector (Thumb bit ignored).
-    pub fn new(data: &[u8], functions: &[(u64, u64)], reset: Option<u32>) -> Unwinder {
+    pub fn new(data: &[u8], functions: &[CodeRange], reset: Option<u32>) -> Unwinder {
         let mut rows = Vec::new();
         let mut code = Vec::new();
         let mut missing = None;
@@ -277,7 +279,7 @@ impl Unwinder {
         rows.sort_by_key(|r| r.0);
         let functions: Vec<(u32, u32)> = functions
             .iter()
-            .filter_map(|&(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?)))
+            .filter_map(|r| Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?)))
             .collect();
         // ARMv8-A has no reset vector in the image: its ELF entry point stands for it.
         let entry = reset.or(entry_point.filter(|_| a64)).and_then(|r| {
@@ -609,12 +611,15 @@ mod tests {
             "/../tests/fixtures/hot-loops.elf"
         ))
         .unwrap();
-        let functions: Vec<(u64, u64)> = {
+        let functions: Vec<CodeRange> = {
             use object::{Object, ObjectSymbol};
             let f = object::File::parse(&*elf).unwrap();
             f.symbols()
                 .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-                .map(|s| (s.address() & !1, (s.address() & !1) + s.size()))
+                .map(|s| CodeRange {
+                    start: s.address() & !1,
+                    end: (s.address() & !1) + s.size(),
+                })
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect()
@@ -658,7 +663,11 @@ mod tests {
     #[test]
     fn a_prologue_stands_in_for_missing_call_frame_information() {
         // push {r4, lr}; sub sp, #16; bl ... (compiler-builtins' __aeabi_uldivmod's shape).
-        let mut u = Unwinder::new(&[], &[(0x1000, 0x1014)], None);
+        let range = CodeRange {
+            start: 0x1000,
+            end: 0x1014,
+        };
+        let mut u = Unwinder::new(&[], &[range], None);
         u.functions = vec![(0x1000, 0x1014)];
         u.code = vec![(
             0x1000,

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::image::CodeRange;
 use crate::image::disasm::{Code, Insn, Kind};
 use crate::image::symbolize::Symbolizer;
 use crate::report::model::Input;
@@ -49,7 +50,7 @@ type Pile = (Kind, u32, u64, Insn, String);
 /// The instructions whose samples pile up beyond what the instruction before them explains.
 fn piles(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, total: u64) -> Vec<Pile> {
     // Group the sampled addresses by function.
-    let mut by_function: HashMap<(u64, u64), Vec<u32>> = HashMap::new();
+    let mut by_function: HashMap<CodeRange, Vec<u32>> = HashMap::new();
     for &pc in input.per_pc.keys() {
         if let Some(r) = sym.range_of(pc as u64) {
             by_function.entry(r).or_default().push(pc);
@@ -70,8 +71,8 @@ fn piles(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, total: u64) -
         crate::analysis::stats::binomial_at_least(s, s + before, even) >= alpha
     };
     let mut found: Vec<Pile> = Vec::new();
-    for ((start, end), pcs) in by_function {
-        let insns = code.function(start as u32, end as u32).to_vec();
+    for (range, pcs) in by_function {
+        let insns = code.of(range).to_vec();
         let targets: HashSet<u32> = insns.iter().filter_map(|i| i.target).collect();
         for pc in pcs {
             let s = input.per_pc[&pc];
@@ -230,7 +231,7 @@ pub(crate) fn masked_region(
     pc: u32,
     unmask: &Insn,
 ) -> (String, Vec<String>) {
-    let Some((start, end)) = sym.range_of(pc as u64) else {
+    let Some(CodeRange { start, end }) = sym.range_of(pc as u64) else {
         return (String::new(), Vec::new());
     };
     let owner = sym.function_of(pc as u64).unwrap_or("?").to_owned();
@@ -267,7 +268,7 @@ pub(crate) fn rtic_task_at(sym: &mut Symbolizer, code: &mut Code, pc: u32) -> Op
     if !crate::image::rtic::is_rtic(sym) {
         return None;
     }
-    let (start, _) = sym.range_of(pc as u64)?;
+    let start = sym.range_of(pc as u64)?.start;
     let name = sym.function_of(start)?.to_owned();
     if let Some((_, rest)) = name.split_once("::app::") {
         let task = rest.split("::").next().unwrap_or(rest);
@@ -327,14 +328,11 @@ pub(crate) fn handler_names(input: &Input<'_>, sym: &mut Symbolizer, code: &mut 
             "DefaultHandler" | "DefaultHandler_" | "HardFault_"
         );
         let sampler = sym.is_sampler(addr as u64)
-            || sym.range_of(addr as u64).is_some_and(|(a, b)| {
-                code.function(a as u32, b as u32)
+            || sym.range_of(addr as u64).is_some_and(|r| {
+                code.of(r)
                     .iter()
                     .any(|i| i.target.is_some_and(|t| sym.is_sampler(t as u64)))
-                    || code
-                        .function(a as u32, b as u32)
-                        .iter()
-                        .any(|i| i.text.contains("sampler"))
+                    || code.of(r).iter().any(|i| i.text.contains("sampler"))
             });
         if default || sampler || names.contains(&name) {
             continue;

@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_runtime_of_another_configuration_version_is_refused_naming_both() {
-        let mut elf = std::fs::read(
+        let elf = std::fs::read(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../tests/fixtures/hot-loops.elf"),
         )

@@ -12,14 +12,7 @@ fn main() -> ExitCode {
         argv.remove(1);
     }
     let cli = cargo_sample::cli::parse(argv);
-    let color = match &cli.command {
-        Some(Command::Report(r)) => r.view.color,
-        Some(Command::Diff(d)) => d.color,
-        Some(Command::Advise(a)) => a.run.view.color,
-        Some(Command::Swo(s)) => s.view.color,
-        _ => cli.run.view.color,
-    };
-    term::init_color(color);
+    term::init_color(cli.color);
     let result = match &cli.command {
         None if cli.run.exact => cmd::exact::run_exact(&cli.run),
         None => sample::run(&cli.run),

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use super::run::{CargoArgs, ProbeArgs, RunArgs, TableFormat, ViewArgs};
-use crate::term::ColorWhen;
 use clap::Args;
 
 /// `cargo sample events`.
@@ -144,9 +143,6 @@ pub struct DiffArgs {
     /// Show at most N functions (0 = all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
-    /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
-    #[arg(long, value_name = "WHEN", value_enum)]
-    pub color: Option<ColorWhen>,
 }
 
 /// `cargo sample diff --format`.

@@ -25,6 +25,11 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal). Every
+    /// subcommand takes it.
+    #[arg(long, global = true, value_name = "WHEN", value_enum, help_heading = None)]
+    pub color: Option<ColorWhen>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -7,7 +7,6 @@ use std::time::Duration;
 use super::values::{Budget, parse_budget, parse_duration, parse_seed, parse_u8, parse_u32};
 use crate::exec::probe::Method;
 use crate::spec::{Period, Tag, TimerChoice};
-use crate::term::ColorWhen;
 use clap::{Args, ValueEnum};
 
 /// Which package and target to build, as for `cargo build`.
@@ -157,9 +156,6 @@ pub struct ViewArgs {
     /// Hide rows below this share.
     #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
     pub min_percent: f64,
-    /// Colour: auto, always, never (default: `CARGO_TERM_COLOR`, `NO_COLOR`, terminal).
-    #[arg(long, value_name = "WHEN", value_enum)]
-    pub color: Option<ColorWhen>,
     /// How a histogram bin shared by several functions is split: by each one's bytes (as the
     /// C profiler's analysis does), or by bytes times its estimated samples per byte (`density`).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = crate::report::bins::Split::Density)]

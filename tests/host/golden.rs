@@ -177,6 +177,25 @@ fn an_exact_run_reads_the_same_in_every_format_and_view() {
     finish(failures);
 }
 
+/// A recorded SWO capture read by `cargo sample swo`.
+#[test]
+fn an_swo_capture_reads_the_same() {
+    let dir = repo().join("tests/fixtures/swo");
+    let (out, err, ok) = run(&[
+        "sample",
+        "swo",
+        dir.join("capture.bin").to_str().unwrap(),
+        "--elf",
+        dir.join("firmware.elf").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let mut failures = Vec::new();
+    check("swo/report.json", &out, &mut failures);
+    finish(failures);
+}
+
 /// `cargo sample --help` and every subcommand's.
 #[test]
 fn every_help_reads_as_expected() {

@@ -799,7 +799,8 @@ fn a_ring_that_crowds_the_stack_is_named_with_a_size_that_fits() {
     assert!(!err.contains("left for the stack"), "{err}");
 }
 
-/// Help and the README name things by what they are, and state the defaults the tool uses.
+/// Help, the README and the guide name things by what they are, and state the defaults the
+/// tool uses.
 #[test]
 fn help_and_readme_speak_of_the_tool_itself() {
     let mut texts = Vec::new();
@@ -825,6 +826,9 @@ fn help_and_readme_speak_of_the_tool_itself() {
         texts[0]
     );
     texts.push(std::fs::read_to_string(repo().join("README.md")).unwrap());
+    for page in std::fs::read_dir(repo().join("docs/guide")).unwrap() {
+        texts.push(std::fs::read_to_string(page.unwrap().path()).unwrap());
+    }
     for t in &texts {
         for word in ["the seed", "seed's", "lecture", "10 µs"] {
             assert!(!t.contains(word), "`{word}` in:\n{t}");

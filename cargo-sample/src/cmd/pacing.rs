@@ -254,7 +254,7 @@ pub(crate) fn build_on_board(p: &Project, args: &RunArgs, calls: &str) -> Result
         term::note(format!(
             "the firmware owns SysTick ({owner}): sampler-rt is built without its SysTick \
              handler, and the firmware's own timer paces it (`sampler_rt::start_with_timer`; \
-             README, \"When SysTick is yours\")"
+             the guide, docs/guide/timers.md: \"When SysTick is yours\")"
         ));
         let img = build_with(
             p,

@@ -386,7 +386,7 @@ fn advice(pacer: Pacer, rtic: bool) -> String {
             " In QEMU, leave `--timer` out: cargo-sample then paces the sampler with a timer of \
              the machine the application leaves free (or name one, e.g. `--timer gptm0` on \
              lm3s6965evb). On a board, pace it with a timer of the chip through \
-             `sampler_rt::start_with_timer` (README, \"When SysTick is yours\"){}",
+             `sampler_rt::start_with_timer` (docs/guide/timers.md, \"When SysTick is yours\"){}",
             if rtic {
                 "; RTIC's SysTick monotonic (`systick_monotonic!`) keeps SysTick for the \
                  application"

@@ -46,7 +46,10 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
                 stack.push(path);
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
+            // Test modules kept in files of their own (`tests.rs`) are not part of the shape.
+            if path.extension().is_none_or(|e| e != "rs")
+                || path.file_name().is_some_and(|n| n == "tests.rs")
+            {
                 continue;
             }
             let rel: PathBuf = path.strip_prefix(src).unwrap().with_extension("");

@@ -46,12 +46,14 @@ pub(crate) struct Image {
     pub fw: elf::Firmware,
 }
 
-/// Read and inspect an ELF.
-pub(crate) fn read_image(path: &Path) -> Result<Image> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("reading the built firmware {}", path.display()))?;
-    let fw = elf::inspect(&bytes)?;
-    Ok(Image { bytes, fw })
+/// Inspect a built image (its bytes as they were read when the build ended).
+pub(crate) fn read_image(built: firmware::Built) -> Result<Image> {
+    let fw = elf::inspect(&built.bytes)
+        .with_context(|| format!("the built firmware {}", built.elf.display()))?;
+    Ok(Image {
+        bytes: built.bytes,
+        fw,
+    })
 }
 
 /// The sampler's state block `(address, size)`: the image must carry sampler-rt's runtime,
@@ -83,7 +85,7 @@ pub(crate) enum Runtime<'a> {
 pub(crate) fn build(p: &Project, cargo: &CargoArgs, runtime: Runtime) -> Result<Image> {
     let feature = !matches!(runtime, Runtime::Off);
     let built = firmware::build(p, &Selection::from(cargo), feature, &[])?;
-    let img = read_image(&built.elf)?;
+    let img = read_image(built)?;
     if let Runtime::Sampler(calls) = runtime {
         sampler_state(&img, &cargo.feature_name, calls)?;
     }
@@ -110,9 +112,9 @@ pub(crate) fn build_aligned(
 ) -> Result<(Image, Alignment)> {
     let sel = Selection::from(cargo);
     let plain = firmware::build(p, &sel, true, &[])?;
-    let plain_bytes = elf::code_bytes(&std::fs::read(&plain.elf)?);
+    let plain_bytes = elf::code_bytes(&plain.bytes);
     let aligned = firmware::build_aligned(p, &sel, true, n)?;
-    let img = read_image(&aligned.elf)?;
+    let img = read_image(aligned)?;
     let odd = elf::unaligned_functions(&img.bytes, n as u64);
     let grown = elf::code_bytes(&img.bytes);
     term::status(

@@ -327,7 +327,7 @@ fn build_with(
     let mut sel = Selection::from(&args.cargo);
     sel.env = env;
     let built = firmware::build(p, &sel, true, &[])?;
-    let img = capture::read_image(&built.elf)?;
+    let img = capture::read_image(built)?;
     capture::sampler_state(&img, &args.cargo.feature_name, calls)?;
     Ok(img)
 }

@@ -95,10 +95,49 @@ pub fn unoptimised(project: &Project, args: &Selection) -> bool {
     }
 }
 
-/// What a build produced.
+/// What a build produced: the executable, and its bytes as they were when the build ended
+/// (read under the build directory's lock, so that another cargo-sample building the same
+/// binary with other features cannot replace it first).
 #[derive(Debug, Clone)]
 pub struct Built {
     pub elf: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+/// An exclusive lock on one of cargo-sample's build directories, held from the build until
+/// its executable is read: cargo locks the directory only while it builds, and two runs that
+/// build the same binary with other features (with and without the sampler, say) write the
+/// same file.
+struct BuildLock {
+    #[cfg(unix)]
+    _file: Option<std::fs::File>,
+}
+
+impl BuildLock {
+    fn take(project: &Project, subdir: &str) -> BuildLock {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let dir = own_dir(project);
+            let _ = std::fs::create_dir_all(&dir);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(format!("{subdir}.lock")))
+                .ok();
+            if let Some(f) = &file {
+                // SAFETY: flock on a descriptor this process opened; released when it closes.
+                let _ = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+            }
+            BuildLock { _file: file }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (project, subdir);
+            BuildLock {}
+        }
+    }
 }
 
 /// Build the firmware. `extra_config` are more `--config` values (e.g. function alignment).
@@ -256,6 +295,7 @@ fn build_in(
     extra_config: &[String],
     subdir: &str,
 ) -> Result<Built> {
+    let _lock = BuildLock::take(project, subdir);
     // No sampler, or sizes the user set (environment, [env]): one build, as it is.
     if !with_feature || project.ring_slots.is_some() || project.hist_bins.is_some() {
         return cargo_build(project, args, with_feature, extra_config, subdir, None)?
@@ -302,8 +342,7 @@ fn build_in(
             }
             Build::Failed { .. } => return outcome.into_result(project),
             Build::Built(b) => {
-                let elf = std::fs::read(&b.elf).unwrap_or_default();
-                match crate::image::wiring::stack_room_bytes(&elf) {
+                match crate::image::wiring::stack_room_bytes(&b.bytes) {
                     // Less than the reserve left for the stack: smaller buffers, when ones of a
                     // useful size give the stack its room.
                     Some((free, _))
@@ -510,7 +549,7 @@ fn cargo_build(
     let stdout = child.stdout.take().context("cargo's stdout")?;
     let stderr = child.stderr.take().context("cargo's stderr")?;
     let held = std::thread::spawn(move || pass_through_but_errors(stderr));
-    let mut found: Option<Built> = None;
+    let mut found: Option<PathBuf> = None;
     let want = if project.is_example {
         TargetKind::Example
     } else {
@@ -524,9 +563,7 @@ fn cargo_build(
                 if a.target.name == project.target_name && a.target.kind.contains(&want) =>
             {
                 if let Some(exe) = a.executable {
-                    found = Some(Built {
-                        elf: exe.into_std_path_buf(),
-                    });
+                    found = Some(exe.into_std_path_buf());
                 }
             }
             Message::CompilerMessage(m) => {
@@ -549,12 +586,15 @@ fn cargo_build(
             errors,
         });
     }
-    found.map(Build::Built).with_context(|| {
+    let elf = found.with_context(|| {
         format!(
             "cargo built `{}` but reported no executable for it",
             project.target_name
         )
-    })
+    })?;
+    let bytes = std::fs::read(&elf)
+        .with_context(|| format!("reading the built firmware {}", elf.display()))?;
+    Ok(Build::Built(Built { elf, bytes }))
 }
 
 /// Copy cargo's standard error to ours line by line until its first error line (or "build

@@ -30,7 +30,7 @@
 //! | [`set_tag`], [`tag`], [`name_tag`] | yes | tags not stored | yes |
 //! | [`laps`] | DWT CYCCNT, else SysTick | SysTick | PMCCNTR_EL0 / CNTVCT_EL0 |
 //! | `pmu` (event counting around regions) | – | – | yes |
-//! | [`timer_interrupt!`], [`cmsdk_timer_interrupt!`] (a device timer instead of SysTick: CMSDK, Stellaris GPTM, Nordic TIMER, STM32 TIM) | yes | yes | – |
+//! | `timer_interrupt!`, `cmsdk_timer_interrupt!` (a device timer instead of SysTick: CMSDK, Stellaris GPTM, Nordic TIMER, STM32 TIM) | yes | yes | – |
 //! | `Timer`, `start_with_timer` (any timer, driven by the firmware) | yes | yes | – |
 //!
 //! The docs show one target at a time; docs.rs builds them for `thumbv7em-none-eabihf`,
@@ -55,7 +55,7 @@
 //! # Features
 //! - `systick` (default): the sampler owns the SysTick exception. When the application owns
 //!   SysTick, `cargo sample` builds sampler-rt with a free device timer's handler instead
-//!   (`SAMPLER_RT_TIMER_VECTOR`); by hand, turn the feature off and use [`timer_interrupt!`].
+//!   (`SAMPLER_RT_TIMER_VECTOR`); by hand, turn the feature off and use `timer_interrupt!` (Cortex-M).
 //! - `embassy`: implements embassy-executor's trace hooks (enable its `trace` feature), so that
 //!   with `cargo sample --tag api` each sample carries the Embassy task being polled.
 //! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample

@@ -379,7 +379,7 @@ pub fn sw_incr() {
 // ---------------------------------------------------------------------------------------------
 // The dump, through semihosting (AArch64: `hlt #0xf000`, operation in w0, block in x1).
 
-/// Where the dump goes: a semihosting file, or [`SAMPLER_RT_PMU_OUT`].
+/// Where the dump goes: a semihosting file, or `SAMPLER_RT_PMU_OUT`.
 enum Sink {
     File(u64),
     Memory { at: usize, full: bool },
@@ -429,7 +429,7 @@ fn pmu_len(p: &Pmu, t: &Table) -> u32 {
 
 /// Send the counts to the host (a `sampler.dump` file through semihosting) and exit with
 /// `code`. When the host asked for the counts in memory (a board: `cargo sample stat --chip`),
-/// leave them in [`SAMPLER_RT_PMU_OUT`] for the debugger instead and idle.
+/// leave them in `SAMPLER_RT_PMU_OUT` for the debugger instead and idle.
 pub fn finish(code: i32) -> ! {
     // SAFETY: single core; counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };

@@ -32,6 +32,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<cmd::gate::LimitExceeded>().is_some() => {
+            anstream::eprintln!("{}: {e:#}", term::paint("1;31", "error"));
+            ExitCode::from(cmd::gate::EXIT_LIMIT_EXCEEDED)
+        }
         Err(e) => {
             cargo_sample::project::firmware::print_build_messages(&e);
             anstream::eprintln!("{}: {e:#}", term::paint("1;31", "error"));

@@ -12,6 +12,7 @@ mod diagnostics;
 mod e2e;
 mod exact;
 mod faults;
+mod gate;
 mod guide;
 mod held_off;
 mod laps;

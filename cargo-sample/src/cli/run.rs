@@ -205,6 +205,10 @@ pub enum Format {
     /// One self-contained page: facts, findings, an interactive flame graph, sortable tables,
     /// the annotated hottest functions.
     Html,
+    /// With `--baseline`: the comparison as a pull-request comment.
+    Markdown,
+    /// With `--exact`: the run's metrics in Bencher Metric Format.
+    Bmf,
 }
 
 /// Build, run and report (the default command).
@@ -305,6 +309,23 @@ pub struct RunArgs {
     /// QEMU has no plugin support), `plugin`, or `exec-log` (exact too, about 500 times slower).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
     pub truth_method: TruthMethod,
+    /// With `--exact`: keep this run's metrics (total instructions, per function self and
+    /// inclusive, code and section sizes) as the baseline NAME.
+    #[arg(long, value_name = "NAME", requires = "exact")]
+    pub save_baseline: Option<String>,
+    /// With `--exact`: compare this run with the baseline NAME, under `--limit`s; exit status 3
+    /// when a limit is exceeded.
+    #[arg(long, value_name = "NAME", requires = "exact")]
+    pub baseline: Option<String>,
+    /// Where baselines are kept (default: `target/cargo-sample/baselines`; a directory of the
+    /// repository keeps them with the code).
+    #[arg(long, value_name = "DIR")]
+    pub baseline_dir: Option<std::path::PathBuf>,
+    /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
+    /// of `total`, `function`, `inclusive`, `size`, optionally narrowed by a name pattern
+    /// (`function:crc*=+2%`); the most specific applies. Repeatable. Improvements never fail.
+    #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]
+    pub limits: Vec<crate::report::gate::Limit>,
     /// Seed of the period's random generator, 0 ..= 4294967294 (default: fixed, so runs
     /// repeat exactly).
     #[arg(long, value_name = "N", value_parser = parse_seed)]

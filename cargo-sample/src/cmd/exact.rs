@@ -94,6 +94,11 @@ pub(crate) fn check_plugin_loaded(
 
 /// `cargo sample --exact`: no sampler; every executed instruction counted, then reported.
 pub fn run_exact(args: &RunArgs) -> Result<()> {
+    if super::gate::wanted(args) {
+        super::gate::check(args)?;
+        let dir = capture_exact(args)?;
+        return super::gate::run(args, &dir);
+    }
     super::saved::check_view(&args.view)?;
     let dir = capture_exact(args)?;
     render_run(&dir, &args.view)

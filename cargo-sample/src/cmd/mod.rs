@@ -13,6 +13,7 @@ pub mod capture;
 pub mod diff;
 pub mod events;
 pub mod exact;
+pub mod gate;
 pub mod init;
 pub mod pacing;
 pub mod plan;

@@ -27,6 +27,10 @@ use crate::term;
 
 /// `cargo sample [args]`: capture, then print the report.
 pub fn run(args: &RunArgs) -> Result<()> {
+    if super::gate::wanted(args) {
+        // Not an exact run: the gate says what it needs.
+        super::gate::check(args)?;
+    }
     super::saved::check_view(&args.view)?;
     let dir = capture(args)?;
     render_run(&dir, &args.view)

@@ -31,6 +31,17 @@ pub fn build_options(view: &ViewArgs) -> report::Options {
 
 /// Views that cannot work, refused before anything is built or run.
 pub(crate) fn check_view(view: &ViewArgs) -> Result<()> {
+    if matches!(view.format, Format::Markdown | Format::Bmf) {
+        bail!(
+            "`--format {}` is the performance gate's: an `--exact` run with `--baseline NAME` \
+             (markdown) or `--save-baseline NAME` / `--baseline NAME` (bmf)",
+            if view.format == Format::Markdown {
+                "markdown"
+            } else {
+                "bmf"
+            }
+        );
+    }
     if view.open && !matches!(view.format, Format::Html | Format::Svg) {
         bail!(
             "--open opens a page in the browser: add `--format html` (the report) or `--format svg` \
@@ -58,7 +69,12 @@ pub(crate) fn print_report(
     beside: Option<&Path>,
 ) -> Result<()> {
     check_view(view)?;
-    let bytes: Vec<u8> = match view.format {
+    emit(render(report, view)?, view, beside)
+}
+
+/// The report in the view's format (the performance gate's formats are the gate's).
+pub(crate) fn render(report: &report::Report, view: &ViewArgs) -> Result<Vec<u8>> {
+    Ok(match view.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(report)?;
             s.push('\n');
@@ -93,7 +109,14 @@ pub(crate) fn print_report(
         Format::Callgrind => report::calls::callgrind(report)?.into_bytes(),
         Format::Firefox => report::timeline::firefox(report)?,
         Format::Html => report::html::html(report)?,
-    };
+        Format::Markdown | Format::Bmf => {
+            bail!("`--format markdown` and `--format bmf` are the performance gate's")
+        }
+    })
+}
+
+/// Write what a view rendered: to `-o FILE`, to a page beside the run, or to standard output.
+pub(crate) fn emit(bytes: Vec<u8>, view: &ViewArgs, beside: Option<&Path>) -> Result<()> {
     // Only the text report is painted; its codes never reach a file, and reach standard
     // output only when that stream takes colour.
     let painted = view.format == Format::Text;

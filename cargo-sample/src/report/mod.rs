@@ -7,6 +7,7 @@ pub mod calls;
 pub mod diagnose;
 pub mod diff;
 pub mod formats;
+pub mod gate;
 pub mod held_off;
 pub mod html;
 pub mod itm;

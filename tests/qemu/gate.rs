@@ -1,0 +1,163 @@
+//! The performance gate on a user's crate (a copy of `tests/crates/quickstart`, its rounds cut
+//! so that it ends by itself): the same build against its own baseline passes; a slowdown
+//! planted in one function fails with exit status 3 and names that function with its exact
+//! delta, which is checked against the two runs' exact counts read here, byte by byte, over
+//! the function's symbol range; the Markdown comment and GitHub's annotations say the same.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::*;
+
+/// `cargo sample ARGS` in the copy, with GitHub's environment when asked.
+fn gate(dir: &Path, args: &[&str], github: bool) -> Output {
+    let env: &[(&str, &str)] = if github {
+        &[("GITHUB_ACTIONS", "true")]
+    } else {
+        &[("GITHUB_ACTIONS", "false")]
+    };
+    cargo_sample_in_copy(dir, args, env)
+}
+
+/// Instructions executed in `[start, end)`, from a run's `exact.counts` read here: `SMPLEXC1`
+/// then `(pc u64, count u64)` little-endian pairs.
+fn executed_in(run: &Path, start: u64, end: u64) -> u64 {
+    let b = std::fs::read(run.join("exact.counts")).unwrap();
+    assert_eq!(&b[..8], b"SMPLEXC1");
+    b[8..]
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .filter(|(pc, _)| (start..end).contains(pc))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The address range of the function whose symbol contains `name`, from the run's ELF.
+fn symbol_range(run: &Path, name: &str) -> (u64, u64) {
+    use object::{Object, ObjectSymbol};
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let f = object::File::parse(&*elf).unwrap();
+    let s = f
+        .symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains(name)) && s.size() > 0)
+        .unwrap_or_else(|| panic!("no symbol {name}"));
+    (s.address() & !1, (s.address() & !1) + s.size())
+}
+
+#[test]
+fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        src.replace("for round in 0..100_000u32", "for round in 0..2_000u32"),
+    )
+    .unwrap();
+    let store = dir.join("baselines");
+    let store = store.to_str().unwrap();
+    let base = ["--release", "--exact", "--baseline-dir", store];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| (*s).to_owned()).collect()
+    };
+    let run = |extra: &[&str], github: bool| {
+        let args = with(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        gate(dir, &args, github)
+    };
+    let out = run(&["--save-baseline", "main"], false);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("Saved baseline `main`"), "{err}");
+    let before = run_dir_of(&out.stderr);
+
+    // The same build against its own baseline: nothing changed, exit 0.
+    let limits = ["--limit", "function=+1%", "--limit", "total=+0%"];
+    let mut args = vec!["--baseline", "main", "--format", "json"];
+    args.extend(limits);
+    let out = run(&args, false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &r["comparison"];
+    assert_eq!(c["total"]["delta"], 0, "{c}");
+    assert_eq!(c["regressions"].as_array().unwrap().len(), 0, "{c}");
+
+    // A slowdown planted in `checksum`.
+    let src = std::fs::read_to_string(&main).unwrap();
+    let planted = src.replace(
+        "        b = (b + a) % 65521;\n",
+        "        b = (b + a) % 65521;\n        b = core::hint::black_box(b);\n",
+    );
+    assert_ne!(planted, src);
+    std::fs::write(&main, &planted).unwrap();
+    let out = run(&args, false);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let after = run_dir_of(&out.stderr);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &r["comparison"];
+    let reg = c["regressions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["metric"] == "function" && x["exceeded"] == true)
+        .unwrap_or_else(|| panic!("no function over its limit: {c}"));
+    let name = reg["name"].as_str().unwrap();
+    assert!(name.ends_with("checksum"), "{reg}");
+    assert!(err.contains(&format!("function:{name} +")), "{err}");
+    // The exact delta, from both runs' counts over the function's own range.
+    let (a0, a1) = symbol_range(&before, "checksum");
+    let (b0, b1) = symbol_range(&after, "checksum");
+    let delta = executed_in(&after, b0, b1) as i64 - executed_in(&before, a0, a1) as i64;
+    assert!(delta > 1_000_000, "{delta}");
+    assert_eq!(reg["delta"].as_i64(), Some(delta), "{reg}");
+    // The run's total too, over its limit of 0.
+    assert_eq!(c["total"]["exceeded"], true, "{c}");
+
+    // A pull-request comment and GitHub's annotations on the function's source line.
+    let md = dir.join("gate.md");
+    let mut args = vec![
+        "--baseline",
+        "main",
+        "--format",
+        "markdown",
+        "-o",
+        md.to_str().unwrap(),
+    ];
+    args.extend(limits);
+    let out = run(&args, true);
+    assert_eq!(out.status.code(), Some(3));
+    let comment = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        comment.starts_with("**cargo-sample**: 2 over their limits"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains(&format!("| `function:{name}` |")) && comment.contains("**exceeded**"),
+        "{comment}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let fn_line = planted
+        .lines()
+        .position(|l| l.starts_with("fn checksum"))
+        .unwrap()
+        + 1;
+    let annotation = stdout
+        .lines()
+        .find(|l| l.contains(&format!("function:{name} grew by")))
+        .unwrap_or_else(|| panic!("no annotation for {name}:\n{stdout}"));
+    assert!(
+        annotation.starts_with(&format!("::error file=src/main.rs,line={fn_line}::")),
+        "{annotation}"
+    );
+}

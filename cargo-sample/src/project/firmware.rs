@@ -13,6 +13,9 @@ use cargo_metadata::{Message, TargetKind};
 
 use crate::project::{Project, Selection, cargo_command};
 
+mod lock;
+use lock::BuildLock;
+
 /// What to do about a link error whose cause is known, from the linker's words.
 fn link_hint(errors: &str) -> Option<String> {
     let duplicate = |name: &str| {
@@ -102,42 +105,6 @@ pub fn unoptimised(project: &Project, args: &Selection) -> bool {
 pub struct Built {
     pub elf: PathBuf,
     pub bytes: Vec<u8>,
-}
-
-/// An exclusive lock on one of cargo-sample's build directories, held from the build until
-/// its executable is read: cargo locks the directory only while it builds, and two runs that
-/// build the same binary with other features (with and without the sampler, say) write the
-/// same file.
-struct BuildLock {
-    #[cfg(unix)]
-    _file: Option<std::fs::File>,
-}
-
-impl BuildLock {
-    fn take(project: &Project, subdir: &str) -> BuildLock {
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            let dir = own_dir(project);
-            let _ = std::fs::create_dir_all(&dir);
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(dir.join(format!("{subdir}.lock")))
-                .ok();
-            if let Some(f) = &file {
-                // SAFETY: flock on a descriptor this process opened; released when it closes.
-                let _ = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-            }
-            BuildLock { _file: file }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = (project, subdir);
-            BuildLock {}
-        }
-    }
 }
 
 /// Build the firmware. `extra_config` are more `--config` values (e.g. function alignment).
@@ -295,7 +262,7 @@ fn build_in(
     extra_config: &[String],
     subdir: &str,
 ) -> Result<Built> {
-    let _lock = BuildLock::take(project, subdir);
+    let _lock = BuildLock::take(&own_dir(project), subdir);
     // No sampler, or sizes the user set (environment, [env]): one build, as it is.
     if !with_feature || project.ring_slots.is_some() || project.hist_bins.is_some() {
         return cargo_build(project, args, with_feature, extra_config, subdir, None)?

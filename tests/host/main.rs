@@ -13,4 +13,5 @@ mod html;
 mod itm;
 mod settings;
 mod symbols;
+mod template;
 mod textdump;

@@ -467,6 +467,7 @@ fn a_host_slower_than_the_firmwares_end_still_gets_or_counts_every_sample() {
     // The first read comes 10 s in: long after the firmware stopped sampling and began its
     // bounded wait for the host. The host's beats keep it waiting; without them it ends QEMU
     // and the last samples are neither read nor counted.
+    let _turn = crate::support::host_timing();
     let (out, err, dir) = through_probe(
         "hot-loops",
         &[

@@ -160,4 +160,87 @@ fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
         annotation.starts_with(&format!("::error file=src/main.rs,line={fn_line}::")),
         "{annotation}"
     );
+
+    // The crate keeps its baselines and limits in its manifest.
+    let manifest = dir.join("Cargo.toml");
+    let m = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        m + "\n[package.metadata.sample]\nbaseline-dir = \"perf\"\nlimits = [\"function:*checksum=+1%\"]\n",
+    )
+    .unwrap();
+    std::fs::write(&main, &src).unwrap();
+    let plain = |extra: &[&str], github: bool| {
+        let mut args = vec!["--release", "--exact"];
+        args.extend_from_slice(extra);
+        gate(dir, &args, github)
+    };
+    let out = plain(&["--save-baseline", "clean"], false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("perf/clean.json").is_file());
+    std::fs::write(&main, &planted).unwrap();
+    let out = plain(&["--baseline", "clean"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("function:{name} +")) && err.contains("function:*checksum=+1%"),
+        "{err}"
+    );
+}
+
+/// What the gate compares repeats exactly: the same image counted twice, the second time with
+/// every core of the host kept busy, gives the same counts and call graph, byte for byte.
+/// (Tests whose host must keep pace with the firmware do not run meanwhile.)
+#[test]
+fn exact_counts_repeat_under_load() {
+    let run = || {
+        let out = cargo_sample(
+            &scenarios(),
+            &[
+                "--release",
+                "--bin",
+                "call-graph",
+                "--exact",
+                "--format",
+                "json",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        run_dir_of(&out.stderr)
+    };
+    let quiet = run();
+    let _turn = host_timing();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    let busy = run();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    for file in ["exact.counts", "callgraph.bin"] {
+        let (a, b) = (
+            std::fs::read(quiet.join(file)).unwrap(),
+            std::fs::read(busy.join(file)).unwrap(),
+        );
+        assert!(!a.is_empty());
+        assert!(a == b, "{file} differs between a quiet and a loaded host");
+    }
 }

@@ -33,6 +33,13 @@ fn one_at_a_time(dir: &Path) -> Option<std::sync::MutexGuard<'static, ()>> {
         .then(|| RTIC_APP.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// Tests that load the host on purpose, and tests whose host side must keep pace with the
+/// firmware's bounded waits, take turns: hold this while doing either.
+pub fn host_timing() -> std::sync::MutexGuard<'static, ()> {
+    static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// [`cargo_sample`] with more environment variables.
 pub fn cargo_sample_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let _one = one_at_a_time(dir);

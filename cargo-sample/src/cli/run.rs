@@ -317,13 +317,15 @@ pub struct RunArgs {
     /// when a limit is exceeded.
     #[arg(long, value_name = "NAME", requires = "exact")]
     pub baseline: Option<String>,
-    /// Where baselines are kept (default: `target/cargo-sample/baselines`; a directory of the
+    /// Where baselines are kept (default: `baseline-dir` in the crate's
+    /// `[package.metadata.sample]`, else `target/cargo-sample/baselines`; a directory of the
     /// repository keeps them with the code).
     #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<std::path::PathBuf>,
     /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
     /// of `total`, `function`, `inclusive`, `size`, optionally narrowed by a name pattern
-    /// (`function:crc*=+2%`); the most specific applies. Repeatable. Improvements never fail.
+    /// (`function:crc*=+2%`); the most specific applies. Repeatable; `limits = [...]` in the
+    /// crate's `[package.metadata.sample]` adds to them. Improvements never fail.
     #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]
     pub limits: Vec<crate::report::gate::Limit>,
     /// Seed of the period's random generator, 0 ..= 4294967294 (default: fixed, so runs

@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use super::saved::{build_options, emit, render};
 use crate::cli::{Format, RunArgs};
 use crate::image::symbolize::Symbolizer;
-use crate::report::gate::{self, Baseline, Comparison, Conditions};
+use crate::project::{self, Project, Selection};
+use crate::report::gate::{self, Baseline, Comparison, Conditions, Limit};
 use crate::report::load::load_report;
 use crate::runs;
 use crate::term;
@@ -62,15 +63,63 @@ pub(crate) fn check(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Where baselines are kept: `--baseline-dir`, else `baselines/` beside the runs directory of
-/// the run at `dir` (`target/cargo-sample/baselines`).
-fn baseline_dir(args: &RunArgs, dir: &Path) -> PathBuf {
-    args.baseline_dir.clone().unwrap_or_else(|| {
-        dir.parent()
-            .and_then(Path::parent)
-            .map(|own| own.join("baselines"))
-            .unwrap_or_else(|| PathBuf::from("baselines"))
+/// The gate's settings in the crate's manifest, `[package.metadata.sample]`: `baseline-dir`
+/// (relative to the package) and `limits` (as `--limit` takes them).
+#[derive(Debug, Default, PartialEq)]
+struct Manifest {
+    baseline_dir: Option<PathBuf>,
+    limits: Vec<Limit>,
+}
+
+fn manifest_settings(p: &Project) -> Result<Manifest> {
+    let m = &p.metadata;
+    let from = || {
+        format!(
+            "`[package.metadata.sample]` of {}",
+            p.manifest_path.display()
+        )
+    };
+    let baseline_dir = match m.get("baseline-dir") {
+        None => None,
+        Some(v) => Some(
+            p.dir.join(
+                v.as_str()
+                    .with_context(|| format!("`baseline-dir` in {} is not a path", from()))?,
+            ),
+        ),
+    };
+    let limits = match m.get("limits") {
+        None => Vec::new(),
+        Some(v) => v
+            .as_array()
+            .with_context(|| format!("`limits` in {} is not a list of strings", from()))?
+            .iter()
+            .map(|l| {
+                l.as_str()
+                    .with_context(|| format!("`limits` in {} holds a non-string", from()))?
+                    .parse::<Limit>()
+                    .map_err(|e| anyhow::anyhow!("`limits` in {}: {e}", from()))
+            })
+            .collect::<Result<_>>()?,
+    };
+    Ok(Manifest {
+        baseline_dir,
+        limits,
     })
+}
+
+/// Where baselines are kept: `--baseline-dir`, else the manifest's `baseline-dir`, else
+/// `baselines/` beside the runs directory of the run at `dir` (`target/cargo-sample/baselines`).
+fn baseline_dir(args: &RunArgs, manifest: &Manifest, dir: &Path) -> PathBuf {
+    args.baseline_dir
+        .clone()
+        .or(manifest.baseline_dir.clone())
+        .unwrap_or_else(|| {
+            dir.parent()
+                .and_then(Path::parent)
+                .map(|own| own.join("baselines"))
+                .unwrap_or_else(|| PathBuf::from("baselines"))
+        })
 }
 
 /// The metrics of the run at `dir`, reported as `report`.
@@ -118,12 +167,20 @@ pub(crate) fn run(args: &RunArgs, dir: &Path) -> Result<()> {
     let view = &args.view;
     let report = load_report(dir, build_options(view))?;
     let current = metrics_of(dir, &report)?;
-    let store = baseline_dir(args, dir);
+    let manifest = manifest_settings(&project::discover(&Selection::from(&args.cargo))?)?;
+    let store = baseline_dir(args, &manifest, dir);
+    // The manifest's limits, then the command line's: of two equally specific, the latter.
+    let limits: Vec<Limit> = manifest
+        .limits
+        .iter()
+        .chain(&args.limits)
+        .cloned()
+        .collect();
     // Compared before a baseline of the same name is written over.
     let comparison: Option<Comparison> = match &args.baseline {
         Some(name) => {
             let base = read_baseline(&store.join(format!("{name}.json")), name)?;
-            Some(gate::compare(name, &base, &current, &args.limits)?)
+            Some(gate::compare(name, &base, &current, &limits)?)
         }
         None => None,
     };

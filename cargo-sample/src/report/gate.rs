@@ -338,7 +338,8 @@ pub fn compare(
                 unchanged += 1;
                 continue;
             }
-            // The most specific limit: one with a pattern over one without.
+            // The most specific limit: one with a pattern over one without (of two alike, the
+            // later).
             let limit = limits
                 .iter()
                 .filter(|l| l.applies(kind, n))

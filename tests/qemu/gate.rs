@@ -197,25 +197,7 @@ fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
 /// (Tests whose host must keep pace with the firmware do not run meanwhile.)
 #[test]
 fn exact_counts_repeat_under_load() {
-    let run = || {
-        let out = cargo_sample(
-            &scenarios(),
-            &[
-                "--release",
-                "--bin",
-                "call-graph",
-                "--exact",
-                "--format",
-                "json",
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        run_dir_of(&out.stderr)
-    };
+    let run = || profile_in("call-graph", &["--exact"]).1;
     let quiet = run();
     let _turn = host_timing();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

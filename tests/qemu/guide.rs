@@ -116,10 +116,16 @@ fn every_command_of_the_guide_runs_as_written() {
         };
         for (line, args) in &b.commands {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            // `--open` hands the page to `$BROWSER`: here, a program that does nothing.
-            let env = [("BROWSER", "true")];
+            // `--open` hands the page to `$BROWSER`: here, a program that does nothing. The
+            // repository's crates build into a target directory of the guide's own, so that
+            // `latest` is the run the page made before, not another test's.
+            let own = target_dir_of(&repo()).join("guide");
+            let env = [
+                ("BROWSER", "true"),
+                ("CARGO_TARGET_DIR", own.to_str().unwrap()),
+            ];
             let out = match copy {
-                Some(_) => cargo_sample_in_copy(&dir, &args, &env),
+                Some(_) => cargo_sample_in_copy(&dir, &args, &env[..1]),
                 None => cargo_sample_env(&dir, &args, &env),
             };
             assert!(

@@ -566,11 +566,16 @@ impl Unwinding {
         let (Some(slr), Some(spc), Some(xpsr)) = (word(5), word(6), word(7)) else {
             return Err(End::Truncated);
         };
+        // The frame's size (FP registers, the alignment word): a frame that would end above
+        // 4 GiB is no frame.
+        let size =
+            if ra & 0x10 == 0 { 0x68 } else { 0x20 } + if xpsr & (1 << 9) != 0 { 4 } else { 0 };
+        let Some(next) = cfa.checked_add(size) else {
+            return Err(End::Failed(format!(
+                "an exception frame at {cfa:#010x} would end above 4 GiB"
+            )));
+        };
         self.fp_frames += u32::from(ra & 0x10 == 0);
-        let mut next = cfa + if ra & 0x10 == 0 { 0x68 } else { 0x20 };
-        if xpsr & (1 << 9) != 0 {
-            next += 4;
-        }
         self.sp = next;
         self.pc = spc & !1;
         self.lr = Some(slr);

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     let cli = cargo_sample::cli::parse(argv);
     term::init_color(cli.color);
     let result = match &cli.command {
-        None if cli.run.exact => cmd::exact::run_exact(&cli.run),
+        None if cli.run.exact || cli.run.elf.is_some() => cmd::exact::run_exact(&cli.run),
         None => sample::run(&cli.run),
         Some(Command::Report(r)) => cmd::report::report(r),
         Some(Command::Init(i)) => init::init(i),

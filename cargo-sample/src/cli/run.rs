@@ -167,6 +167,22 @@ pub struct ViewArgs {
     /// What FN called, with the time spent below each callee and the calls (`--exact` runs).
     #[arg(long, value_name = "FN")]
     pub callees: Option<String>,
+    /// With `--exact`: estimate cycles from the exact counts with a timing model of the core,
+    /// and show every figure in them, with the instructions and cycles per instruction beside.
+    #[arg(long)]
+    pub cycles: bool,
+    /// The core whose timing `--cycles` uses (default: the machine's): cortex-m0,
+    /// cortex-m0plus, cortex-m3, cortex-m4, cortex-m7 (approximate), cortex-m33.
+    #[arg(long, value_name = "NAME", value_parser = super::values::parse_core, requires = "cycles")]
+    pub core: Option<crate::image::timing::Core>,
+    /// With `--cycles`: flash wait states of the code (below 0x2000_0000; code in SRAM runs at
+    /// zero).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "cycles")]
+    pub wait_states: u32,
+    /// With `--wait-states`: the flash has no prefetch buffer or accelerator, so every fetch
+    /// waits (by default only the fetch after a branch does).
+    #[arg(long, requires = "cycles")]
+    pub no_prefetch: bool,
 }
 
 /// What the sampler keeps.
@@ -301,6 +317,10 @@ pub struct RunArgs {
     /// counts per function, inline frame and line. The sampling feature is not turned on.
     #[arg(long)]
     pub exact: bool,
+    /// Run this prebuilt ELF (C, C++, another build system) instead of building the crate:
+    /// every instruction counted, as `--exact` does (no sampler is linked). Needs `--machine`.
+    #[arg(long, value_name = "FILE", requires = "machine", conflicts_with_all = ["truth", "chip"])]
+    pub elf: Option<PathBuf>,
     /// With `--exact`: stop after about this many instructions unless the firmware exits first:
     /// a count (`300M`, `2G`, `1e9`) or a duration of emulated time (`500ms`).
     #[arg(long, value_name = "N", default_value = "300M", value_parser = parse_budget)]

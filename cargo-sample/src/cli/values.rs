@@ -141,3 +141,14 @@ pub(crate) fn parse_u8(s: &str) -> Result<u8, String> {
     };
     v.map_err(|_| format!("`{s}` is not a priority byte (0-255 or 0x00-0xff)"))
 }
+
+/// `--core`: a core with a timing model.
+pub fn parse_core(s: &str) -> Result<crate::image::timing::Core, String> {
+    crate::image::timing::Core::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = crate::image::timing::Core::ALL
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        format!("no timing model for `{s}` (known: {})", names.join(", "))
+    })
+}

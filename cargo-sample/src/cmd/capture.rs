@@ -56,6 +56,14 @@ pub(crate) fn read_image(built: firmware::Built) -> Result<Image> {
     })
 }
 
+/// A prebuilt ELF (`--elf`), read and inspected as a build's would be.
+pub(crate) fn read_prebuilt(path: &Path) -> Result<Image> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading `--elf {}`", path.display()))?;
+    let fw = elf::inspect(&bytes).with_context(|| format!("`--elf {}`", path.display()))?;
+    Ok(Image { bytes, fw })
+}
+
 /// The sampler's state block `(address, size)`: the image must carry sampler-rt's runtime,
 /// which the link drops when nothing calls it. `calls` is what the entry point should call.
 pub(crate) fn sampler_state(img: &Image, feature: &str, calls: &str) -> Result<(u64, u64)> {

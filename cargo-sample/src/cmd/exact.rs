@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use super::capture::choose_machine;
 use super::capture::{self, Run, project_meta};
@@ -106,9 +106,26 @@ pub fn run_exact(args: &RunArgs) -> Result<()> {
 
 /// Build without the sampling feature, run with exact counting, save; returns the run directory.
 pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
-    let p = project::discover(&crate::project::Selection::from(&args.cargo))?;
+    let sel = crate::project::Selection::from(&args.cargo);
+    let p = match &args.elf {
+        Some(elf) => {
+            // `requires = "machine"`: the machine says what code the ELF holds.
+            let name = args.machine.as_deref().unwrap_or_default();
+            let m = crate::exec::machine::find(name.split(',').next().unwrap_or(name))
+                .with_context(|| {
+                    format!(
+                        "QEMU machine `{name}` is not one cargo-sample knows the clocks of (known: {})",
+                        crate::exec::machine::names()
+                    )
+                })?;
+            project::prebuilt(elf, m.targets.first().copied().unwrap_or(""), &sel)?
+        }
+        None => project::discover(&sel)?,
+    };
     let target = choose_machine(args, &p)?;
-    capture::preflight(args, &p, false)?;
+    if args.elf.is_none() {
+        capture::preflight(args, &p, false)?;
+    }
     let (m, cpu) = (target.machine, target.cpu.clone());
     let qemu_path = qemu::locate(args.qemu.as_deref(), target.program.as_deref())?;
     let own = firmware::own_dir(&p);
@@ -117,7 +134,10 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         .icount_shift
         .unwrap_or_else(|| m.default_icount_shift());
     // The program as it is: the sampler would only add its own instructions.
-    let img = capture::build(&p, &args.cargo, capture::Runtime::Off)?;
+    let img = match &args.elf {
+        Some(elf) => capture::read_prebuilt(elf)?,
+        None => capture::build(&p, &args.cargo, capture::Runtime::Off)?,
+    };
     let budget = args.instructions.instructions(shift);
     let meta = RunMeta {
         machine: m.name.to_owned(),
@@ -129,7 +149,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         mode: runs::Mode::Exact,
         instruction_budget: Some(budget),
         counted_by: Some(counting.describe()),
-        ..project_meta(&p, &crate::project::Selection::from(&args.cargo))
+        ..project_meta(&p, &sel)
     };
     let mut run = Run::start(&p, &img.bytes, None, meta)?;
     term::status(

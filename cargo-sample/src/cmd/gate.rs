@@ -39,7 +39,7 @@ pub(crate) fn wanted(args: &RunArgs) -> bool {
 
 /// Refuse what the gate cannot do, before anything is built.
 pub(crate) fn check(args: &RunArgs) -> Result<()> {
-    if !args.exact {
+    if !args.exact && args.elf.is_none() {
         bail!(
             "the performance gate compares exact counts: add `--exact` (`--format markdown` and \
              `bmf` are the gate's)"

@@ -26,6 +26,11 @@ pub fn build_options(view: &ViewArgs) -> report::Options {
         callers: view.callers.clone(),
         callees: view.callees.clone(),
         timeline: view.format == crate::cli::Format::Firefox,
+        cycles: view.cycles.then(|| report::CyclesRequest {
+            core: view.core,
+            wait_states: view.wait_states,
+            prefetch: !view.no_prefetch,
+        }),
     }
 }
 
@@ -220,13 +225,19 @@ pub(crate) fn find_run(runs_dir: Option<&Path>, which: &str) -> Result<PathBuf> 
 }
 
 pub(crate) fn default_runs_dir() -> Result<PathBuf> {
-    let meta = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .context(
-            "finding the saved runs of the current workspace: run this inside the firmware's \
+    let meta = cargo_metadata::MetadataCommand::new().no_deps().exec();
+    // Outside a cargo workspace: where runs of `--elf` go.
+    let plain = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+        .join("cargo-sample");
+    if meta.is_err() && runs::runs_dir(&plain).is_dir() {
+        return Ok(runs::runs_dir(&plain));
+    }
+    let meta = meta.context(
+        "finding the saved runs of the current workspace: run this inside the firmware's \
              crate, give a run directory, or pass --runs-dir",
-        )?;
+    )?;
     Ok(runs::runs_dir(
         &meta
             .target_directory

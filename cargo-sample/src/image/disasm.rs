@@ -142,6 +142,16 @@ impl Code {
         &self.cache[&key]
     }
 
+    /// The one instruction at `addr` (or the data word there), without knowing its function.
+    pub fn one(&self, addr: u32) -> Option<Insn> {
+        let a = u64::from(addr);
+        // A 32-bit instruction may end where a section does: try the shorter window too.
+        [4, 2].into_iter().find_map(|len| {
+            self.bytes(a, a + len)?;
+            self.decode(a, a + len).into_iter().find(|i| i.addr == addr)
+        })
+    }
+
     fn decode(&self, start: u64, end: u64) -> Vec<Insn> {
         let mut out = Vec::new();
         let Some(all) = self.bytes(start, end) else {

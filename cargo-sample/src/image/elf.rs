@@ -38,7 +38,7 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
             file.architecture()
         );
     }
-    let vt = file.section_by_name(".vector_table");
+    let vt = vector_section(&file);
     let vt_ok = vt
         .as_ref()
         .and_then(|s| s.data().ok())
@@ -50,7 +50,9 @@ pub fn inspect(data: &[u8]) -> Result<Firmware> {
     if (!vt_ok && !aarch64) || !has_code || file.entry() == 0 {
         bail!(
             "the firmware has no vector table or no code (entry {:#x}): the linker script was not used. \
-             Is `-C link-arg=-Tlink.x` in the target's rustflags, and is RUSTFLAGS unset (it replaces them)?",
+             Is `-C link-arg=-Tlink.x` in the target's rustflags, and is RUSTFLAGS unset (it replaces them)? \
+             (An ELF from another build system needs its table in a section `.vector_table`, \
+             `.isr_vector` or `.vectors`, or first in memory.)",
             file.entry()
         );
     }
@@ -244,10 +246,7 @@ pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {
     let Ok(file) = object::File::parse(data) else {
         return Vec::new();
     };
-    let Some(words) = file
-        .section_by_name(".vector_table")
-        .and_then(|s| s.data().ok().map(<[u8]>::to_vec))
-    else {
+    let Some(words) = vector_section(&file).and_then(|s| s.data().ok().map(<[u8]>::to_vec)) else {
         return Vec::new();
     };
     words
@@ -257,6 +256,45 @@ pub fn vectors(data: &[u8]) -> Vec<(u32, u32)> {
         .map(|(i, w)| (i as u32, u32::from_le_bytes([w[0], w[1], w[2], w[3]]) & !1))
         .filter(|&(_, a)| a != 0)
         .collect()
+}
+
+/// The section holding the Cortex-M vector table: cortex-m-rt's `.vector_table`, CMSIS's
+/// `.isr_vector`, or `.vectors`; else, for other linker scripts, the loaded section at the
+/// lowest address when its second word is a Thumb address in the code (a reset handler).
+fn vector_section<'d, 'f>(file: &'f object::File<'d>) -> Option<object::Section<'d, 'f>> {
+    for name in [
+        ".vector_table",
+        ".isr_vector",
+        ".vectors",
+        ".isr_vectors",
+        ".intvecs",
+    ] {
+        if let Some(s) = file.section_by_name(name) {
+            return Some(s);
+        }
+    }
+    let in_code = |a: u64| {
+        file.sections().any(|s| {
+            s.kind() == SectionKind::Text && s.address() <= a && a < s.address() + s.size()
+        })
+    };
+    file.sections()
+        .filter(|s| {
+            s.size() >= 8 && s.address() < 0x2000_0000 && s.kind() != SectionKind::UninitializedData
+        })
+        .filter(|s| {
+            matches!(
+                s.kind(),
+                SectionKind::Data | SectionKind::ReadOnlyData | SectionKind::Text
+            )
+        })
+        .min_by_key(|s| s.address())
+        .filter(|s| {
+            s.data().ok().and_then(|d| d.get(4..8)).is_some_and(|w| {
+                let reset = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                reset & 1 == 1 && in_code(u64::from(reset & !1))
+            })
+        })
 }
 
 /// Bytes of executable code in the image.

@@ -6,6 +6,7 @@ pub mod disasm;
 pub mod elf;
 pub mod rtic;
 pub mod symbolize;
+pub mod timing;
 pub mod unwind;
 pub mod wiring;
 

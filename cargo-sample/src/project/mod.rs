@@ -205,6 +205,50 @@ pub fn discover(sel: &Selection) -> Result<Project> {
     })
 }
 
+/// A prebuilt ELF (`--elf`, from any build system) as the project of a run: named after
+/// its file, its code for `triple`, its runs kept under the cargo workspace's target directory
+/// when there is one, else `./target` (or `--target-dir`, `CARGO_TARGET_DIR`).
+pub fn prebuilt(elf: &Path, triple: &str, sel: &Selection) -> Result<Project> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let elf = absolute(&cwd, elf);
+    if !elf.is_file() {
+        bail!("`--elf {}`: no such file", elf.display());
+    }
+    let name = elf
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "firmware".into());
+    let target_dir = match (&sel.flags.target_dir, std::env::var_os("CARGO_TARGET_DIR")) {
+        (Some(d), _) => absolute(&cwd, d),
+        (None, Some(d)) => absolute(&cwd, Path::new(&d)),
+        (None, None) => MetadataCommand::new()
+            .no_deps()
+            .exec()
+            .map(|m| m.target_directory.into_std_path_buf())
+            .unwrap_or_else(|_| cwd.join("target")),
+    };
+    Ok(Project {
+        dir: cwd.clone(),
+        manifest_path: elf.clone(),
+        package: name.clone(),
+        target_name: name,
+        is_example: false,
+        triple: triple.to_owned(),
+        runner: None,
+        runner_origin: "`--elf`".into(),
+        target_dir,
+        workspace_root: elf.parent().map(Path::to_path_buf).unwrap_or(cwd),
+        has_feature: false,
+        has_dependency: false,
+        rustflags_key: String::new(),
+        probe_defaults: runner::Probe::default(),
+        ring_slots: None,
+        hist_bins: None,
+        metadata: serde_json::Value::Null,
+        flags: sel.flags.clone(),
+    })
+}
+
 impl Project {
     /// The runner when it is QEMU.
     pub fn qemu_runner(&self) -> Option<&runner::Qemu> {

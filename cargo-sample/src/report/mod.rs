@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 pub use model::{
     Diagnostic, ExactFacts, Facts, Finding, JSON_VERSION, OUTSIDE, PcCount, Report, Row, RunFacts,
-    Severity, Stack, stop_reason,
+    Severity, Stack, TimingFacts, stop_reason,
 };
 pub use samples::Samples;
 
@@ -91,6 +91,9 @@ fn rows(
                 inclusive_ci95: None,
                 exact_inclusive_percent: None,
                 inclusive_at_most_percent: None,
+                cycles: None,
+                inclusive_cycles: None,
+                cpi: None,
             }
         })
         .collect();
@@ -160,6 +163,16 @@ pub struct Options {
     pub callees: Option<String>,
     /// Keep the samples in the order taken (`--format firefox`).
     pub timeline: bool,
+    /// `--cycles`: the timing model asked for (the core `None`: the run's).
+    pub cycles: Option<CyclesRequest>,
+}
+
+/// `--cycles` with `--core`, `--wait-states`, `--no-prefetch`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CyclesRequest {
+    pub core: Option<crate::image::timing::Core>,
+    pub wait_states: u32,
+    pub prefetch: bool,
 }
 
 impl Default for Options {
@@ -171,6 +184,7 @@ impl Default for Options {
             callers: None,
             callees: None,
             timeline: false,
+            cycles: None,
         }
     }
 }
@@ -442,6 +456,8 @@ pub fn build_samples(
         timeline: None,
         call_counts: Vec::new(),
         exceptions: Vec::new(),
+        cycles: None,
+        timing: None,
         unwinding: None,
     }
 }
@@ -527,6 +543,8 @@ pub fn build_exact(
         timeline: None,
         call_counts: Vec::new(),
         exceptions: Vec::new(),
+        cycles: None,
+        timing: None,
         unwinding: None,
     }
 }

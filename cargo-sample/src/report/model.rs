@@ -156,6 +156,15 @@ pub struct Row {
     /// a lower bound, and the share is at most this (the stacks cut short may all hold it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_at_most_percent: Option<f64>,
+    /// `--cycles`: estimated cycles of this row (its share is a share of cycles then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<u64>,
+    /// `--cycles` with the call graph: estimated cycles in it and everything it called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_cycles: Option<u64>,
+    /// `--cycles`: estimated cycles per executed instruction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpi: Option<f64>,
 }
 
 /// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).
@@ -302,6 +311,30 @@ pub struct Report {
     /// SWO captures with exception trace: each exception's entries and times.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exceptions: Vec<ExceptionRow>,
+    /// `--cycles`: estimated cycles of the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<u64>,
+    /// `--cycles`: the timing model and what it does not capture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingFacts>,
+}
+
+/// How `--cycles` estimated, for the header and JSON.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimingFacts {
+    /// `cortex-m4 timing, flash at 0 wait states`.
+    pub model: String,
+    pub core: String,
+    pub wait_states: u32,
+    /// Cycles per instruction over the run.
+    pub cpi: f64,
+    /// Conditional branches executed and taken (taken ones refill the pipeline).
+    pub conditional_branches: u64,
+    pub taken_branches: u64,
+    /// Exception entries charged (entry and return run no instruction).
+    pub exceptions: u64,
+    /// What the estimate does not capture.
+    pub caveats: Vec<String>,
 }
 
 /// One exception of an SWO capture's exception trace.

@@ -234,19 +234,45 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
 
 fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
     let n = r.instructions.unwrap_or(0);
-    let _ = writeln!(
-        s,
-        "{} {} on {} · {} instructions ({n}) · unit: instructions",
-        paint("1", "Exact profile of"),
-        paint("1", &f.firmware),
-        f.machine,
-        big(n as f64),
-    );
-    let _ = writeln!(
-        s,
-        "every executed instruction counted by {} · {}",
-        f.counted_by, f.stop
-    );
+    match (&r.timing, r.cycles) {
+        (Some(t), Some(c)) => {
+            let _ = writeln!(
+                s,
+                "{} {} on {} · {} estimated cycles ({c}) · {} instructions · CPI {:.3} · unit: \
+                 estimated cycles",
+                paint("1", "Exact profile of"),
+                paint("1", &f.firmware),
+                f.machine,
+                big(c as f64),
+                big(n as f64),
+                t.cpi,
+            );
+            let _ = writeln!(
+                s,
+                "every executed instruction counted by {} · {} · cycles estimated by the {} \
+                 (not measured)",
+                f.counted_by, f.stop, t.model
+            );
+            for c in &t.caveats {
+                let _ = writeln!(s, "{}", paint("2", &format!("note: {c}")));
+            }
+        }
+        _ => {
+            let _ = writeln!(
+                s,
+                "{} {} on {} · {} instructions ({n}) · unit: instructions",
+                paint("1", "Exact profile of"),
+                paint("1", &f.firmware),
+                f.machine,
+                big(n as f64),
+            );
+            let _ = writeln!(
+                s,
+                "every executed instruction counted by {} · {}",
+                f.counted_by, f.stop
+            );
+        }
+    }
 }
 
 fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool) {
@@ -270,7 +296,21 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     } else {
         extra
     };
-    let head = if exact_mode && inclusive {
+    let cycles = rows.iter().any(|r| r.cycles.is_some());
+    let head = if cycles {
+        format!(
+            "{:>8} {:>14} {:>12} {:>5}{}   {title}",
+            "self",
+            "cycles",
+            "instructions",
+            "CPI",
+            if inclusive {
+                format!(" {:>9} {:>14}", "inclusive", "incl. cycles")
+            } else {
+                String::new()
+            }
+        )
+    } else if exact_mode && inclusive {
         format!(
             "{:>8} {:>14} {:>9}   {title}",
             "self", "instructions", "inclusive"
@@ -325,6 +365,20 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 cols.push_str(&format!(" {x:>7.2}%"));
             }
         }
+        if let Some(c) = row.cycles {
+            let cpi = row.cpi.map(|x| format!("{x:.2}")).unwrap_or_default();
+            let inc = match (row.inclusive_percent, row.inclusive_cycles) {
+                (Some(p), Some(ic)) => format!(" {p:>8.2}% {ic:>14}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "{:>7.2}% {c:>14} {:>12} {cpi:>5}{inc}   {name}",
+                row.percent,
+                row.instructions.unwrap_or(0)
+            );
+            continue;
+        }
         match row.ci95 {
             Some([lo, hi]) => {
                 let _ = writeln!(
@@ -348,7 +402,9 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         }
     }
     if hidden.0 > 0 {
-        let what = if exact_mode {
+        let what = if cycles {
+            "estimated cycles"
+        } else if exact_mode {
             "instructions"
         } else {
             "samples"
@@ -431,7 +487,9 @@ fn worth_showing(n: &Node, opts: Options) -> bool {
 }
 
 fn annotated(s: &mut String, r: &Report, f: &annotate::Function) {
-    let unit = if r.mode == crate::runs::Mode::Exact {
+    let unit = if r.cycles.is_some() {
+        "estimated cycles"
+    } else if r.mode == crate::runs::Mode::Exact {
         "instructions"
     } else {
         "samples"

@@ -109,6 +109,64 @@ pub fn demangle(name: &str) -> String {
     }
 }
 
+/// Code symbols without a size (assembly without `.size`, common in C projects' hand-written
+/// routines): each runs to the next function symbol or the end of its section, unless it
+/// is inside a sized function.
+fn add_unsized(file: &object::File, functions: &mut Vec<(u64, u64, String, bool, String)>) {
+    use object::{ObjectSection, ObjectSymbol, SectionKind, SymbolSection};
+    let section_end = |s: &object::Symbol| -> Option<u64> {
+        let SymbolSection::Section(i) = s.section() else {
+            return None;
+        };
+        let sec = file.section_by_index(i).ok()?;
+        (sec.kind() == SectionKind::Text).then(|| sec.address() + sec.size())
+    };
+    let bare: Vec<(u64, u64, String, bool, String)> = file
+        .symbols()
+        // A typed function, or an untyped global (an exported entry); an untyped local is a
+        // label inside a routine.
+        .filter(|s| {
+            s.size() == 0
+                && (s.kind() == SymbolKind::Text
+                    || (s.kind() == SymbolKind::Unknown && s.is_global()))
+        })
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            if name.starts_with('$') || name.starts_with(".L") || name.is_empty() {
+                return None;
+            }
+            let end = section_end(&s)?;
+            let start = s.address() & !1;
+            Some((start, end, demangle(name), s.is_global(), name.to_owned()))
+        })
+        .collect();
+    if bare.is_empty() {
+        return;
+    }
+    let mut starts: Vec<u64> = functions
+        .iter()
+        .map(|f| f.0)
+        .chain(bare.iter().map(|f| f.0))
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let inside = |a: u64| functions.iter().any(|f| f.0 <= a && a < f.1);
+    let mut extra = Vec::new();
+    for mut f in bare {
+        if inside(f.0) {
+            continue;
+        }
+        let i = starts.partition_point(|&x| x <= f.0);
+        if let Some(&next) = starts.get(i) {
+            f.1 = f.1.min(next);
+        }
+        if f.1 > f.0 {
+            extra.push(f);
+        }
+    }
+    functions.extend(extra);
+}
+
 impl Symbolizer {
     /// Load the symbol table and the DWARF of the image `data`. `root` is the workspace
     /// directory, for shorter paths.
@@ -128,6 +186,7 @@ impl Symbolizer {
                 Some((start, end, demangle(name), s.is_global(), name.to_owned()))
             })
             .collect();
+        add_unsized(&file, &mut functions);
         // sampler-rt's code, and the device timers' handlers that `timer_interrupt!` defines
         // (a few instructions ending in a branch to the sampler's entry).
         let entry = functions

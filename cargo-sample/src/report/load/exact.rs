@@ -5,8 +5,11 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use crate::image::disasm;
+use std::collections::HashMap;
+
 use crate::image::elf;
 use crate::image::symbolize::Symbolizer;
+use crate::image::timing;
 use crate::report::{self, ExactFacts};
 use crate::runs::{self, RunMeta};
 use crate::term;
@@ -56,26 +59,194 @@ pub fn load_exact_report(
     };
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let (callers, callees) = (opts.callers.clone(), opts.callees.clone());
-    let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
     let graph_path = dir.join(crate::dump::callgraph::FILE);
-    match std::fs::read(&graph_path) {
-        Ok(bytes) => {
-            let tree = crate::dump::callgraph::parse(&bytes)
-                .with_context(|| format!("decoding {}", graph_path.display()))?;
-            report::calls::apply(
-                &mut report,
-                &tree,
-                &sym,
-                callers.as_deref(),
-                callees.as_deref(),
-            )?;
-        }
+    let tree = match std::fs::read(&graph_path) {
+        Ok(bytes) => Some(
+            crate::dump::callgraph::parse(&bytes)
+                .with_context(|| format!("decoding {}", graph_path.display()))?,
+        ),
         Err(_) if callers.is_some() || callees.is_some() => bail!(
             "this run has no call graph (it was counted through QEMU's exec log, on ARMv8-A, or \
              by an older cargo-sample): `--callers`/`--callees` need a run of `--exact` with the \
              plugin on Cortex-M"
         ),
-        Err(_) => {}
+        Err(_) => None,
+    };
+    let Some(request) = opts.cycles.clone() else {
+        let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
+        if let Some(tree) = &tree {
+            report::calls::apply(
+                &mut report,
+                tree,
+                &sym,
+                callers.as_deref(),
+                callees.as_deref(),
+            )?;
+        }
+        return Ok(report);
+    };
+    let model = cycles_model(&request, meta)?;
+    let Some(code_ref) = code.as_ref() else {
+        bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
+    };
+    let mut per_pc: HashMap<u32, u64> = HashMap::new();
+    for &(pc, n) in &counts {
+        *per_pc.entry(pc & !1).or_default() += n;
+    }
+    let est = timing::estimate(code_ref, &per_pc, &elf::handler_entries(&elf_bytes), &model);
+    // The same views in instructions, for the columns beside the cycles.
+    let plain = report::build_exact(
+        &mut sym,
+        None,
+        facts.clone(),
+        &counts,
+        report::Options {
+            annotate: 0,
+            callers: None,
+            callees: None,
+            cycles: None,
+            ..opts.clone()
+        },
+    );
+    let mut cyc: Vec<(u32, u64)> = est.per_pc.iter().map(|(&a, &c)| (a, c)).collect();
+    cyc.sort_unstable();
+    let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &cyc, opts);
+    join_cycles(&mut report, &plain, &est, &model);
+    if let Some(tree) = &tree {
+        let scaled = scale_tree(tree, &est, &report, &sym);
+        report::calls::apply(
+            &mut report,
+            &scaled,
+            &sym,
+            callers.as_deref(),
+            callees.as_deref(),
+        )?;
+        let name = |pc: u32| {
+            sym.function_of(pc as u64)
+                .unwrap_or(report::OUTSIDE)
+                .to_owned()
+        };
+        let inc =
+            crate::analysis::callgraph::inclusive(&crate::analysis::callgraph::stacks(tree, name));
+        for row in &mut report.functions {
+            row.inclusive_cycles = row.inclusive_instructions.take();
+            row.inclusive_instructions = Some(inc.get(&row.name).map(|x| x.0).unwrap_or(0));
+        }
     }
     Ok(report)
+}
+
+/// The call graph in cycles: each block's instructions at the block's mean cycles, then each
+/// function's blocks adjusted so that they add up to its cycles in the flat profile (the
+/// blocks' means are over every context; the flat figure is per address), so that the graph's
+/// self cycles are the table's and nothing inclusive falls below its self.
+fn scale_tree(
+    tree: &crate::dump::callgraph::Tree,
+    est: &timing::Estimate,
+    flat: &report::Report,
+    sym: &Symbolizer,
+) -> crate::dump::callgraph::Tree {
+    let mut counts: Vec<(u32, u32, u64)> = tree
+        .counts
+        .iter()
+        .map(|&(n, b, i)| (n, b, est.block_cycles(b, i)))
+        .collect();
+    let name = |pc: u32| sym.function_of(u64::from(pc)).unwrap_or(report::OUTSIDE);
+    let mut by_fn: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (k, c) in counts.iter().enumerate() {
+        by_fn.entry(name(c.1)).or_default().push(k);
+    }
+    for row in &flat.functions {
+        let Some(ks) = by_fn.get(row.name.as_str()) else {
+            continue;
+        };
+        let sum: u64 = ks.iter().map(|&k| counts[k].2).sum();
+        if sum == 0 {
+            continue;
+        }
+        let f = row.count as f64 / sum as f64;
+        let mut got = 0u64;
+        for &k in ks {
+            counts[k].2 = (counts[k].2 as f64 * f).round() as u64;
+            got += counts[k].2;
+        }
+        // What rounding left over goes to the function's largest block.
+        if let Some(&k) = ks.iter().max_by_key(|&&k| counts[k].2) {
+            counts[k].2 = (counts[k].2 + row.count).saturating_sub(got);
+        }
+    }
+    crate::dump::callgraph::Tree {
+        nodes: tree.nodes.clone(),
+        counts,
+    }
+}
+
+/// The timing model for `--cycles`: the core asked for, else the one the run's machine has.
+fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::Model> {
+    let core = match req.core {
+        Some(c) => {
+            if !c.runs_on(&meta.cpu) {
+                term::warn(format!(
+                    "the run's core is a {}, which does not run all of a {c}'s instructions as \
+                     that core would: its code is timed as the {c} times the same instructions",
+                    meta.cpu
+                ));
+            }
+            c
+        }
+        None => timing::Core::parse(&meta.cpu).with_context(|| {
+            format!(
+                "no timing model for the run's core `{}`: `--cycles` models the Cortex-M0, M0+, \
+                 M3, M4, M7 and M33; name one with `--core`",
+                meta.cpu
+            )
+        })?,
+    };
+    Ok(timing::Model {
+        core,
+        wait_states: req.wait_states,
+        prefetch: req.prefetch,
+    })
+}
+
+/// Rows in cycles get their instructions and CPI beside them; the report says the model.
+fn join_cycles(
+    r: &mut report::Report,
+    plain: &report::Report,
+    est: &timing::Estimate,
+    model: &timing::Model,
+) {
+    let index = |rows: &[report::Row]| -> HashMap<(String, Option<String>), u64> {
+        rows.iter()
+            .map(|x| ((x.name.clone(), x.function.clone()), x.count))
+            .collect()
+    };
+    for (rows, from) in [
+        (&mut r.functions, index(&plain.functions)),
+        (&mut r.inlined, index(&plain.inlined)),
+        (&mut r.lines, index(&plain.lines)),
+    ] {
+        for row in rows.iter_mut() {
+            let n = from
+                .get(&(row.name.clone(), row.function.clone()))
+                .copied()
+                .unwrap_or(0);
+            row.cycles = Some(row.count);
+            row.instructions = Some(n);
+            row.cpi = (n > 0).then(|| row.count as f64 / n as f64);
+        }
+    }
+    r.unit = "estimated cycles".into();
+    r.instructions = Some(est.instructions);
+    r.cycles = Some(est.cycles);
+    r.timing = Some(report::TimingFacts {
+        model: model.describe(),
+        core: model.core.name().to_owned(),
+        wait_states: model.wait_states,
+        cpi: est.cpi(),
+        conditional_branches: est.conditional.0,
+        taken_branches: est.conditional.1,
+        exceptions: est.exceptions,
+        caveats: est.caveats(model),
+    });
 }

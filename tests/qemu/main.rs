@@ -8,6 +8,7 @@ mod accuracy;
 mod bins;
 mod board;
 mod calls;
+mod cycles;
 mod diagnostics;
 mod e2e;
 mod exact;

@@ -25,6 +25,7 @@ mod diagnostics;
 mod handler;
 mod host;
 mod laps;
+mod silicon;
 mod stacks;
 
 use board::*;
@@ -53,6 +54,10 @@ struct BenchArgs {
     /// qemu`): attach, download, capture.
     #[arg(long)]
     board_only: bool,
+    /// Only `--cycles` against cycles measured on silicon by others: DIR is a pqm4 checkout
+    /// with its submodules at the commit recorded in `cargo-sample/data/silicon/`.
+    #[arg(long, value_name = "DIR")]
+    silicon: Option<PathBuf>,
     /// Only the cost of exact counting (plain QEMU, the plugin, the call graph, the exec log).
     #[arg(long)]
     counting_only: bool,
@@ -150,6 +155,9 @@ fn bench(args: &BenchArgs) -> Result<()> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/Cargo.toml")
         }
     };
+    if let Some(dir) = &args.silicon {
+        return silicon::silicon(dir);
+    }
     if args.board_only {
         print_board(&board_timings(&manifest)?);
         return Ok(());

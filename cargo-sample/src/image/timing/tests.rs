@@ -52,3 +52,78 @@ fn cores_parse_and_nest() {
         assert_eq!(Core::parse(c.name()), Some(c));
     }
 }
+
+/// `hot_a` of the committed fixture: `push {r7, lr}; mov r7, sp; cbz r0, out; loop: subs r0,
+/// #1; nop; bne loop; out: pop {r7, pc}`, called once with `r0 = n`.
+fn hot_a(n: u64, core: Core) -> Estimate {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hot-loops.elf");
+    let code = Code::new(&std::fs::read(path).unwrap()).unwrap();
+    let mut counts = HashMap::new();
+    for (pc, c) in [(0xfee, 1), (0xff0, 1), (0xff2, 1), (0xffa, 1)] {
+        counts.insert(pc, c);
+    }
+    if n > 0 {
+        for pc in [0xff4, 0xff6, 0xff8] {
+            counts.insert(pc, n);
+        }
+    }
+    let model = Model {
+        core,
+        wait_states: 0,
+        prefetch: true,
+    };
+    estimate(&code, &counts, &[], &model)
+}
+
+#[test]
+fn a_loop_timed_by_hand() {
+    // Cortex-M4, n = 10: push 1+2, mov 1, cbz not taken 1, subs 10, nop 10, bne 10 plus 9
+    // taken refills of 1, pop {r7, pc} 1+2 and a load-of-PC refill of 3.
+    let e = hot_a(10, Core::M4);
+    assert_eq!(e.instructions, 34);
+    assert_eq!(e.conditional, (11, 9), "cbz never taken, bne taken 9 of 10");
+    assert_eq!(e.per_pc[&0xff8], 19);
+    assert_eq!(e.per_pc[&0xffa], 6);
+    assert_eq!(e.cycles, 3 + 1 + 1 + 10 + 10 + 19 + 6);
+    // n = 0: cbz taken once (1 + refill 1), the loop never runs.
+    let e = hot_a(0, Core::M4);
+    assert_eq!(e.conditional, (1, 1));
+    assert_eq!(e.cycles, 3 + 1 + 2 + 6);
+    // Cortex-M0+: taken branch 2, pop {.., pc} 3 + N.
+    let e = hot_a(10, Core::M0Plus);
+    assert_eq!(e.cycles, 3 + 1 + 1 + 10 + 10 + 19 + 5);
+    // Twice as many cycles per refill on no core: the M7 approximation charges 1.
+    assert!(hot_a(10, Core::M7).cycles <= e.cycles);
+    // The block from the loop's head: subs, nop, bne at their mean cycles.
+    let e = hot_a(10, Core::M4);
+    assert_eq!(e.block_cycles(0xff4, 30), 10 + 10 + 19);
+}
+
+#[test]
+fn wait_states_cost_refills_or_every_fetch() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hot-loops.elf");
+    let code = Code::new(&std::fs::read(path).unwrap()).unwrap();
+    let counts: HashMap<u32, u64> = [(0xff4, 10), (0xff6, 10), (0xff8, 10), (0xffa, 1)]
+        .into_iter()
+        .collect();
+    let at = |ws, prefetch| {
+        estimate(
+            &code,
+            &counts,
+            &[],
+            &Model {
+                core: Core::M4,
+                wait_states: ws,
+                prefetch,
+            },
+        )
+        .cycles
+    };
+    let zero = at(0, true);
+    // With prefetch: 2 more on each of the 10 refills (9 taken bne, the pop).
+    assert_eq!(at(2, true), zero + 2 * 10);
+    // Without: 2 per 32-bit word fetched, 31 halfword instructions.
+    assert_eq!(at(2, false), zero + 31);
+}

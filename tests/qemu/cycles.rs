@@ -1,0 +1,137 @@
+//! `--cycles` against cycles others measured on silicon: pqm4's ML-KEM-512 (m4fspeed) built
+//! for QEMU's mps2-an386 from the commit whose published Cortex-M4 figures are recorded in
+//! `cargo-sample/data/silicon/pqm4-cortex-m4.csv` (see `tests/fixtures/silicon/README.md`),
+//! run as a prebuilt ELF (`--elf`). The full table, with the other schemes, is the
+//! benchmark's (`cargo run --release -p cargo-sample-bench -- --silicon DIR`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// `(operation's function, silicon cycles)` for one implementation, read from the data file.
+fn silicon(scheme: &str, implementation: &str) -> BTreeMap<String, u64> {
+    let csv = std::fs::read_to_string(repo().join("cargo-sample/data/silicon/pqm4-cortex-m4.csv"))
+        .unwrap();
+    csv.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[1] == scheme && f[2] == implementation)
+        .map(|f| (f[4].to_owned(), f[5].parse().unwrap()))
+        .collect()
+}
+
+fn run(dir: &std::path::Path, extra: &[&str]) -> Value {
+    let elf = repo().join("tests/fixtures/silicon/pqm4-ml-kem-512-m4fspeed.elf");
+    let mut args = vec![
+        "--elf",
+        elf.to_str().unwrap(),
+        "--machine",
+        "mps2-an386",
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "-o",
+        "r.json",
+    ];
+    args.extend_from_slice(extra);
+    let out = cargo_sample_env(dir, &args, &[("CARGO_TARGET_DIR", "target")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap()
+}
+
+fn function<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no function {name}"))
+}
+
+#[test]
+fn ml_kem_cycles_within_five_percent_of_silicon() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(dir.path(), &["--cycles"]);
+    let want = silicon("ml-kem-512", "m4fspeed");
+    assert_eq!(want.len(), 3, "keypair, encaps, decaps");
+    assert_eq!(r["timing"]["core"], "cortex-m4", "the machine's core");
+    for (name, &cycles) in &want {
+        let f = function(&r, name);
+        let est = f["inclusive_cycles"].as_u64().unwrap();
+        let instr = f["inclusive_instructions"].as_u64().unwrap();
+        let err = est as f64 / cycles as f64 - 1.0;
+        let ierr = instr as f64 / cycles as f64 - 1.0;
+        eprintln!(
+            "{name}: silicon {cycles}, instructions {instr} ({:+.1} %), estimated {est} ({:+.1} %)",
+            100.0 * ierr,
+            100.0 * err
+        );
+        assert!(
+            err.abs() < 0.05,
+            "{name}: {:+.1} % off silicon",
+            100.0 * err
+        );
+        assert!(err.abs() < ierr.abs() / 3.0, "{name}: the model helps");
+    }
+    // What the table says holds together: cycles add up, CPI is their ratio, nothing
+    // inclusive is below its self, nothing above the run.
+    let total = r["cycles"].as_u64().unwrap();
+    let rows = r["functions"].as_array().unwrap();
+    let sum: u64 = rows.iter().map(|f| f["cycles"].as_u64().unwrap()).sum();
+    assert_eq!(sum, total);
+    for f in rows {
+        let (c, i) = (
+            f["cycles"].as_u64().unwrap(),
+            f["instructions"].as_u64().unwrap(),
+        );
+        if i > 0 {
+            let cpi = f["cpi"].as_f64().unwrap();
+            assert!((cpi - c as f64 / i as f64).abs() < 1e-9);
+            assert!(
+                cpi >= 0.99,
+                "{}: no Cortex-M4 instruction takes under a cycle",
+                f["name"]
+            );
+        }
+        let inc = f["inclusive_cycles"].as_u64().unwrap();
+        assert!(
+            inc >= c && inc <= total,
+            "{}: {inc} inclusive, {c} self",
+            f["name"]
+        );
+    }
+    // The instructions beside the cycles are the plain exact run's.
+    let plain = run(dir.path(), &[]);
+    assert_eq!(r["instructions"], plain["instructions"]);
+    for name in want.keys() {
+        assert_eq!(
+            function(&r, name)["inclusive_instructions"],
+            function(&plain, name)["inclusive_instructions"]
+        );
+    }
+}
+
+#[test]
+fn another_core_and_wait_states_move_the_figures_the_right_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let m4 = run(dir.path(), &["--cycles"]);
+    let slow = run(dir.path(), &["--cycles", "--wait-states", "2"]);
+    let m3 = run(dir.path(), &["--cycles", "--core", "cortex-m3"]);
+    let c = |r: &Value| r["cycles"].as_u64().unwrap();
+    assert!(c(&slow) > c(&m4), "wait states add cycles");
+    let refills = slow["timing"]["taken_branches"].as_u64().unwrap();
+    assert!(
+        c(&slow) - c(&m4) >= 2 * refills,
+        "2 cycles on every taken branch at least"
+    );
+    // The M3 has no single-cycle long multiply: never faster than the M4 on the same code.
+    assert!(c(&m3) >= c(&m4));
+    assert_eq!(m3["timing"]["core"], "cortex-m3");
+}

@@ -14,6 +14,8 @@
 #   terminal).
 # --with-windows: also add the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler,
 # for the check that the host crate builds for Windows.
+# --with-arm-gcc: also install Debian's gcc-arm-none-eabi and libnewlib-arm-none-eabi (C firmware
+#   for the benchmark's comparison with cycles measured on silicon, `--silicon DIR`).
 # --with-python: also make a Python virtual environment in target/py-venv with pyelftools from
 # PyPI, the independent DWARF reader the symbolizer's tests compare with (tests/dwarf_oracle.py).
 set -euo pipefail
@@ -25,6 +27,7 @@ with_pyocd=0
 with_fuzz=0
 with_python=0
 with_windows=0
+with_arm_gcc=0
 for arg in "$@"; do
   case "$arg" in
     --with-fuzz) with_fuzz=1 ;;
@@ -34,6 +37,7 @@ for arg in "$@"; do
     --with-pyocd) with_pyocd=1 ;;
     --with-python) with_python=1 ;;
     --with-windows) with_windows=1 ;;
+    --with-arm-gcc) with_arm_gcc=1 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -74,6 +78,19 @@ if [ "$with_tmux" = 1 ] && ! command -v tmux >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y --no-install-recommends tmux >&2 \
     || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends tmux >&2; }
+fi
+
+if [ "$with_arm_gcc" = 1 ] && ! command -v arm-none-eabi-gcc >/dev/null 2>&1; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: install gcc-arm-none-eabi and newlib for it with your package manager" >&2
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing gcc-arm-none-eabi and libnewlib-arm-none-eabi" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y --no-install-recommends gcc-arm-none-eabi libnewlib-arm-none-eabi make >&2 \
+    || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends gcc-arm-none-eabi libnewlib-arm-none-eabi make >&2; }
 fi
 
 if [ "$with_chromium" = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then

@@ -70,7 +70,7 @@ fn build(pqm4: &Path, scheme: &str, implementation: &str) -> Result<PathBuf> {
         .arg(format!("IMPLEMENTATION_PATH={path}"))
         .arg(format!("elf/{elf}"))
         .output()
-        .context("running make (is `make` installed?)")?;
+        .context("running make (`tests/setup.sh --with-arm-gcc` installs it and the compiler)")?;
     if !out.status.success() {
         bail!(
             "building {path} in {} failed:\n{}",

@@ -218,37 +218,16 @@ static M0: Table = Table {
 };
 
 /// Cortex-M0+ (two stages): loads and stores 2, taken branch 2, `bl` 3, `bx`/`blx` 2,
-/// `pop {pc}` 3 + N. Exception entry 15 cycles.
+/// `pop {pc}` 3 + N. Exception entry 15 cycles. The rest as the M0.
 static M0_PLUS: Table = Table {
     refill: 1,
-    unaligned_wide_target: 0,
     call_refill: 2,
     return_refill: 1,
     pop_refill: 2,
-    load: 2,
-    pipelined: None,
-    address_interlock: 0,
-    store: 2,
-    store_register_offset: 2,
-    pair: 3,
-    multi: 1,
-    mul: 1,
-    mul_acc: 1,
-    mul_long: 1,
-    mul_long_acc: 1,
-    div: 1,
-    table_branch: 1,
-    it: 1,
-    fp_alu: 1,
-    fp_mul_acc: 1,
-    fp_div: 1,
-    fp_load: 2,
-    fp_store: 2,
-    fp_multi: 1,
-    fp_transfer: 1,
     barrier: 3,
     exception_entry: 15,
     exception_return: 15,
+    ..M0
 };
 
 /// Cortex-M3 (three stages, Harvard): branch 1 + P (a load of the PC 2 + 3, `tbb` 3 + 3),

@@ -107,6 +107,22 @@ impl Code {
         })
     }
 
+    /// Thumb code at `addr` without an ELF around it (tests of what reads instructions).
+    #[cfg(test)]
+    pub fn thumb(addr: u32, bytes: &[u8]) -> Code {
+        Code {
+            cs: Capstone::new()
+                .arm()
+                .mode(capstone::arch::arm::ArchMode::Thumb)
+                .extra_mode([capstone::arch::arm::ArchExtraMode::MClass].into_iter())
+                .build()
+                .expect("Capstone builds"),
+            sections: vec![(u64::from(addr), bytes.to_vec())],
+            mapping: Vec::new(),
+            cache: HashMap::new(),
+        }
+    }
+
     fn bytes(&self, start: u64, end: u64) -> Option<&[u8]> {
         self.sections.iter().find_map(|(a, d)| {
             let lo = start.checked_sub(*a)? as usize;

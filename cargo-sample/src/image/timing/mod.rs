@@ -9,7 +9,8 @@
 //!   2, a floating-point divide 14...);
 //! - a single load or store right after a single load costs 1 where the core pipelines them:
 //!   the load before it always falls through to it, so the count of such pairs is the load's
-//!   count;
+//!   count; a store before a load costs one more, and so does a load that writes its base
+//!   back, or an access through a base the instruction before computed or wrote back;
 //! - a pipeline refill whenever the PC is written: every `b`, `bl`, `bx`, `pop {pc}`, and a
 //!   conditional branch (`bne`, `cbz`) when taken. How often a conditional branch was taken is
 //!   its count less the times the next instruction was reached from it, which is the next
@@ -208,6 +209,8 @@ pub fn estimate(
         let prev = previous(&seen, pc);
         // The instruction before it wrote a register this one's address is made of.
         let depends = |o: &Op| o.dest.is_some() && op.address.contains(&o.dest);
+        // ... or the base register it wrote back.
+        let after_writeback = |o: &Op| o.writeback && op.address.contains(&o.address[0]);
         let prev_op = prev.and_then(|p| p.op);
         // Pipelined after a single load (whose result is not this address).
         if let (Some(p), Some(prev), Some(o)) = (t.pipelined, prev, prev_op)
@@ -216,6 +219,8 @@ pub fn estimate(
             && o.class == Class::Load
             && !o.writes_pc
             && !depends(&o)
+            && !(after_writeback(&o) && t.writeback_interlock > 0)
+            && !(op.writeback && !t.writeback_load_pipelines)
         {
             let pairs = prev.count.min(s.count) as f64;
             cycles -= pairs * f64::from(t.base(&op).saturating_sub(p));
@@ -230,15 +235,31 @@ pub fn estimate(
         {
             cycles += prev.count.min(s.count) as f64 * f64::from(t.address_interlock);
         }
-        // A store completes while the next instruction runs, unless that one uses the bus
-        // too: then the store's data phase holds it a cycle.
-        if op.class == Class::Store
-            && t.store < t.store_register_offset
-            && !op.register_offset
-            && let Some(next) = seen.get(&(pc + u32::from(s.insn.size)))
-            && next.op.is_some_and(|o| o.class.accesses_memory())
+        // An address from a base written back just before waits the same way (a load that
+        // writes back again pays its own cost below instead).
+        if t.writeback_interlock > 0
+            && let (Some(prev), Some(o)) = (prev, prev_op)
+            && op.class.accesses_memory()
+            && matches!(o.class, Class::Load | Class::Store)
+            && after_writeback(&o)
+            && !(op.class == Class::Load && op.writeback)
         {
-            cycles += c * f64::from(t.store_register_offset - t.store);
+            cycles += prev.count.min(s.count) as f64 * f64::from(t.writeback_interlock);
+        }
+        // A load that writes its base back takes a cycle more (its own interlock, above, is
+        // this one).
+        if op.class == Class::Load && op.writeback {
+            cycles += c * f64::from(t.load_writeback);
+        }
+        // A store holds a load that follows it.
+        if t.store_then_load > 0
+            && matches!(op.class, Class::Store | Class::StorePair)
+            && let Some(next) = seen.get(&(pc + u32::from(s.insn.size)))
+            && next.op.is_some_and(|o| {
+                matches!(o.class, Class::Load | Class::LoadPair | Class::LoadMulti)
+            })
+        {
+            cycles += next.count.min(s.count) as f64 * f64::from(t.store_then_load);
         }
         // Refills.
         let target_extra = |target: Option<u32>| -> u32 {

@@ -102,6 +102,9 @@ pub struct Op {
     pub conditional: bool,
     /// A load or store whose address is a register offset (`ldr r0, [r1, r2]`).
     pub register_offset: bool,
+    /// A single load or store that also writes its base register back (`ldr r0, [r1], #4`,
+    /// `ldr r0, [r1, #4]!`).
+    pub writeback: bool,
     /// The core register it writes first (`add r3, ..`, `ldr r3, ..`: 3), if any.
     pub dest: Option<u8>,
     /// The registers its address is computed from (base and offset; SP for `push`/`pop`).
@@ -286,6 +289,12 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
             .nth(1)
             .is_some_and(|o| o.trim().starts_with('r') || o.trim().starts_with("ip"))
     };
+    let writeback = matches!(class, Class::Load | Class::Store)
+        && (ops.contains("]!")
+            || ops
+                .split(']')
+                .nth(1)
+                .is_some_and(|t| t.trim_start().starts_with(',')));
     let regs = match class {
         Class::LoadMulti | Class::StoreMulti | Class::FpLoadMulti | Class::FpStoreMulti => {
             list_words(&ops)
@@ -327,6 +336,7 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
         writes_pc,
         conditional,
         register_offset,
+        writeback,
         dest,
         address,
     })

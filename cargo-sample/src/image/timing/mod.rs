@@ -246,6 +246,23 @@ pub fn estimate(
         {
             cycles += prev.count.min(s.count) as f64 * f64::from(t.writeback_interlock);
         }
+        // A result the instruction before has not finished: a load's (load-to-use), or a late
+        // one (a shifted operand's, a multiply's).
+        if let (Some(prev), Some(o)) = (prev, prev_op)
+            && let Some(d) = o.dest
+            && op.reads & (1 << d) != 0
+            && op.store_data != Some(d)
+        {
+            let accumulates = matches!(op.class, Class::MulAcc | Class::MulLongAcc);
+            let wait = if o.class == Class::Load {
+                t.load_use
+            } else if o.late && !accumulates {
+                t.late_result
+            } else {
+                0
+            };
+            cycles += prev.count.min(s.count) as f64 * f64::from(wait);
+        }
         // A load that writes its base back takes a cycle more (its own interlock, above, is
         // this one).
         if op.class == Class::Load && op.writeback {

@@ -109,6 +109,51 @@ pub struct Op {
     pub dest: Option<u8>,
     /// The registers its address is computed from (base and offset; SP for `push`/`pop`).
     pub address: [Option<u8>; 2],
+    /// The core registers it reads, one bit each (`add r0, r1, r2`: r1 and r2; a store's data
+    /// and address registers).
+    pub reads: u16,
+    /// Its result comes a stage later than a plain data processing one's: a register operand
+    /// shifted inline (`eor r0, r1, r2, ror #8`), an immediate that needs a rotation, an
+    /// extend-and-add, DSP/SIMD arithmetic, a multiply.
+    pub late: bool,
+    /// The data a store writes (not read until the store's data phase).
+    pub store_data: Option<u8>,
+}
+
+/// Every core register named in an operand list, one bit each.
+fn registers_named(ops: &str) -> u16 {
+    ops.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter_map(register)
+        .fold(0u16, |m, r| m | (1 << r))
+}
+
+/// Register ranges in a list (`{r4-r7}`) name their ends only; fill them in.
+fn list_registers(ops: &str) -> u16 {
+    let mut m = registers_named(ops);
+    if let Some(inner) = ops.split('{').nth(1).and_then(|t| t.split('}').next()) {
+        for item in inner.split(',') {
+            if let Some((a, b)) = item.split_once('-')
+                && let (Some(a), Some(b)) = (register(a), register(b))
+            {
+                for r in a..=b {
+                    m |= 1 << r;
+                }
+            }
+        }
+    }
+    m
+}
+
+/// An immediate a data-processing instruction can take without rotating it: 0-255, the
+/// replicated byte patterns `0x00XY00XY`, `0xXY00XY00`, `0xXYXYXYXY`, or 12 bits for
+/// `addw`/`subw`-style adds and subtracts.
+fn plain_immediate(v: u32, add_or_sub: bool) -> bool {
+    let b = v & 0xff;
+    v < 256
+        || (add_or_sub && v < 4096)
+        || v == b | b << 16
+        || v == (b << 8) | (b << 24)
+        || v == b * 0x0101_0101
 }
 
 /// A core register's number from Capstone's name for it (`r7`, `sb`, `ip`, `sp`, `lr`).
@@ -261,6 +306,18 @@ fn list_words(ops: &str) -> u8 {
     words.min(255) as u8
 }
 
+/// The base register of a multiple load (`ldm r0!, {..}`: r0; `pop`: SP).
+fn address_bits(ops: &str, base: &str) -> u16 {
+    if matches!(base, "pop" | "vpop") {
+        return 1 << 13;
+    }
+    ops.split(',')
+        .next()
+        .and_then(register)
+        .map(|r| 1u16 << r)
+        .unwrap_or(0)
+}
+
 /// What one instruction is, from Capstone's mnemonic and operands; `None` for what the model
 /// does not know (counted as one cycle, and listed).
 pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
@@ -306,11 +363,112 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
         "cmp" | "cmn" | "tst" | "teq" | "nop" | "yield" | "sev"
     );
     let dest = match class {
-        Class::Alu | Class::Mul | Class::MulAcc | Class::Load | Class::Div if !no_dest => {
+        Class::Alu
+        | Class::Mul
+        | Class::MulAcc
+        | Class::MulLong
+        | Class::MulLongAcc
+        | Class::Load
+        | Class::Div
+            if !no_dest =>
+        {
             register(first)
         }
         _ => None,
     };
+    let named = registers_named(&ops);
+    let operands: Vec<&str> = ops.split(',').map(str::trim).collect();
+    let (reads, store_data) = match class {
+        Class::Load | Class::LoadPair | Class::FpLoad => {
+            let inner = ops.split('[').nth(1).unwrap_or("");
+            (registers_named(inner), None)
+        }
+        Class::Store | Class::StorePair => (named, register(first)),
+        Class::LoadMulti | Class::FpLoadMulti => (address_bits(&ops, base), None),
+        Class::StoreMulti => (list_registers(&ops), None),
+        Class::MulLongAcc => (named, None),
+        Class::MulLong => {
+            let skip = operands.iter().take(2).filter_map(|o| register(o));
+            (skip.fold(named, |m, r| m & !(1 << r)), None)
+        }
+        // A bit-field insert and `movt` keep part of their destination.
+        _ if matches!(base, "bfi" | "bfc" | "movt") => (named, None),
+        _ => match dest {
+            // Two operands read the first too (`add r7, r4`, `adds r0, #1`), except moves and
+            // single-operand operations; `add r0, r0, r1` names it again.
+            Some(d)
+                if (operands.len() != 2
+                    || matches!(
+                        base,
+                        "mov"
+                            | "mvn"
+                            | "neg"
+                            | "rev"
+                            | "rev16"
+                            | "revsh"
+                            | "rbit"
+                            | "clz"
+                            | "uxtb"
+                            | "uxth"
+                            | "sxtb"
+                            | "sxth"
+                            | "uxtb16"
+                            | "sxtb16"
+                            | "movw"
+                            | "adr"
+                    ))
+                    && operands.iter().skip(1).all(|o| register(o) != Some(d)) =>
+            {
+                (named & !(1 << d), None)
+            }
+            _ => (named, None),
+        },
+    };
+    let shifted_operand = class == Class::Alu
+        && !matches!(base, "lsl" | "lsr" | "asr" | "ror" | "rrx")
+        // An extend's rotation is not an inline-shifted operand.
+        && !matches!(base, "uxtb" | "uxth" | "sxtb" | "sxth" | "uxtb16" | "sxtb16")
+        && operands.len() >= 3
+        && ["lsl #", "lsr #", "asr #", "ror #", "rrx"]
+            .iter()
+            .any(|k| operands.last().is_some_and(|o| o.starts_with(k)));
+    let rotated_immediate = class == Class::Alu
+        && !matches!(base, "movw" | "movt")
+        && operands.last().is_some_and(|o| {
+            o.strip_prefix("#0x")
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .or_else(|| o.strip_prefix('#').and_then(|d| d.parse().ok()))
+                .is_some_and(|v| {
+                    !plain_immediate(
+                        v,
+                        matches!(base, "add" | "sub" | "addw" | "subw" | "cmp" | "cmn"),
+                    )
+                })
+        });
+    let dsp = class == Class::Alu
+        && (base.starts_with("uxta")
+            || base.starts_with("sxta")
+            || base.starts_with("pkh")
+            || base.starts_with("smla")
+            || base.starts_with("smul")
+            || base.starts_with("smua")
+            || base.starts_with("smus")
+            || base.starts_with("smml")
+            || base.starts_with("smmu")
+            || [
+                "qadd", "qsub", "sadd", "ssub", "uadd", "usub", "shadd", "shsub", "uhadd", "uhsub",
+                "uqadd", "uqsub", "qasx", "qsax", "sasx", "ssax", "uasx", "usax", "sel", "usad8",
+                "usada8", "ssat", "usat",
+            ]
+            .iter()
+            .any(|p| base.starts_with(p)));
+    let late = shifted_operand
+        || rotated_immediate
+        || dsp
+        || matches!(
+            class,
+            Class::Mul | Class::MulAcc | Class::MulLong | Class::MulLongAcc
+        );
     let mut address = [None, None];
     if class.accesses_memory() {
         if let Some(inner) = ops.split('[').nth(1) {
@@ -339,5 +497,8 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
         writeback,
         dest,
         address,
+        reads,
+        late,
+        store_data,
     })
 }

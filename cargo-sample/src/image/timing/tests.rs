@@ -189,3 +189,47 @@ fn loads_and_stores_in_sequence() {
     // The M0 pipelines nothing: two cycles each.
     assert_eq!(run(Core::M0).cycles, 16);
 }
+
+/// The Cortex-M33's result latencies (measured on an RP2350 by jnk0le's pipeline tests): a
+/// loaded register and a shifted operand's result are a cycle late for the next instruction,
+/// except as a store's data; an extend's rotation is not a late result.
+#[test]
+fn cortex_m33_result_latencies() {
+    #[rustfmt::skip]
+    let bytes: [u8; 22] = [
+        0x08, 0x68,             // 0x00 ldr r0, [r1]
+        0x42, 0x1c,             // 0x02 adds r2, r0, #1          uses the load: 1 + 1
+        0x4b, 0x68,             // 0x04 ldr r3, [r1, #4]
+        0x8b, 0x60,             // 0x06 str r3, [r1, #8]         the load as data: 1
+        0x85, 0xea, 0x36, 0x24, // 0x08 eor.w r4, r5, r6, ror #8 late result
+        0x27, 0x44,             // 0x0c add r7, r4               uses it: 1 + 1
+        0x5f, 0xfa, 0x95, 0xf4, // 0x0e uxtb.w r4, r5, ror #8
+        0x51, 0xf8, 0x24, 0x40, // 0x12 ldr.w r4, [r1, r4, lsl #2] 1
+    ];
+    let code = Code::thumb(0x2000, &bytes);
+    let pcs = [0, 2, 4, 6, 8, 0xc, 0xe, 0x12];
+    let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x2000 + o, 1)).collect();
+    let e = estimate(
+        &code,
+        &counts,
+        &[],
+        &Model {
+            core: Core::M33,
+            wait_states: 0,
+            prefetch: true,
+        },
+    );
+    let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x2000 + o)]).collect();
+    assert_eq!(got, [1, 2, 1, 1, 1, 2, 1, 1]);
+    // What the latencies read: sources without the destination, a store's data apart.
+    let d = |m: &str, o: &str| decode(m, o).unwrap();
+    assert_eq!(d("adds", "r2, r0, #1").reads, 1 << 0);
+    assert_eq!(d("add", "r7, r4").reads, (1 << 7) | (1 << 4));
+    let st = d("str", "r3, [r1, #8]");
+    assert_eq!((st.reads, st.store_data), ((1 << 3) | (1 << 1), Some(3)));
+    assert!(d("eor.w", "r4, r5, r6, ror #8").late);
+    assert!(!d("uxtb.w", "r4, r5, ror #8").late);
+    assert!(d("and", "r0, r1, #0x1fc0").late, "a rotated immediate");
+    assert!(!d("and", "r0, r1, #0xff00ff").late, "a replicated byte");
+    assert_eq!(d("push", "{r4-r7, lr}").reads, 0xf0 | (1 << 14));
+}

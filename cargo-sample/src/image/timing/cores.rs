@@ -1,6 +1,8 @@
 //! Cycle counts per instruction class, one table per core, from the per-instruction timing
-//! Arm publishes (the Cortex-M0, M0+, M3 and M4 technical reference manuals; the M33's
-//! follows the M4's three-stage pipeline; the M7 has no public table, see [`Core::M7`]).
+//! Arm publishes (the Cortex-M0, M0+, M3 and M4 technical reference manuals) and, where Arm
+//! publishes none or its table is silent (the M33, the M7, neighbouring loads and stores on
+//! the M3 and M4), from jnk0le's pipeline measurements on silicon
+//! (github.com/jnk0le/random, `pipeline cycle test/doc/`, commit 3dfc2ab).
 
 use super::ops::Class;
 
@@ -13,8 +15,8 @@ pub enum Core {
     M3,
     M4,
     /// Dual issue, branch prediction, caches and tightly-coupled memories, none of which has a
-    /// published per-instruction table: modelled as a single-issue pipeline with one-cycle
-    /// loads and a small refill, so its figures are an approximation.
+    /// published per-instruction table: the pairing and prediction rules are approximated from
+    /// measurements, memory accesses are taken as cache or TCM hits.
     M7,
     M33,
 }
@@ -74,8 +76,8 @@ impl Core {
     /// Whether the figures are an approximation beyond what is listed for every core.
     pub fn approximate(self) -> Option<&'static str> {
         (self == Core::M7).then_some(
-            "the Cortex-M7 has no published per-instruction timing: its dual issue, branch \
-             prediction and caches are not modelled, so its cycles are an approximation",
+            "the Cortex-M7 has no published per-instruction timing: its dual issue and branch \
+             prediction are approximated and every access is taken as a cache or TCM hit",
         )
     }
 
@@ -134,6 +136,16 @@ pub struct Table {
     /// A store followed by a load (single, pair or multiple) takes this much longer: the
     /// load cannot overlap the store's data phase.
     pub store_then_load: u32,
+    /// Two neighbouring instructions may issue in the same cycle (see [`super::dual`]).
+    pub dual_issue: bool,
+    /// A conditional branch predicted by its usual direction: this many cycles each time it
+    /// goes the other way (0: no prediction; a taken branch refills instead).
+    pub mispredict: u32,
+    /// The instruction after a multiply waits this long to read its result (not as an
+    /// accumulator).
+    pub mul_result: u32,
+    /// `ldm`/`stm` move two words a cycle (a 64-bit bus).
+    pub multi_by_pairs: bool,
     /// The instruction after a single load waits this long to read the loaded register
     /// (other than as the data of a store).
     pub load_use: u32,
@@ -184,6 +196,9 @@ impl Table {
             Class::Load => self.load,
             Class::Store => self.store,
             Class::LoadPair | Class::StorePair => self.pair,
+            Class::LoadMulti | Class::StoreMulti if self.multi_by_pairs => {
+                self.multi + n.div_ceil(2)
+            }
             Class::LoadMulti | Class::StoreMulti => self.multi + n,
             Class::TableBranch => self.table_branch,
             Class::It => self.it,
@@ -192,6 +207,9 @@ impl Table {
             Class::FpDivSqrt => self.fp_div,
             Class::FpLoad => self.fp_load,
             Class::FpStore => self.fp_store,
+            Class::FpLoadMulti | Class::FpStoreMulti if self.multi_by_pairs => {
+                self.fp_multi + n.div_ceil(2)
+            }
             Class::FpLoadMulti | Class::FpStoreMulti => self.fp_multi + n,
             Class::FpTransfer => self.fp_transfer,
             Class::Barrier => self.barrier,
@@ -218,6 +236,10 @@ static M0: Table = Table {
     writeback_interlock: 0,
     writeback_load_pipelines: true,
     store_then_load: 0,
+    dual_issue: false,
+    mispredict: 0,
+    mul_result: 0,
+    multi_by_pairs: false,
     load_use: 0,
     late_result: 0,
     pair: 3,
@@ -277,6 +299,10 @@ static M3: Table = Table {
     writeback_interlock: 1,
     writeback_load_pipelines: false,
     store_then_load: 1,
+    dual_issue: false,
+    mispredict: 0,
+    mul_result: 0,
+    multi_by_pairs: false,
     load_use: 0,
     late_result: 0,
     pair: 3,
@@ -300,7 +326,7 @@ static M3: Table = Table {
     exception_return: 10,
 };
 
-/// Cortex-M4 (and the M33, whose pipeline is the same shape): as the M3, with single-cycle
+/// Cortex-M4: as the M3, with single-cycle
 /// long multiplies and DSP, a load that writes its base back pipelining after a load on
 /// another base, and the FPU: arithmetic 1, multiply-accumulate 3, divide and
 /// square root 14, `vldr`/`vstr` 2, `vldm`/`vstm`/`vpush`/`vpop` 1 + N.
@@ -347,15 +373,20 @@ static M33: Table = Table {
     ..M4
 };
 
-/// Cortex-M7, approximated: six stages with dual issue and branch prediction; here one cycle
-/// an instruction, loads 1 (their latency hidden by the second pipe), a correctly predicted
-/// branch 1 and 2 more on the refills this model charges.
+/// Cortex-M7, approximated (no public table; the figures here follow jnk0le's pipeline tests
+/// on an STM32H743): two instructions issue together unless both load, both store, both
+/// multiply, a multiply meets a store, both are bit-field/DSP operations or both shift an
+/// operand, either moves several words or divides, or the second reads the first's result
+/// (a store's data excepted). Loads and stores 1, `ldrd`/`strd` 1, `ldm`/`stm` two words a
+/// cycle, a multiply's result a cycle late, branches predicted: a conditional branch costs 8
+/// each time it goes its less usual way, a return 1, `pop {.., pc}` 2. Caches and TCMs are
+/// taken as hits.
 static M7: Table = Table {
-    refill: 1,
+    refill: 0,
     unaligned_wide_target: 0,
-    call_refill: 1,
+    call_refill: 0,
     return_refill: 1,
-    pop_refill: 1,
+    pop_refill: 2,
     load: 1,
     pipelined: Some(1),
     address_interlock: 0,
@@ -365,10 +396,14 @@ static M7: Table = Table {
     writeback_interlock: 0,
     writeback_load_pipelines: true,
     store_then_load: 0,
+    dual_issue: true,
+    mispredict: 8,
+    mul_result: 1,
+    multi_by_pairs: true,
     load_use: 0,
     late_result: 0,
-    pair: 2,
-    multi: 1,
+    pair: 1,
+    multi: 0,
     mul: 1,
     mul_acc: 1,
     mul_long: 1,
@@ -377,11 +412,11 @@ static M7: Table = Table {
     table_branch: 2,
     it: 0,
     fp_alu: 1,
-    fp_mul_acc: 3,
+    fp_mul_acc: 1,
     fp_div: 14,
     fp_load: 1,
     fp_store: 1,
-    fp_multi: 1,
+    fp_multi: 0,
     fp_transfer: 1,
     barrier: 4,
     exception_entry: 12,

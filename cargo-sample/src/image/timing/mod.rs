@@ -27,6 +27,7 @@
 //! decide), sleeping costs one cycle, and the M7's dual issue and caches are not modelled.
 
 pub mod cores;
+pub mod dual;
 pub mod ops;
 
 use std::collections::HashMap;
@@ -254,8 +255,14 @@ pub fn estimate(
             && op.store_data != Some(d)
         {
             let accumulates = matches!(op.class, Class::MulAcc | Class::MulLongAcc);
+            let multiply = matches!(
+                o.class,
+                Class::Mul | Class::MulAcc | Class::MulLong | Class::MulLongAcc
+            );
             let wait = if o.class == Class::Load {
                 t.load_use
+            } else if multiply && !accumulates && t.mul_result > 0 {
+                t.mul_result
             } else if o.late && !accumulates {
                 t.late_result
             } else {
@@ -297,7 +304,12 @@ pub fn estimate(
                     let n = taken.get(&pc).copied().unwrap_or(s.count);
                     est.conditional.0 += s.count;
                     est.conditional.1 += n;
-                    (n as f64, t.refill + target_extra(s.insn.target))
+                    if t.mispredict > 0 {
+                        // Predicted its usual way: the other way costs.
+                        (n.min(s.count - n) as f64, t.mispredict)
+                    } else {
+                        (n as f64, t.refill + target_extra(s.insn.target))
+                    }
                 }
                 Class::Branch | Class::CompareBranch => (c, t.refill + target_extra(s.insn.target)),
                 Class::Call => (c, t.call_refill + target_extra(s.insn.target)),
@@ -324,6 +336,27 @@ pub fn estimate(
             _ => {}
         }
         per_pc_f.insert(pc, cycles);
+    }
+    // Dual issue: the second of a pair costs no cycle of its own.
+    if t.dual_issue {
+        let slots = seen
+            .iter()
+            .map(|(&pc, s)| dual::Slot {
+                addr: pc,
+                size: s.insn.size,
+                count: s.count,
+                op: s.op,
+                fell_through: s
+                    .op
+                    .filter(|o| o.conditional)
+                    .map(|_| s.count - taken.get(&pc).copied().unwrap_or(s.count).min(s.count)),
+            })
+            .collect();
+        for (pc, n) in dual::paired(slots) {
+            if let Some(c) = per_pc_f.get_mut(&pc) {
+                *c = (*c - n).max(0.0);
+            }
+        }
     }
     // Exceptions: entries at each handler less its direct calls.
     let mut handlers: Vec<u32> = handlers.iter().map(|h| h & !1).collect();

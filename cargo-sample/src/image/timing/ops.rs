@@ -118,6 +118,11 @@ pub struct Op {
     pub late: bool,
     /// The data a store writes (not read until the store's data phase).
     pub store_data: Option<u8>,
+    /// An inline-shifted register operand or a rotated immediate (the M7 issues two of these
+    /// together only in some combinations).
+    pub shifted: bool,
+    /// A bit-field, extend, reverse or DSP/SIMD operation (one shifter unit on the M7).
+    pub bitfield: bool,
 }
 
 /// Every core register named in an operand list, one bit each.
@@ -462,6 +467,26 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
             ]
             .iter()
             .any(|p| base.starts_with(p)));
+    let bitfield = dsp
+        || (class == Class::Alu
+            && matches!(
+                base,
+                "uxtb"
+                    | "uxth"
+                    | "sxtb"
+                    | "sxth"
+                    | "uxtb16"
+                    | "sxtb16"
+                    | "ubfx"
+                    | "sbfx"
+                    | "bfi"
+                    | "bfc"
+                    | "rev"
+                    | "rev16"
+                    | "revsh"
+                    | "rbit"
+                    | "clz"
+            ));
     let late = shifted_operand
         || rotated_immediate
         || dsp
@@ -500,5 +525,7 @@ pub fn decode(mnemonic: &str, ops: &str) -> Option<Op> {
         reads,
         late,
         store_data,
+        shifted: shifted_operand || rotated_immediate,
+        bitfield,
     })
 }

@@ -233,3 +233,33 @@ fn cortex_m33_result_latencies() {
     assert!(!d("and", "r0, r1, #0xff00ff").late, "a replicated byte");
     assert_eq!(d("push", "{r4-r7, lr}").reads, 0xf0 | (1 << 14));
 }
+
+/// The Cortex-M7 approximation issues independent neighbours together.
+#[test]
+fn cortex_m7_pairs_neighbours() {
+    #[rustfmt::skip]
+    let bytes: [u8; 18] = [
+        0x01, 0xeb, 0x02, 0x00, // 0x00 add.w r0, r1, r2
+        0x04, 0xeb, 0x05, 0x03, // 0x04 add.w r3, r4, r5  independent: with the one before
+        0x00, 0xeb, 0x03, 0x06, // 0x08 add.w r6, r0, r3  the one before led no pair, but needs r3
+        0x0f, 0x68,             // 0x0c ldr r7, [r1]      with the add
+        0x22, 0x68,             // 0x0e ldr r2, [r4]      two loads: alone
+        0x2f, 0x60,             // 0x10 str r7, [r5]      a store with the load before
+    ];
+    let code = Code::thumb(0x3000, &bytes);
+    let pcs = [0, 4, 8, 0xc, 0xe, 0x10];
+    let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x3000 + o, 10)).collect();
+    let e = estimate(
+        &code,
+        &counts,
+        &[],
+        &Model {
+            core: Core::M7,
+            wait_states: 0,
+            prefetch: true,
+        },
+    );
+    let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x3000 + o)]).collect();
+    assert_eq!(got, [10, 0, 10, 0, 10, 0]);
+    assert_eq!(e.cycles, 30, "six instructions, three cycles a pass");
+}

@@ -221,7 +221,7 @@ pub fn estimate(
             && !o.writes_pc
             && !depends(&o)
             && !(after_writeback(&o) && t.writeback_interlock > 0)
-            && !(op.writeback && !t.writeback_load_pipelines)
+            && (!op.writeback || t.writeback_load_pipelines)
         {
             let pairs = prev.count.min(s.count) as f64;
             cycles -= pairs * f64::from(t.base(&op).saturating_sub(p));

@@ -54,10 +54,11 @@ struct BenchArgs {
     /// qemu`): attach, download, capture.
     #[arg(long)]
     board_only: bool,
-    /// Only `--cycles` against cycles measured on silicon by others: DIR is a pqm4 checkout
-    /// with its submodules at the commit recorded in `cargo-sample/data/silicon/`.
-    #[arg(long, value_name = "DIR")]
-    silicon: Option<PathBuf>,
+    /// Only `--cycles` against cycles measured on silicon by others (repeatable): SUITE is
+    /// pqm4, pqm3, cortexm-aes or aes-armcortexm, DIR a checkout of its repository (with
+    /// submodules) at the commit recorded in `cargo-sample/data/silicon/`; a bare DIR is pqm4.
+    #[arg(long, value_name = "SUITE=DIR")]
+    silicon: Vec<String>,
     /// Only the cost of exact counting (plain QEMU, the plugin, the call graph, the exec log).
     #[arg(long)]
     counting_only: bool,
@@ -155,8 +156,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/Cargo.toml")
         }
     };
-    if let Some(dir) = &args.silicon {
-        return silicon::silicon(dir);
+    if !args.silicon.is_empty() {
+        return silicon::silicon(&args.silicon);
     }
     if args.board_only {
         print_board(&board_timings(&manifest)?);

@@ -62,7 +62,7 @@ fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
     .unwrap();
     let store = dir.join("baselines");
     let store = store.to_str().unwrap();
-    let base = ["--release", "--exact", "--baseline-dir", store];
+    let base = ["--release", "--exact", "--cycles", "--baseline-dir", store];
     let with = |extra: &[&str]| -> Vec<String> {
         base.iter().chain(extra).map(|s| (*s).to_owned()).collect()
     };
@@ -123,6 +123,43 @@ fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
     assert_eq!(reg["delta"].as_i64(), Some(delta), "{reg}");
     // The run's total too, over its limit of 0.
     assert_eq!(c["total"]["exceeded"], true, "{c}");
+    // In estimated cycles as well (both runs were timed by the same model): the function
+    // and the run grew, each by at least its instructions' growth.
+    let cycles_of = |metric: &str, n: &str| {
+        c["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["metric"] == metric && x["name"] == n)
+            .unwrap_or_else(|| panic!("no {metric}:{n} among the regressions: {c}"))
+            .clone()
+    };
+    let fc = cycles_of("function-cycles", name);
+    assert!(fc["delta"].as_i64().unwrap() >= delta, "{fc}");
+    assert!(
+        cycles_of("cycles", "")["delta"].as_i64().unwrap() >= delta,
+        "{c}"
+    );
+    // A limit on cycles judges them; another timing model is refused, saying which.
+    let out = run(
+        &[
+            "--baseline",
+            "main",
+            "--limit",
+            "function-cycles:*checksum=+1%",
+        ],
+        false,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("function-cycles:{name} +")), "{err}");
+    let out = run(&["--baseline", "main", "--core", "cortex-m0"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cortex-m0 timing") && err.contains("against cortex-m"),
+        "{err}"
+    );
 
     // A pull-request comment and GitHub's annotations on the function's source line.
     let md = dir.join("gate.md");

@@ -330,7 +330,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
     pub truth_method: TruthMethod,
     /// With `--exact`: keep this run's metrics (total instructions, per function self and
-    /// inclusive, code and section sizes) as the baseline NAME.
+    /// inclusive, code and section sizes; with `--cycles` the estimated cycles too) as the
+    /// baseline NAME.
     #[arg(long, value_name = "NAME", requires = "exact")]
     pub save_baseline: Option<String>,
     /// With `--exact`: compare this run with the baseline NAME, under `--limit`s; exit status 3
@@ -343,7 +344,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<std::path::PathBuf>,
     /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
-    /// of `total`, `function`, `inclusive`, `size`, optionally narrowed by a name pattern
+    /// of `total`, `function`, `inclusive`, `size`, and with `--cycles` `cycles`,
+    /// `function-cycles`, `inclusive-cycles`; optionally narrowed by a name pattern
     /// (`function:crc*=+2%`); the most specific applies. Repeatable; `limits = [...]` in the
     /// crate's `[package.metadata.sample]` adds to them. Improvements never fail.
     #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]

@@ -136,6 +136,7 @@ fn metrics_of(dir: &Path, report: &crate::report::Report) -> Result<Baseline> {
             cpu: meta.cpu.clone(),
             icount_shift: meta.icount_shift,
             unit: meta.unit.clone(),
+            timing: report.timing.as_ref().map(|t| t.model.clone()),
         },
     ))
 }

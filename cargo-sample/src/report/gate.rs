@@ -3,8 +3,10 @@
 //! a limit says how much of it a pull request may add.
 //!
 //! Metrics: `total` (instructions of the run), `function:NAME` (instructions in the function
-//! itself), `inclusive:NAME` (with everything it called, when the run followed calls) and
-//! `size:NAME` (bytes of a function's code, or of `.text`, `.rodata`, `.data`, `.bss`).
+//! itself), `inclusive:NAME` (with everything it called, when the run followed calls),
+//! `size:NAME` (bytes of a function's code, or of `.text`, `.rodata`, `.data`, `.bss`), and
+//! with `--cycles` the estimated cycles of the same: `cycles`, `function-cycles:NAME`,
+//! `inclusive-cycles:NAME` (compared only between runs timed by the same model).
 
 use std::collections::BTreeMap;
 
@@ -16,12 +18,16 @@ use crate::image::symbolize::Symbolizer;
 
 /// What a metric measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Total,
     Function,
     Inclusive,
     Size,
+    /// `--cycles`: the run's estimated cycles.
+    Cycles,
+    FunctionCycles,
+    InclusiveCycles,
 }
 
 impl Kind {
@@ -31,7 +37,18 @@ impl Kind {
             Kind::Function => "function",
             Kind::Inclusive => "inclusive",
             Kind::Size => "size",
+            Kind::Cycles => "cycles",
+            Kind::FunctionCycles => "function-cycles",
+            Kind::InclusiveCycles => "inclusive-cycles",
         }
+    }
+
+    /// In estimated cycles (kept only when the runs' timing models agree).
+    fn is_cycles(self) -> bool {
+        matches!(
+            self,
+            Kind::Cycles | Kind::FunctionCycles | Kind::InclusiveCycles
+        )
     }
 
     fn parse(s: &str) -> Option<Kind> {
@@ -40,6 +57,9 @@ impl Kind {
             "function" => Kind::Function,
             "inclusive" => Kind::Inclusive,
             "size" => Kind::Size,
+            "cycles" => Kind::Cycles,
+            "function-cycles" => Kind::FunctionCycles,
+            "inclusive-cycles" => Kind::InclusiveCycles,
             _ => return None,
         })
     }
@@ -52,6 +72,9 @@ pub struct Conditions {
     pub cpu: String,
     pub icount_shift: u8,
     pub unit: String,
+    /// `--cycles`: the timing model (`cortex-m4 timing, flash at 0 wait states`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
 }
 
 /// An exact run's metrics, as a baseline file keeps them.
@@ -85,14 +108,28 @@ pub fn metrics(
     m.entry(Kind::Total)
         .or_default()
         .insert(String::new(), total);
+    if let Some(c) = report.cycles {
+        m.entry(Kind::Cycles).or_default().insert(String::new(), c);
+    }
     for row in &report.functions {
+        // Instructions, whatever unit the report's shares are in.
         m.entry(Kind::Function)
             .or_default()
-            .insert(row.name.clone(), row.count);
+            .insert(row.name.clone(), row.instructions.unwrap_or(row.count));
         if let Some(inc) = row.inclusive_instructions {
             m.entry(Kind::Inclusive)
                 .or_default()
                 .insert(row.name.clone(), inc);
+        }
+        if let Some(c) = row.cycles {
+            m.entry(Kind::FunctionCycles)
+                .or_default()
+                .insert(row.name.clone(), c);
+        }
+        if let Some(c) = row.inclusive_cycles {
+            m.entry(Kind::InclusiveCycles)
+                .or_default()
+                .insert(row.name.clone(), c);
         }
     }
     let sizes = m.entry(Kind::Size).or_default();
@@ -170,7 +207,7 @@ impl std::str::FromStr for Limit {
         let usage = || {
             format!(
                 "`{s}`: a limit is METRIC=+X% or METRIC=+N, METRIC one of total, function, \
-                 inclusive, size, optionally narrowed by a name pattern (`function:crc*=+2%`)"
+                 inclusive, size, cycles, function-cycles, inclusive-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
             )
         };
         let (metric, bound) = s.split_once('=').ok_or_else(usage)?;
@@ -296,6 +333,11 @@ pub fn check_conditions(base: &Conditions, cur: &Conditions, name: &str) -> Resu
     if base.unit != cur.unit {
         differ.push(format!("unit {} against {}", cur.unit, base.unit));
     }
+    if let (Some(b), Some(c)) = (&base.timing, &cur.timing)
+        && b != c
+    {
+        differ.push(format!("{c} against {b}"));
+    }
     if !differ.is_empty() {
         bail!(
             "the baseline `{name}` was counted under other conditions ({}): its counts do not \
@@ -324,6 +366,12 @@ pub fn compare(
         .collect();
     let empty = BTreeMap::new();
     for kind in kinds {
+        // Cycles compare only where both runs estimated them.
+        if kind.is_cycles()
+            && !(base.metrics.contains_key(&kind) && cur.metrics.contains_key(&kind))
+        {
+            continue;
+        }
         let (b, c) = (
             base.metrics.get(&kind).unwrap_or(&empty),
             cur.metrics.get(&kind).unwrap_or(&empty),
@@ -414,6 +462,7 @@ fn percent(c: &Change) -> String {
 fn label(c: &Change) -> String {
     match c.metric {
         Kind::Total => "total".to_owned(),
+        Kind::Cycles => "cycles".to_owned(),
         k => format!("{}:{}", k.as_str(), c.name),
     }
 }
@@ -555,7 +604,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
     for (kind, values) in &b.metrics {
         for (name, v) in values {
             let key = match kind {
-                Kind::Total => b.firmware.clone(),
+                Kind::Total | Kind::Cycles => b.firmware.clone(),
                 _ => format!("{}::{name}", b.firmware),
             };
             let entry = out
@@ -566,6 +615,8 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                     Kind::Total | Kind::Function => "instructions",
                     Kind::Inclusive => "inclusive-instructions",
                     Kind::Size => "bytes",
+                    Kind::Cycles | Kind::FunctionCycles => "estimated-cycles",
+                    Kind::InclusiveCycles => "inclusive-estimated-cycles",
                 };
                 m.insert(measure.to_owned(), serde_json::json!({ "value": v }));
             }
@@ -584,6 +635,7 @@ mod tests {
             cpu: "cortex-m3".into(),
             icount_shift: 6,
             unit: "instructions".into(),
+            timing: None,
         }
     }
 
@@ -703,6 +755,46 @@ mod tests {
         assert!(
             t.contains("EXCEEDED +10%") && t.contains("function:crc32"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn cycles_compare_only_under_one_timing_model() {
+        let timed = |total: u64, crc: u64, model: &str| {
+            let mut b = baseline(1000, &[("crc32", 400)]);
+            b.conditions.timing = Some(model.into());
+            b.metrics
+                .insert(Kind::Cycles, BTreeMap::from([(String::new(), total)]));
+            b.metrics.insert(
+                Kind::FunctionCycles,
+                BTreeMap::from([("crc32".to_owned(), crc)]),
+            );
+            b
+        };
+        let m4 = "cortex-m4 timing, flash at 0 wait states";
+        let lim = limits(&["function-cycles:crc*=+1%"]);
+        let c = compare("main", &timed(1200, 500, m4), &timed(1260, 560, m4), &lim).unwrap();
+        let r: Vec<String> = c.regressions.iter().map(label).collect();
+        assert_eq!(r, ["function-cycles:crc32", "cycles"]);
+        assert!(c.regressions[0].exceeded && !c.regressions[1].exceeded);
+        // Another model: refused, naming both.
+        let m0 = "cortex-m0 timing, flash at 0 wait states";
+        let e = compare("main", &timed(1200, 500, m4), &timed(1200, 500, m0), &lim)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{m0} against {m4}")), "{e}");
+        // A baseline without cycles: the instructions compare, the cycles are left out.
+        let c = compare(
+            "main",
+            &baseline(1000, &[("crc32", 400)]),
+            &timed(1000, 900, m4),
+            &lim,
+        )
+        .unwrap();
+        assert!(c.regressions.is_empty() && c.improvements.is_empty());
+        assert_eq!(
+            bmf(&timed(1200, 500, m4))["app::crc32"]["estimated-cycles"]["value"],
+            500
         );
     }
 

@@ -135,6 +135,18 @@ fn another_core_and_wait_states_move_the_figures_the_right_way() {
     // The M3 has no single-cycle long multiply: never faster than the M4 on the same code.
     assert!(c(&m3) >= c(&m4));
     assert_eq!(m3["timing"]["core"], "cortex-m3");
+    // At a clock the cycles are times: the run's and each function's.
+    let timed = run(dir.path(), &["--cycles", "--clock", "24000000"]);
+    assert_eq!(timed["timing"]["clock_hz"], 24_000_000);
+    let secs = timed["timing"]["seconds"].as_f64().unwrap();
+    assert!((secs - c(&m4) as f64 / 24e6).abs() < 1e-12, "{secs}");
+    for f in timed["functions"].as_array().unwrap() {
+        let us = f["microseconds"].as_f64().unwrap();
+        assert!(
+            (us - f["cycles"].as_f64().unwrap() / 24.0).abs() < 1e-6,
+            "{f}"
+        );
+    }
 }
 
 /// Every core's model against the cycles jnk0le measured for his own assembly on an STM32F0

@@ -183,6 +183,11 @@ pub struct ViewArgs {
     /// waits (by default only the fetch after a branch does).
     #[arg(long, requires = "cycles")]
     pub no_prefetch: bool,
+    /// The core clock in Hz: converts cycles to time (a board's cycles, or `--cycles`'
+    /// estimates: each function's time beside its cycles), and sets the SWO prescaler with
+    /// `--method dwt`.
+    #[arg(long, value_name = "HZ", value_parser = parse_u32)]
+    pub clock: Option<u32>,
 }
 
 /// What the sampler keeps.
@@ -420,10 +425,6 @@ pub struct BoardArgs {
     /// How samples are taken on the board.
     #[arg(long, value_enum, default_value_t = Method::Timer)]
     pub method: Method,
-    /// The core clock in Hz: converts cycles to time, and sets the SWO prescaler with
-    /// `--method dwt`.
-    #[arg(long, value_name = "HZ", value_parser = parse_u32)]
-    pub clock: Option<u32>,
     /// `--method dwt`: SWO baud rate.
     #[arg(long, value_name = "BAUD", default_value_t = 2_000_000)]
     pub swo_baud: u32,

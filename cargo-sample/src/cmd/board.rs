@@ -102,7 +102,7 @@ pub(crate) fn board_image(
     sampler: Option<(u8, &str)>,
     default_clock: u64,
 ) -> Result<BoardImage> {
-    let clock = args.board.clock.map(u64::from).unwrap_or(default_clock);
+    let clock = args.view.clock.map(u64::from).unwrap_or(default_clock);
     // Checked before the build: a period the timer cannot take is refused at once.
     let period = board_period(args, clock)?;
     let (reload, _) = timer_settings(period, if args.no_jitter { Some(0) } else { args.jitter })?;

@@ -30,6 +30,7 @@ pub fn build_options(view: &ViewArgs) -> report::Options {
             core: view.core,
             wait_states: view.wait_states,
             prefetch: !view.no_prefetch,
+            clock_hz: view.clock,
         }),
     }
 }

@@ -94,6 +94,8 @@ fn rows(
                 cycles: None,
                 inclusive_cycles: None,
                 cpi: None,
+                microseconds: None,
+                inclusive_microseconds: None,
             }
         })
         .collect();
@@ -173,6 +175,8 @@ pub struct CyclesRequest {
     pub core: Option<crate::image::timing::Core>,
     pub wait_states: u32,
     pub prefetch: bool,
+    /// `--clock HZ`: the cycles as time too.
+    pub clock_hz: Option<u32>,
 }
 
 impl Default for Options {

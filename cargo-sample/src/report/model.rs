@@ -165,6 +165,12 @@ pub struct Row {
     /// `--cycles`: estimated cycles per executed instruction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpi: Option<f64>,
+    /// `--cycles --clock HZ`: the row's cycles as time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub microseconds: Option<f64>,
+    /// `--cycles --clock HZ` with the call graph: its inclusive cycles as time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_microseconds: Option<f64>,
 }
 
 /// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).
@@ -335,6 +341,12 @@ pub struct TimingFacts {
     pub exceptions: u64,
     /// What the estimate does not capture.
     pub caveats: Vec<String>,
+    /// `--clock HZ`: the core clock the cycles are turned into time at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_hz: Option<u32>,
+    /// `--clock HZ`: the run's estimated cycles as seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 /// One exception of an SWO capture's exception trace.

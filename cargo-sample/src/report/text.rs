@@ -232,6 +232,31 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
     }
 }
 
+/// A time given in microseconds, in the unit that reads best (`812 µs`, `12.3 ms`, `1.52 s`).
+fn duration(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.3} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.3} ms", us / 1e3)
+    } else if us >= 1.0 {
+        format!("{us:.2} µs")
+    } else {
+        format!("{:.0} ns", us * 1e3)
+    }
+}
+
+/// `48 MHz`, `32.768 kHz`.
+fn hertz(hz: u32) -> String {
+    let hz = f64::from(hz);
+    if hz >= 1e6 {
+        format!("{} MHz", hz / 1e6)
+    } else if hz >= 1e3 {
+        format!("{} kHz", hz / 1e3)
+    } else {
+        format!("{hz} Hz")
+    }
+}
+
 fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
     let n = r.instructions.unwrap_or(0);
     match (&r.timing, r.cycles) {
@@ -250,8 +275,14 @@ fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
             let _ = writeln!(
                 s,
                 "every executed instruction counted by {} · {} · cycles estimated by the {} \
-                 (not measured)",
-                f.counted_by, f.stop, t.model
+                 (not measured){}",
+                f.counted_by,
+                f.stop,
+                t.model,
+                match (t.clock_hz, t.seconds) {
+                    (Some(hz), Some(sec)) => format!(" · {} at {}", duration(sec * 1e6), hertz(hz)),
+                    _ => String::new(),
+                }
             );
             for c in &t.caveats {
                 let _ = writeln!(s, "{}", paint("2", &format!("note: {c}")));
@@ -297,11 +328,17 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         extra
     };
     let cycles = rows.iter().any(|r| r.cycles.is_some());
+    let timed = rows.iter().any(|r| r.microseconds.is_some());
     let head = if cycles {
         format!(
-            "{:>8} {:>14} {:>12} {:>5}{}   {title}",
+            "{:>8} {:>14}{} {:>12} {:>5}{}   {title}",
             "self",
             "cycles",
+            if timed {
+                format!(" {:>10}", "time")
+            } else {
+                String::new()
+            },
             "instructions",
             "CPI",
             if inclusive {
@@ -371,9 +408,13 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 (Some(p), Some(ic)) => format!(" {p:>8.2}% {ic:>14}"),
                 _ => String::new(),
             };
+            let time = row
+                .microseconds
+                .map(|us| format!(" {:>10}", duration(us)))
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "{:>7.2}% {c:>14} {:>12} {cpi:>5}{inc}   {name}",
+                "{:>7.2}% {c:>14}{time} {:>12} {cpi:>5}{inc}   {name}",
                 row.percent,
                 row.instructions.unwrap_or(0)
             );

@@ -111,7 +111,7 @@ pub fn load_exact_report(
     let mut cyc: Vec<(u32, u64)> = est.per_pc.iter().map(|(&a, &c)| (a, c)).collect();
     cyc.sort_unstable();
     let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &cyc, opts);
-    join_cycles(&mut report, &plain, &est, &model);
+    join_cycles(&mut report, &plain, &est, &model, request.clock_hz);
     if let Some(tree) = &tree {
         let scaled = scale_tree(tree, &est, &report, &sym);
         report::calls::apply(
@@ -131,6 +131,9 @@ pub fn load_exact_report(
         for row in &mut report.functions {
             row.inclusive_cycles = row.inclusive_instructions.take();
             row.inclusive_instructions = Some(inc.get(&row.name).map(|x| x.0).unwrap_or(0));
+            if let (Some(hz), Some(c)) = (request.clock_hz, row.inclusive_cycles) {
+                row.inclusive_microseconds = Some(microseconds(c, hz));
+            }
         }
     }
     Ok(report)
@@ -210,11 +213,17 @@ fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::M
 }
 
 /// Rows in cycles get their instructions and CPI beside them; the report says the model.
+/// `cycles` at `hz`, in microseconds.
+fn microseconds(cycles: u64, hz: u32) -> f64 {
+    cycles as f64 * 1e6 / f64::from(hz.max(1))
+}
+
 fn join_cycles(
     r: &mut report::Report,
     plain: &report::Report,
     est: &timing::Estimate,
     model: &timing::Model,
+    clock_hz: Option<u32>,
 ) {
     let index = |rows: &[report::Row]| -> HashMap<(String, Option<String>), u64> {
         rows.iter()
@@ -234,6 +243,7 @@ fn join_cycles(
             row.cycles = Some(row.count);
             row.instructions = Some(n);
             row.cpi = (n > 0).then(|| row.count as f64 / n as f64);
+            row.microseconds = clock_hz.map(|hz| microseconds(row.count, hz));
         }
     }
     r.unit = "estimated cycles".into();
@@ -248,5 +258,7 @@ fn join_cycles(
         taken_branches: est.conditional.1,
         exceptions: est.exceptions,
         caveats: est.caveats(model),
+        clock_hz,
+        seconds: clock_hz.map(|hz| microseconds(est.cycles, hz) / 1e6),
     });
 }

@@ -230,3 +230,94 @@ fn aes_routines_within_silicon_on_five_cores() {
         );
     }
 }
+
+/// `--truth --cycles` on a sampled run: each function's samples weighted by its addresses'
+/// cycles per instruction give its share of the cycles. Checked against a separate `--exact
+/// --cycles` run of the same firmware (another run and another code path: its function
+/// shares of the estimated cycles, over the functions the sampler could see), and the sampled
+/// cycle shares against those within their statistical error.
+#[test]
+fn sampled_shares_in_cycles_agree_with_an_exact_run() {
+    let n = 20_000u32;
+    let (sampled, _) = profile_in(
+        "hot-loops",
+        &["--samples", &n.to_string(), "--truth", "--cycles"],
+    );
+    let (exact, _) = profile_in("hot-loops", &["--exact", "--cycles"]);
+    assert!(
+        sampled["timing"]["model"]
+            .as_str()
+            .unwrap()
+            .contains("timing")
+    );
+    let rows = sampled["functions"].as_array().unwrap();
+    let sum = |k: &str| rows.iter().map(|r| r[k].as_f64().unwrap()).sum::<f64>();
+    assert!(
+        (sum("cycles_percent") - 100.0).abs() < 0.01,
+        "{}",
+        sum("cycles_percent")
+    );
+    assert!((sum("exact_cycles_percent") - 100.0).abs() < 0.01);
+    // The exact run's cycles per function, over the same functions.
+    let exact_cycles: std::collections::HashMap<String, f64> = exact["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_owned(),
+                f["cycles"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let seen: f64 = rows
+        .iter()
+        .filter_map(|r| exact_cycles.get(r["name"].as_str().unwrap()))
+        .sum();
+    for r in rows {
+        let name = r["name"].as_str().unwrap();
+        let (c, x) = (
+            r["cycles_percent"].as_f64().unwrap(),
+            r["exact_cycles_percent"].as_f64().unwrap(),
+        );
+        if let Some(e) = exact_cycles.get(name) {
+            let other = 100.0 * e / seen;
+            assert!(
+                (x - other).abs() < 0.05,
+                "{name}: {x:.3} % here, {other:.3} % by --exact"
+            );
+        }
+        if x > 2.0 {
+            // Weights of about 1 to 3 cycles an instruction at most double the binomial error.
+            let sigma = 2.0 * sigma_points(x, f64::from(n));
+            assert!(
+                (c - x).abs() < 4.0 * sigma,
+                "{name}: {c:.2} % sampled, {x:.2} % exact"
+            );
+        }
+    }
+    // Inline frames differ most in cycles per instruction: there the weighting moves shares
+    // by points, and the sampled cycle shares still follow the exact ones.
+    let mut moved = 0;
+    for r in sampled["inlined"].as_array().unwrap() {
+        let (c, x) = (
+            r["cycles_percent"].as_f64().unwrap(),
+            r["exact_cycles_percent"].as_f64().unwrap(),
+        );
+        if x > 2.0 {
+            let sigma = 2.0 * sigma_points(x, f64::from(n));
+            assert!(
+                (c - x).abs() < 4.0 * sigma,
+                "{}: {c:.2} % sampled, {x:.2} % exact",
+                r["name"]
+            );
+            if (x - r["exact_percent"].as_f64().unwrap()).abs() > 1.0 {
+                moved += 1;
+            }
+        }
+    }
+    assert!(
+        moved > 0,
+        "some inline frame's share of the cycles differs from its share of the instructions"
+    );
+}

@@ -169,6 +169,7 @@ pub struct ViewArgs {
     pub callees: Option<String>,
     /// With `--exact`: estimate cycles from the exact counts with a timing model of the core,
     /// and show every figure in them, with the instructions and cycles per instruction beside.
+    /// With `--truth`: each row's share of the estimated cycles beside its instruction share.
     #[arg(long)]
     pub cycles: bool,
     /// The core whose timing `--cycles` uses (default: the machine's): cortex-m0,

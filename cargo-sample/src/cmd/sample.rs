@@ -32,6 +32,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         super::gate::check(args)?;
     }
     super::saved::check_view(&args.view)?;
+    if args.view.cycles && !args.truth {
+        anyhow::bail!(
+            "`--cycles` needs every instruction counted: with `--exact` (the profile in \
+             estimated cycles), or with `--truth` (the samples' shares turned into shares of \
+             the cycles by each address's cycles per instruction)"
+        );
+    }
     let dir = capture(args)?;
     render_run(&dir, &args.view)
 }

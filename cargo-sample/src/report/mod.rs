@@ -96,6 +96,8 @@ fn rows(
                 cpi: None,
                 microseconds: None,
                 inclusive_microseconds: None,
+                cycles_percent: None,
+                exact_cycles_percent: None,
             }
         })
         .collect();
@@ -138,6 +140,46 @@ fn exact_per_pc(sym: &Symbolizer, exact: &[(u32, u64)]) -> (HashMap<u32, u64>, u
     }
     let total = m.values().sum();
     (m, total)
+}
+
+/// `--truth --cycles` on a sampled run: each row's share of the cycles, from its samples
+/// weighted by each address's cycles per instruction in the exact run (the sampler interrupts
+/// by instructions in QEMU, so its samples are instruction shares), and the exact share of the
+/// cycles the sampler could see. The instruction shares and their statistics stay as they are.
+pub fn cycle_shares(
+    r: &mut Report,
+    sym: &mut Symbolizer,
+    sampled: &HashMap<u32, u64>,
+    exact: &[(u32, u64)],
+    est: &crate::image::timing::Estimate,
+) {
+    // Samples in thousandths of a cycle, so that the tables' integer counts keep the weights.
+    let mut weighted: HashMap<u32, u64> = HashMap::new();
+    for (&pc, &k) in sampled {
+        let cpi = est.each.get(&(pc & !1)).map(|e| e.1).unwrap_or(1.0);
+        *weighted.entry(pc).or_default() += (k as f64 * cpi * 1000.0).round() as u64;
+    }
+    let (seen, _) = exact_per_pc(sym, exact);
+    let cycles: HashMap<u32, u64> = seen
+        .keys()
+        .map(|pc| (*pc, est.per_pc.get(pc).copied().unwrap_or(0)))
+        .collect();
+    let (ws, cs) = (tables(sym, &weighted), tables(sym, &cycles));
+    let (wt, ct): (u64, u64) = (weighted.values().sum(), cycles.values().sum());
+    for (rows, w, c) in [
+        (&mut r.functions, &ws[0], &cs[0]),
+        (&mut r.inlined, &ws[1], &cs[1]),
+        (&mut r.lines, &ws[2], &cs[2]),
+    ] {
+        for row in rows.iter_mut() {
+            let key = (row.name.clone(), row.function.clone());
+            let share = |m: &HashMap<Key, u64>, t: u64| {
+                m.get(&key).map(|&v| 100.0 * v as f64 / t.max(1) as f64)
+            };
+            row.cycles_percent = Some(share(w, wt).unwrap_or(0.0));
+            row.exact_cycles_percent = share(c, ct).or(Some(0.0));
+        }
+    }
 }
 
 /// Per-address counts aggregated into the three tables.

@@ -171,6 +171,14 @@ pub struct Row {
     /// `--cycles --clock HZ` with the call graph: its inclusive cycles as time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_microseconds: Option<f64>,
+    /// Sampled with `--truth --cycles`: the row's estimated share of the cycles, its samples
+    /// weighted by each address's cycles per instruction in the exact run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_percent: Option<f64>,
+    /// Sampled with `--truth --cycles`: the exact run's estimated share of the cycles the
+    /// sampler could see.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_cycles_percent: Option<f64>,
 }
 
 /// One edge of the call graph, seen from a function (`--callers FN`, `--callees FN`).

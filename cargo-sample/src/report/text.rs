@@ -206,6 +206,15 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             "exact: {n} instructions counted (sampler-rt's own excluded) · largest error {max:.2} points ({worst})"
         );
     }
+    if let Some(t) = &r.timing {
+        let _ = writeln!(
+            s,
+            "cycles: each row's share of the cycles estimated by the {} from its samples and, \
+             beside it, from the exact counts (the samples fall by instructions; diff and sigma \
+             judge those)",
+            t.model
+        );
+    }
     if let Some(u) = &r.unwinding {
         let rooted = u.complete + u.handler_root;
         let failed: u64 = u.failed.iter().map(|f| f.1).sum();
@@ -314,6 +323,12 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     } else {
         String::new()
     };
+    let cycle_shares = rows.iter().any(|r| r.cycles_percent.is_some());
+    let extra = if cycle_shares {
+        format!("{extra} {:>8} {:>8}", "cycles", "exact")
+    } else {
+        extra
+    };
     let inclusive = rows.iter().any(|r| r.inclusive_percent.is_some());
     // Sampled with stacks: the inclusive share beside the self share (and the exact one).
     let sampled_inclusive = rows.iter().any(|r| r.inclusive_samples.is_some());
@@ -389,6 +404,9 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
             if sg.abs() > 3.0 {
                 cols = paint("1;31", &cols);
             }
+        }
+        if let (Some(c), Some(x)) = (row.cycles_percent, row.exact_cycles_percent) {
+            cols.push_str(&format!(" {c:>7.2}% {x:>7.2}%"));
         }
         if let (Some(inc), true) = (row.inclusive_percent, sampled_inclusive) {
             // A lower bound where stacks stopped short of their root.

@@ -185,7 +185,7 @@ fn scale_tree(
 }
 
 /// The timing model for `--cycles`: the core asked for, else the one the run's machine has.
-fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::Model> {
+pub(super) fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::Model> {
     let core = match req.core {
         Some(c) => {
             if !c.runs_on(&meta.cpu) {

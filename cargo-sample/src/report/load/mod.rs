@@ -74,6 +74,14 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         report::held_off::split_exact(e, &contexts, hidden);
     }
     let timeline = opts.timeline;
+    let cycles_request = opts.cycles.clone();
+    if cycles_request.is_some() && exact.is_none() {
+        bail!(
+            "`--cycles` on a sampled run turns its shares into cycle shares with each \
+             address's cycles per instruction in the exact counts, which this run did not keep: \
+             sample with `--truth`, or count every instruction with `--exact --cycles`"
+        );
+    }
     let mut report = report::build_samples(
         &samples,
         at.sym,
@@ -83,6 +91,35 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         opts,
         &at.vectors,
     );
+    if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
+        let model = exact::cycles_model(request, &meta)?;
+        let Some(code) = at.code.as_deref() else {
+            bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
+        };
+        let mut per_pc: std::collections::HashMap<u32, u64> = Default::default();
+        for &(pc, n) in e {
+            *per_pc.entry(pc & !1).or_default() += n;
+        }
+        let est = crate::image::timing::estimate(
+            code,
+            &per_pc,
+            &elf::handler_entries(&elf_bytes),
+            &model,
+        );
+        report::cycle_shares(&mut report, at.sym, &samples.per_pc, e, &est);
+        report.timing = Some(report::TimingFacts {
+            model: model.describe(),
+            core: model.core.name().to_owned(),
+            wait_states: model.wait_states,
+            cpi: est.cpi(),
+            conditional_branches: est.conditional.0,
+            taken_branches: est.conditional.1,
+            exceptions: est.exceptions,
+            caveats: est.caveats(&model),
+            clock_hz: None,
+            seconds: None,
+        });
+    }
     at.swo(&mut report);
     if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {
         at.timeline(&mut report, &dump, &samples);

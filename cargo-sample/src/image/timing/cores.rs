@@ -133,6 +133,9 @@ pub struct Table {
     /// A load that writes its base back pipelines after a load (the M4; not the M3, where
     /// only the first load of a chain may write back).
     pub writeback_load_pipelines: bool,
+    /// A 32-bit load at an address that is not a multiple of 4 pipelines after a load (on the
+    /// M3 and M4 it does not: measured).
+    pub unaligned_wide_load_pipelines: bool,
     /// A store followed by a load (single, pair or multiple) takes this much longer: the
     /// load cannot overlap the store's data phase.
     pub store_then_load: u32,
@@ -235,6 +238,7 @@ static M0: Table = Table {
     load_writeback: 0,
     writeback_interlock: 0,
     writeback_load_pipelines: true,
+    unaligned_wide_load_pipelines: true,
     store_then_load: 0,
     dual_issue: false,
     mispredict: 0,
@@ -281,7 +285,7 @@ static M0_PLUS: Table = Table {
 /// from a base the load or store before wrote back), loads 2 with neighbouring single loads
 /// and stores pipelined, a store 1 (it completes while the next instruction runs) but 2 before
 /// a load, with a register offset 2, a load that writes its base back one more and never
-/// pipelined, long multiplies 3 to 5 (accumulating 4 to 7; the middle is taken), divide 2 to
+/// pipelined, a 32-bit load at an address not a multiple of 4 not pipelined, long multiplies 3 to 5 (accumulating 4 to 7; the middle is taken), divide 2 to
 /// 12. Exception entry 12 cycles, return 10. The store and write-back rules are measured ones
 /// (jnk0le's pipeline tests on an STM32F103 and an STM32F407), beyond the manual's table.
 static M3: Table = Table {
@@ -298,6 +302,7 @@ static M3: Table = Table {
     load_writeback: 1,
     writeback_interlock: 1,
     writeback_load_pipelines: false,
+    unaligned_wide_load_pipelines: false,
     store_then_load: 1,
     dual_issue: false,
     mispredict: 0,
@@ -358,6 +363,7 @@ static M33: Table = Table {
     load_writeback: 0,
     writeback_interlock: 0,
     writeback_load_pipelines: true,
+    unaligned_wide_load_pipelines: true,
     store_then_load: 0,
     load_use: 1,
     late_result: 1,
@@ -395,6 +401,7 @@ static M7: Table = Table {
     load_writeback: 0,
     writeback_interlock: 0,
     writeback_load_pipelines: true,
+    unaligned_wide_load_pipelines: true,
     store_then_load: 0,
     dual_issue: true,
     mispredict: 8,

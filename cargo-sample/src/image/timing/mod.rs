@@ -222,6 +222,8 @@ pub fn estimate(
             && !depends(&o)
             && !(after_writeback(&o) && t.writeback_interlock > 0)
             && (!op.writeback || t.writeback_load_pipelines)
+            // A 32-bit load that straddles a word of code may not pipeline (measured).
+            && (t.unaligned_wide_load_pipelines || !(op.class == Class::Load && s.insn.size == 4 && pc % 4 == 2))
         {
             let pairs = prev.count.min(s.count) as f64;
             cycles -= pairs * f64::from(t.base(&op).saturating_sub(p));

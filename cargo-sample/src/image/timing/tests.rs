@@ -263,3 +263,34 @@ fn cortex_m7_pairs_neighbours() {
     assert_eq!(got, [10, 0, 10, 0, 10, 0]);
     assert_eq!(e.cycles, 30, "six instructions, three cycles a pass");
 }
+
+/// A 32-bit load that straddles a word of code does not pipeline on the M3 and M4 (measured
+/// by jnk0le's pipeline tests); an aligned one does.
+#[test]
+fn unaligned_wide_loads_do_not_pipeline() {
+    #[rustfmt::skip]
+    let bytes: [u8; 12] = [
+        0x08, 0x68,             // 0x0 ldr r0, [r1]
+        0xd3, 0xf8, 0x08, 0x20, // 0x2 ldr.w r2, [r3, #8]   after a load, unaligned: 2
+        0x2c, 0x68,             // 0x6 ldr r4, [r5]         after a load: 1
+        0xd3, 0xf8, 0x0c, 0x60, // 0x8 ldr.w r6, [r3, #12]  after a load, aligned: 1
+    ];
+    let code = Code::thumb(0x4000, &bytes);
+    let pcs = [0, 2, 6, 8];
+    let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x4000 + o, 1)).collect();
+    let run = |core| {
+        let e = estimate(
+            &code,
+            &counts,
+            &[],
+            &Model {
+                core,
+                wait_states: 0,
+                prefetch: true,
+            },
+        );
+        pcs.iter().map(|o| e.per_pc[&(0x4000 + o)]).collect::<Vec<u64>>()
+    };
+    assert_eq!(run(Core::M4), [2, 2, 1, 1]);
+    assert_eq!(run(Core::M3), [2, 2, 1, 1]);
+}

@@ -87,8 +87,17 @@ impl Code {
                 sections.push((s.address(), d.to_vec()));
             }
         }
+        // Mapping symbols of code sections only: `.debug_frame` has `$d`s too, whose values
+        // are offsets in that section, not addresses.
+        let in_code = |s: &object::Symbol| {
+            use object::{ObjectSection, ObjectSymbol};
+            s.section_index()
+                .and_then(|i| file.section_by_index(i).ok())
+                .is_some_and(|sec| sec.kind() == object::SectionKind::Text)
+        };
         let mut mapping: Vec<(u64, bool)> = file
             .symbols()
+            .filter(|s| in_code(s))
             .filter_map(|s| {
                 let name = s.name().ok()?;
                 match name.split('.').next()? {

@@ -294,3 +294,17 @@ fn unaligned_wide_loads_do_not_pipeline() {
     assert_eq!(run(Core::M4), [2, 2, 1, 1]);
     assert_eq!(run(Core::M3), [2, 2, 1, 1]);
 }
+
+/// Mapping symbols outside code sections are not addresses: GCC puts `$d` in `.debug_frame`,
+/// and the committed CoreMark build has two whose values fall inside `core_bench_list`. Read
+/// as code addresses they turned the rest of the function into data words.
+#[test]
+fn debug_sections_mapping_symbols_are_not_code_addresses() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/silicon/coremark-m0plus.elf");
+    let code = Code::new(&std::fs::read(path).unwrap()).unwrap();
+    let at = |a: u32| code.one(a).unwrap();
+    for a in [0x558, 0x578] {
+        assert_ne!(at(a).kind, Kind::Data, "{:#x}: {}", a, at(a).text);
+    }
+}

@@ -55,7 +55,7 @@ struct BenchArgs {
     #[arg(long)]
     board_only: bool,
     /// Only `--cycles` against cycles measured on silicon by others (repeatable): SUITE is
-    /// pqm4, pqm3, cortexm-aes or aes-armcortexm, DIR a checkout of its repository (with
+    /// pqm4, pqm3, cortexm-aes, aes-armcortexm or coremark, DIR a checkout of its repository (with
     /// submodules) at the commit recorded in `cargo-sample/data/silicon/`; a bare DIR is pqm4.
     #[arg(long, value_name = "SUITE=DIR")]
     silicon: Vec<String>,

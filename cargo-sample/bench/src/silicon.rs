@@ -7,7 +7,8 @@
 //!
 //! Suites: `pqm4` (Cortex-M4, post-quantum schemes), `pqm3` (Cortex-M3, the same kind),
 //! `cortexm-aes` (jnk0le's AES routines: Cortex-M0, M3, M4, M7, M33), `aes-armcortexm`
-//! (Schwabe and Stoffelen's AES: Cortex-M3 and M4).
+//! (Schwabe and Stoffelen's AES: Cortex-M3 and M4), `coremark` (CoreMark on a Raspberry Pi
+//! Pico: Cortex-M0+).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use cargo_sample::cli::Cli;
 use clap::Parser;
 
 /// The suites, as `--silicon` names them.
-pub const SUITES: [&str; 4] = ["pqm4", "pqm3", "cortexm-aes", "aes-armcortexm"];
+pub const SUITES: [&str; 5] = ["pqm4", "pqm3", "cortexm-aes", "aes-armcortexm", "coremark"];
 
 /// One figure measured on silicon and its estimate.
 struct Row {
@@ -270,6 +271,34 @@ fn aes_armcortexm(dir: &Path, tmp: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// CoreMark as ported to the Pico: one ELF timed as a Cortex-M0+; a figure per iteration.
+fn coremark(dir: &Path, tmp: &Path) -> Result<Vec<Row>> {
+    run_script("silicon/coremark/build.sh", dir, tmp)?;
+    let elf = tmp.join("coremark-m0plus.elf");
+    let fs = profile(
+        &elf,
+        "mps2-an385",
+        Some("cortex-m0plus"),
+        &tmp.join("r.json"),
+    )?;
+    read("coremark-rp2040.csv", 5)?
+        .into_iter()
+        .map(|f| {
+            let per: f64 = f[3].parse()?;
+            let v = fs
+                .get(&f[2])
+                .with_context(|| format!("no function {} in {}", f[2], elf.display()))?;
+            Ok(Row {
+                core: f[0].clone(),
+                what: format!("{} per iteration", f[1]),
+                silicon: f[4].parse()?,
+                instructions: v[2] / per,
+                estimate: v[3] / per,
+            })
+        })
+        .collect()
+}
+
 fn median_abs(v: &[f64]) -> f64 {
     let mut a: Vec<f64> = v.iter().map(|x| x.abs()).collect();
     a.sort_by(f64::total_cmp);
@@ -292,6 +321,7 @@ pub fn silicon(specs: &[String]) -> Result<()> {
             "pqm3" => pq(&dir, "pqm3-cortex-m3.csv", "mps2-an385", tmp.path())?,
             "cortexm-aes" => cortexm_aes(&dir, tmp.path())?,
             "aes-armcortexm" => aes_armcortexm(&dir, tmp.path())?,
+            "coremark" => coremark(&dir, tmp.path())?,
             other => bail!(
                 "--silicon {other}=DIR: no such suite (the suites: {})",
                 SUITES.join(", ")

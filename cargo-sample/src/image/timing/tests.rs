@@ -289,7 +289,9 @@ fn unaligned_wide_loads_do_not_pipeline() {
                 prefetch: true,
             },
         );
-        pcs.iter().map(|o| e.per_pc[&(0x4000 + o)]).collect::<Vec<u64>>()
+        pcs.iter()
+            .map(|o| e.per_pc[&(0x4000 + o)])
+            .collect::<Vec<u64>>()
     };
     assert_eq!(run(Core::M4), [2, 2, 1, 1]);
     assert_eq!(run(Core::M3), [2, 2, 1, 1]);

@@ -1,0 +1,1 @@
+/* Stands in for the Pico SDK's header in a QEMU build. */

@@ -386,3 +386,58 @@ fn coremark_on_the_pico_core() {
     assert!(e.abs() < 0.06, "{:+.1} % off the Pico", 100.0 * e);
     assert!(ie < -0.2, "instructions alone are far short");
 }
+
+/// Flash wait states reach code where it was loaded, not code the startup copied to RAM: the
+/// same loop, counted the same, costs more from flash only.
+#[test]
+fn wait_states_spare_code_copied_to_ram() {
+    let elf = repo().join("tests/fixtures/ramfunc/ramfunc.elf");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "--elf",
+            elf.to_str().unwrap(),
+            "--machine",
+            "mps2-an385",
+            "--cycles",
+            "--format",
+            "json",
+            "-o",
+            "r.json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cargo_sample_env(dir.path(), &args, &[("CARGO_TARGET_DIR", "target")]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap()
+    };
+    let zero = run(&[]);
+    let slow = run(&["--wait-states", "2", "--no-prefetch"]);
+    let f = |r: &Value, name: &str| {
+        let f = function(r, name);
+        (
+            f["instructions"].as_u64().unwrap(),
+            f["cycles"].as_u64().unwrap(),
+        )
+    };
+    let (flash0, ram0) = (f(&zero, "in_flash"), f(&zero, "in_ram"));
+    assert_eq!(
+        flash0, ram0,
+        "the same loop, counted and timed alike at no wait states"
+    );
+    let (flash2, ram2) = (f(&slow, "in_flash"), f(&slow, "in_ram"));
+    assert_eq!(ram2, ram0, "code run from RAM waits no flash");
+    assert!(
+        flash2.1 > flash0.1 + flash0.0,
+        "flash waits on its fetches: {flash2:?} {flash0:?}"
+    );
+    assert!(
+        slow["timing"]["model"]
+            .as_str()
+            .unwrap()
+            .contains("run from RAM")
+    );
+}

@@ -176,8 +176,8 @@ pub struct ViewArgs {
     /// cortex-m0plus, cortex-m3, cortex-m4, cortex-m7 (approximate), cortex-m33.
     #[arg(long, value_name = "NAME", value_parser = super::values::parse_core, requires = "cycles")]
     pub core: Option<crate::image::timing::Core>,
-    /// With `--cycles`: flash wait states of the code (below 0x2000_0000; code in SRAM runs at
-    /// zero).
+    /// With `--cycles`: flash wait states of the code (below 0x2000_0000; code in SRAM, or
+    /// copied to RAM at startup, runs at zero).
     #[arg(long, value_name = "N", default_value_t = 0, requires = "cycles")]
     pub wait_states: u32,
     /// With `--wait-states`: the flash has no prefetch buffer or accelerator, so every fetch

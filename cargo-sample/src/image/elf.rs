@@ -186,6 +186,28 @@ pub fn patch_symbol(data: &mut [u8], name: &str, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Address ranges of code that runs from a copy made at startup: loadable segments whose
+/// run address differs from their load address (`.data`-resident functions, code copied to
+/// an ITCM or CCM). Such code does not wait on flash, wherever it sits in the memory map.
+pub fn copied_code(data: &[u8]) -> Vec<(u32, u32)> {
+    use object::elf::{PF_X, PT_LOAD};
+    use object::read::elf::{ElfFile32, ProgramHeader};
+    let Ok(file) = ElfFile32::<object::Endianness>::parse(data) else {
+        return Vec::new();
+    };
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|ph| {
+            ph.p_type(e) == PT_LOAD
+                && ph.p_flags(e).0 & PF_X.0 != 0
+                && ph.p_vaddr(e) != ph.p_paddr(e)
+                && ph.p_memsz(e) > 0
+        })
+        .map(|ph| (ph.p_vaddr(e), ph.p_vaddr(e).saturating_add(ph.p_memsz(e))))
+        .collect()
+}
+
 /// The exception handlers' entry addresses of a Cortex-M image (its vector table's, from
 /// NMI on; unset vectors left out).
 pub fn handler_entries(elf: &[u8]) -> Vec<u32> {

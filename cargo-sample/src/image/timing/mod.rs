@@ -45,9 +45,19 @@ pub struct Model {
     pub wait_states: u32,
     /// A prefetch buffer or flash accelerator hides sequential fetches (only refills wait).
     pub prefetch: bool,
+    /// Code that runs from RAM although it sits below 0x2000_0000 (copied there at startup:
+    /// see [`crate::image::elf::copied_code`]): no wait states.
+    #[serde(default)]
+    pub ram_code: Vec<(u32, u32)>,
 }
 
 impl Model {
+    /// Whether code at `pc` is fetched from flash (and waits its wait states): the Cortex-M
+    /// code region, below 0x2000_0000, except code copied to RAM at startup.
+    pub fn in_flash(&self, pc: u32) -> bool {
+        pc < 0x2000_0000 && !self.ram_code.iter().any(|&(a, b)| (a..b).contains(&pc))
+    }
+
     /// `cortex-m4, 0 wait states` for the report's header.
     pub fn describe(&self) -> String {
         let ws = match (self.wait_states, self.prefetch) {
@@ -55,7 +65,13 @@ impl Model {
             (n, true) => format!("flash at {n} wait state{} with prefetch", plural(n)),
             (n, false) => format!("flash at {n} wait state{} without prefetch", plural(n)),
         };
-        format!("{} timing, {ws}", self.core)
+        let ram: u32 = self.ram_code.iter().map(|&(a, b)| b - a).sum();
+        let ram = if self.wait_states > 0 && ram > 0 {
+            format!(", {ram} bytes of code run from RAM")
+        } else {
+            String::new()
+        };
+        format!("{} timing, {ws}{ram}", self.core)
     }
 }
 
@@ -321,7 +337,7 @@ pub fn estimate(
         };
         cycles += refills.0 * f64::from(refills.1);
         // Flash wait states.
-        if model.wait_states > 0 && pc < 0x2000_0000 {
+        if model.wait_states > 0 && model.in_flash(pc) {
             let ws = f64::from(model.wait_states);
             cycles += if model.prefetch {
                 refills.0 * ws

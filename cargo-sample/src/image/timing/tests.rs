@@ -79,6 +79,7 @@ fn hot_a(n: u64, core: Core) -> Estimate {
         core,
         wait_states: 0,
         prefetch: true,
+        ram_code: Vec::new(),
     };
     estimate(&code, &counts, &[], &model)
 }
@@ -124,6 +125,7 @@ fn wait_states_cost_refills_or_every_fetch() {
                 core: Core::M4,
                 wait_states: ws,
                 prefetch,
+                ram_code: Vec::new(),
             },
         )
         .cycles
@@ -164,6 +166,7 @@ fn loads_and_stores_in_sequence() {
                 core,
                 wait_states: 0,
                 prefetch: true,
+                ram_code: Vec::new(),
             },
         )
     };
@@ -217,6 +220,7 @@ fn cortex_m33_result_latencies() {
             core: Core::M33,
             wait_states: 0,
             prefetch: true,
+            ram_code: Vec::new(),
         },
     );
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x2000 + o)]).collect();
@@ -257,6 +261,7 @@ fn cortex_m7_pairs_neighbours() {
             core: Core::M7,
             wait_states: 0,
             prefetch: true,
+            ram_code: Vec::new(),
         },
     );
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x3000 + o)]).collect();
@@ -287,6 +292,7 @@ fn unaligned_wide_loads_do_not_pipeline() {
                 core,
                 wait_states: 0,
                 prefetch: true,
+                ram_code: Vec::new(),
             },
         );
         pcs.iter()
@@ -309,4 +315,27 @@ fn debug_sections_mapping_symbols_are_not_code_addresses() {
     for a in [0x558, 0x578] {
         assert_ne!(at(a).kind, Kind::Data, "{:#x}: {}", a, at(a).text);
     }
+}
+
+/// Code the startup copies to RAM (run address other than load address) is found from the
+/// ELF's program headers, and waits no flash wait states even below 0x2000_0000.
+#[test]
+fn code_copied_to_ram_waits_no_flash() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/ramfunc/ramfunc.elf");
+    let elf = std::fs::read(path).unwrap();
+    let ram = crate::image::elf::copied_code(&elf);
+    let at = |name: &str| crate::image::elf::symbol_address(&elf, name).unwrap() as u32 & !1;
+    let (flash_fn, ram_fn) = (at("in_flash"), at("in_ram"));
+    assert!(ram_fn < 0x2000_0000, "{ram_fn:#x}: in the code region");
+    let inside = |pc: u32| ram.iter().any(|&(a, b)| (a..b).contains(&pc));
+    assert!(inside(ram_fn) && !inside(flash_fn), "{ram:?}");
+    let model = Model {
+        core: Core::M3,
+        wait_states: 2,
+        prefetch: false,
+        ram_code: ram,
+    };
+    assert!(model.in_flash(flash_fn) && !model.in_flash(ram_fn));
+    assert!(model.describe().contains("bytes of code run from RAM"));
 }

@@ -85,7 +85,8 @@ pub fn load_exact_report(
         }
         return Ok(report);
     };
-    let model = cycles_model(&request, meta)?;
+    let mut model = cycles_model(&request, meta)?;
+    model.ram_code = elf::copied_code(&elf_bytes);
     let Some(code_ref) = code.as_ref() else {
         bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
     };
@@ -209,6 +210,7 @@ pub(super) fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Resul
         core,
         wait_states: req.wait_states,
         prefetch: req.prefetch,
+        ram_code: Vec::new(),
     })
 }
 

@@ -92,7 +92,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         &at.vectors,
     );
     if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
-        let model = exact::cycles_model(request, &meta)?;
+        let mut model = exact::cycles_model(request, &meta)?;
+        model.ram_code = elf::copied_code(&elf_bytes);
         let Some(code) = at.code.as_deref() else {
             bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
         };

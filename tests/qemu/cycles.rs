@@ -23,13 +23,14 @@ fn silicon(scheme: &str, implementation: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn run(dir: &std::path::Path, extra: &[&str]) -> Value {
-    let elf = repo().join("tests/fixtures/silicon/pqm4-ml-kem-512-m4fspeed.elf");
+/// `cargo sample --elf FIXTURE --machine MACHINE EXTRA --format json` in `dir`: its report.
+fn run_elf(dir: &std::path::Path, fixture: &str, machine: &str, extra: &[&str]) -> Value {
+    let elf = repo().join("tests/fixtures").join(fixture);
     let mut args = vec![
         "--elf",
         elf.to_str().unwrap(),
         "--machine",
-        "mps2-an386",
+        machine,
         "--format",
         "json",
         "--top",
@@ -45,6 +46,16 @@ fn run(dir: &std::path::Path, extra: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap()
+}
+
+/// The ML-KEM build with `extra`.
+fn run(dir: &std::path::Path, extra: &[&str]) -> Value {
+    run_elf(
+        dir,
+        "silicon/pqm4-ml-kem-512-m4fspeed.elf",
+        "mps2-an386",
+        extra,
+    )
 }
 
 fn function<'a>(r: &'a Value, name: &str) -> &'a Value {
@@ -162,39 +173,17 @@ fn aes_routines_within_silicon_on_five_cores() {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.split(',').collect())
         .collect();
-    let elf = repo().join("tests/fixtures/silicon/cortexm-aes.elf");
     let dir = tempfile::tempdir().unwrap();
     let mut cores: Vec<&str> = rows.iter().map(|r| r[0]).collect();
     cores.dedup();
     assert_eq!(cores.len(), 5, "{cores:?}");
     for core in cores {
-        let out = cargo_sample_env(
+        let r = run_elf(
             dir.path(),
-            &[
-                "--elf",
-                elf.to_str().unwrap(),
-                "--machine",
-                "mps2-an386",
-                "--core",
-                core,
-                "--cycles",
-                "--format",
-                "json",
-                "--top",
-                "0",
-                "-o",
-                "r.json",
-            ],
-            &[("CARGO_TARGET_DIR", "target")],
+            "silicon/cortexm-aes.elf",
+            "mps2-an386",
+            &["--core", core, "--cycles"],
         );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
-                .unwrap();
         assert_eq!(r["timing"]["core"], core);
         let bound = if core == "cortex-m7" { 0.15 } else { 0.05 };
         let (mut est_errors, mut instr_errors) = (Vec::new(), Vec::new());
@@ -337,33 +326,19 @@ fn coremark_on_the_pico_core() {
         .split(',')
         .collect();
     let (iterations, silicon): (f64, f64) = (row[3].parse().unwrap(), row[4].parse().unwrap());
-    let elf = repo().join("tests/fixtures/silicon/coremark-m0plus.elf");
     let dir = tempfile::tempdir().unwrap();
-    let out = cargo_sample_env(
+    let r = run_elf(
         dir.path(),
+        "silicon/coremark-m0plus.elf",
+        "mps2-an385",
         &[
-            "--elf",
-            elf.to_str().unwrap(),
-            "--machine",
-            "mps2-an385",
             "--core",
             "cortex-m0plus",
             "--cycles",
             "--instructions",
             "3G",
-            "--format",
-            "json",
-            "--top",
-            "0",
-            "-o",
-            "r.json",
         ],
-        &[("CARGO_TARGET_DIR", "target")],
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
     // A CRC off what the benchmark expects ends the run from its report, before the end of
     // main: the build computed what CoreMark computes.
     assert_eq!(r["stop"], "the firmware ended the run");
@@ -391,28 +366,11 @@ fn coremark_on_the_pico_core() {
 /// same loop, counted the same, costs more from flash only.
 #[test]
 fn wait_states_spare_code_copied_to_ram() {
-    let elf = repo().join("tests/fixtures/ramfunc/ramfunc.elf");
     let dir = tempfile::tempdir().unwrap();
-    let run = |extra: &[&str]| -> Value {
-        let mut args = vec![
-            "--elf",
-            elf.to_str().unwrap(),
-            "--machine",
-            "mps2-an385",
-            "--cycles",
-            "--format",
-            "json",
-            "-o",
-            "r.json",
-        ];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--cycles"];
         args.extend_from_slice(extra);
-        let out = cargo_sample_env(dir.path(), &args, &[("CARGO_TARGET_DIR", "target")]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap()
+        run_elf(dir.path(), "ramfunc/ramfunc.elf", "mps2-an385", &args)
     };
     let zero = run(&[]);
     let slow = run(&["--wait-states", "2", "--no-prefetch"]);

@@ -161,12 +161,12 @@ fn pq(dir: &Path, file: &str, platform: &str, tmp: &Path) -> Result<Vec<Row>> {
         let (core, scheme, imp, op, function) = (&f[0], &f[1], &f[2], &f[3], &f[4]);
         let key = (scheme.clone(), imp.clone());
         if !built.contains_key(&key) {
-            let kind =
-                if scheme.contains("kem") || scheme.contains("kyber") || scheme.contains("saber") {
-                    "crypto_kem"
-                } else {
-                    "crypto_sign"
-                };
+            // The operation's function says the kind (`crypto_kem_enc`, `crypto_sign_open`).
+            let kind = if function.starts_with("crypto_kem") {
+                "crypto_kem"
+            } else {
+                "crypto_sign"
+            };
             let own = format!("{kind}/{scheme}/{imp}");
             let path = if matches!(imp.as_str(), "clean" | "ref") {
                 format!("mupq/pqclean/{own}")

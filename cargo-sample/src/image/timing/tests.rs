@@ -1,6 +1,16 @@
 use super::ops::{Class, decode};
 use super::*;
 
+/// A core's timing with flash at no wait states.
+fn at_zero_wait(core: Core) -> Model {
+    Model {
+        core,
+        wait_states: 0,
+        prefetch: true,
+        ram_code: Vec::new(),
+    }
+}
+
 #[test]
 fn reads_capstone_spellings() {
     let d = |m: &str, o: &str| decode(m, o).unwrap_or_else(|| panic!("{m} {o}"));
@@ -75,12 +85,7 @@ fn hot_a(n: u64, core: Core) -> Estimate {
             counts.insert(pc, n);
         }
     }
-    let model = Model {
-        core,
-        wait_states: 0,
-        prefetch: true,
-        ram_code: Vec::new(),
-    };
+    let model = at_zero_wait(core);
     estimate(&code, &counts, &[], &model)
 }
 
@@ -157,19 +162,7 @@ fn loads_and_stores_in_sequence() {
         .into_iter()
         .map(|o| (0x1000 + o, 1))
         .collect();
-    let run = |core| {
-        estimate(
-            &code,
-            &counts,
-            &[],
-            &Model {
-                core,
-                wait_states: 0,
-                prefetch: true,
-                ram_code: Vec::new(),
-            },
-        )
-    };
+    let run = |core| estimate(&code, &counts, &[], &at_zero_wait(core));
     let m4 = run(Core::M4);
     let at = |o: u32| m4.per_pc[&(0x1000 + o)];
     assert_eq!(
@@ -212,17 +205,7 @@ fn cortex_m33_result_latencies() {
     let code = Code::thumb(0x2000, &bytes);
     let pcs = [0, 2, 4, 6, 8, 0xc, 0xe, 0x12];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x2000 + o, 1)).collect();
-    let e = estimate(
-        &code,
-        &counts,
-        &[],
-        &Model {
-            core: Core::M33,
-            wait_states: 0,
-            prefetch: true,
-            ram_code: Vec::new(),
-        },
-    );
+    let e = estimate(&code, &counts, &[], &at_zero_wait(Core::M33));
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x2000 + o)]).collect();
     assert_eq!(got, [1, 2, 1, 1, 1, 2, 1, 1]);
     // What the latencies read: sources without the destination, a store's data apart.
@@ -253,17 +236,7 @@ fn cortex_m7_pairs_neighbours() {
     let code = Code::thumb(0x3000, &bytes);
     let pcs = [0, 4, 8, 0xc, 0xe, 0x10];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x3000 + o, 10)).collect();
-    let e = estimate(
-        &code,
-        &counts,
-        &[],
-        &Model {
-            core: Core::M7,
-            wait_states: 0,
-            prefetch: true,
-            ram_code: Vec::new(),
-        },
-    );
+    let e = estimate(&code, &counts, &[], &at_zero_wait(Core::M7));
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x3000 + o)]).collect();
     assert_eq!(got, [10, 0, 10, 0, 10, 0]);
     assert_eq!(e.cycles, 30, "six instructions, three cycles a pass");
@@ -284,17 +257,7 @@ fn unaligned_wide_loads_do_not_pipeline() {
     let pcs = [0, 2, 6, 8];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x4000 + o, 1)).collect();
     let run = |core| {
-        let e = estimate(
-            &code,
-            &counts,
-            &[],
-            &Model {
-                core,
-                wait_states: 0,
-                prefetch: true,
-                ram_code: Vec::new(),
-            },
-        );
+        let e = estimate(&code, &counts, &[], &at_zero_wait(core));
         pcs.iter()
             .map(|o| e.per_pc[&(0x4000 + o)])
             .collect::<Vec<u64>>()

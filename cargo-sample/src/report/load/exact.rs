@@ -85,16 +85,7 @@ pub fn load_exact_report(
         }
         return Ok(report);
     };
-    let mut model = cycles_model(&request, meta)?;
-    model.ram_code = elf::copied_code(&elf_bytes);
-    let Some(code_ref) = code.as_ref() else {
-        bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
-    };
-    let mut per_pc: HashMap<u32, u64> = HashMap::new();
-    for &(pc, n) in &counts {
-        *per_pc.entry(pc & !1).or_default() += n;
-    }
-    let est = timing::estimate(code_ref, &per_pc, &elf::handler_entries(&elf_bytes), &model);
+    let (model, est) = estimate_run(&request, meta, code.as_ref(), &elf_bytes, &counts)?;
     // The same views in instructions, for the columns beside the cycles.
     let plain = report::build_exact(
         &mut sym,
@@ -186,7 +177,7 @@ fn scale_tree(
 }
 
 /// The timing model for `--cycles`: the core asked for, else the one the run's machine has.
-pub(super) fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::Model> {
+fn cycles_model(req: &report::CyclesRequest, meta: &RunMeta) -> Result<timing::Model> {
     let core = match req.core {
         Some(c) => {
             if !c.runs_on(&meta.cpu) {
@@ -251,7 +242,38 @@ fn join_cycles(
     r.unit = "estimated cycles".into();
     r.instructions = Some(est.instructions);
     r.cycles = Some(est.cycles);
-    r.timing = Some(report::TimingFacts {
+    r.timing = Some(timing_facts(model, est, clock_hz));
+}
+
+/// `--cycles` over a run's exact counts: the model asked for (with the code the ELF copies to
+/// RAM at startup) and its estimate.
+pub(super) fn estimate_run(
+    req: &report::CyclesRequest,
+    meta: &RunMeta,
+    code: Option<&crate::image::disasm::Code>,
+    elf_bytes: &[u8],
+    counts: &[(u32, u64)],
+) -> Result<(timing::Model, timing::Estimate)> {
+    let mut model = cycles_model(req, meta)?;
+    model.ram_code = elf::copied_code(elf_bytes);
+    let Some(code) = code else {
+        bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
+    };
+    let mut per_pc: HashMap<u32, u64> = HashMap::new();
+    for &(pc, n) in counts {
+        *per_pc.entry(pc & !1).or_default() += n;
+    }
+    let est = timing::estimate(code, &per_pc, &elf::handler_entries(elf_bytes), &model);
+    Ok((model, est))
+}
+
+/// What the report says of the estimate (the run's time too with `clock_hz`).
+pub(super) fn timing_facts(
+    model: &timing::Model,
+    est: &timing::Estimate,
+    clock_hz: Option<u32>,
+) -> report::TimingFacts {
+    report::TimingFacts {
         model: model.describe(),
         core: model.core.name().to_owned(),
         wait_states: model.wait_states,
@@ -262,5 +284,5 @@ fn join_cycles(
         caveats: est.caveats(model),
         clock_hz,
         seconds: clock_hz.map(|hz| microseconds(est.cycles, hz) / 1e6),
-    });
+    }
 }

@@ -92,34 +92,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         &at.vectors,
     );
     if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
-        let mut model = exact::cycles_model(request, &meta)?;
-        model.ram_code = elf::copied_code(&elf_bytes);
-        let Some(code) = at.code.as_deref() else {
-            bail!("`--cycles` reads the firmware's code, and this ELF's could not be decoded");
-        };
-        let mut per_pc: std::collections::HashMap<u32, u64> = Default::default();
-        for &(pc, n) in e {
-            *per_pc.entry(pc & !1).or_default() += n;
-        }
-        let est = crate::image::timing::estimate(
-            code,
-            &per_pc,
-            &elf::handler_entries(&elf_bytes),
-            &model,
-        );
+        let (model, est) = exact::estimate_run(request, &meta, at.code.as_deref(), &elf_bytes, e)?;
         report::cycle_shares(&mut report, at.sym, &samples.per_pc, e, &est);
-        report.timing = Some(report::TimingFacts {
-            model: model.describe(),
-            core: model.core.name().to_owned(),
-            wait_states: model.wait_states,
-            cpi: est.cpi(),
-            conditional_branches: est.conditional.0,
-            taken_branches: est.conditional.1,
-            exceptions: est.exceptions,
-            caveats: est.caveats(&model),
-            clock_hz: None,
-            seconds: None,
-        });
+        report.timing = Some(exact::timing_facts(&model, &est, None));
     }
     at.swo(&mut report);
     if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {

@@ -43,7 +43,12 @@
 //! writes `SMPLEXH1`, then (handler entry, address, instructions) per instruction run inside an
 //! exception, keyed by the innermost exception's handler: the time of each exception per
 //! address, which the host needs to tell the time a sampler could see from the time it could
-//! not.
+//! not. With `chains=FILE` (beside `graph=` or `contexts=`, which follow exceptions) it
+//! writes `SMPLCHN1`, then per handler entry (handler `u32`, entries, tail-chained entries,
+//! late-arriving entries: `u64` each): an entry straight after another exception's return is
+//! a tail-chain on the core, and one before the first instruction of a less urgent
+//! exception just entered is a late arrival; both spare the core an unstacking and stacking
+//! that a timing model must not charge.
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -317,6 +322,11 @@ struct Graph {
     /// (`contexts=FILE`).
     contexts: HashMap<(u32, u32), u64>,
     contexts_out: Option<String>,
+    /// Per handler: entries, entries tail-chained (straight after another exception's
+    /// return, without going back to the code it interrupted), and entries that came in late
+    /// (before the first instruction of a less urgent exception just entered) (`chains=FILE`).
+    chains: HashMap<u32, [u64; 3]>,
+    chains_out: Option<String>,
 }
 
 static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
@@ -341,6 +351,8 @@ impl Graph {
             inner: vec![0],
             contexts: HashMap::new(),
             contexts_out: None,
+            chains: HashMap::new(),
+            chains_out: None,
         }
     }
 
@@ -367,7 +379,7 @@ impl Graph {
 
     /// Whether calls and exceptions are followed: a graph or per-exception counts asked for.
     fn follows(&self) -> bool {
-        !self.out.is_empty() || self.contexts_out.is_some()
+        !self.out.is_empty() || self.contexts_out.is_some() || self.chains_out.is_some()
     }
 
     fn current(&self) -> u32 {
@@ -410,12 +422,14 @@ impl Graph {
             self.returned = false;
         }
         let mut site = settled.map(|(_, start)| start);
+        let mut popped = false;
         if std::mem::take(&mut self.returned) && self.stack.last().is_some_and(|f| f.ret.is_none())
         {
             // A return at the level of an exception frame (its handler, or code the handler
             // branched to) is the exception's return: back to the frame it interrupted, with
             // the call that was pending then.
             let f = self.stack.pop().expect("checked above");
+            popped = true;
             self.pending = f.pending;
             // An exception entered now (tail-chained) interrupts the same code as this one.
             site = Some(self.nodes[f.node as usize].3).filter(|&s| s != 0);
@@ -428,7 +442,7 @@ impl Graph {
             .last()
             .is_some_and(|f| f.ret.is_none() && f.fresh && f.entry == pc);
         if self.handlers.contains(&pc) && target != Some(pc) && !resumed {
-            self.enter_exception(pc, site);
+            self.enter_exception(pc, site, popped);
         } else {
             self.call_or_return(pc);
         }
@@ -440,8 +454,20 @@ impl Graph {
     }
 
     /// An exception came in before the block at `pc` (the call pending, if any, is resumed
-    /// after it); `site` is the start of the block it interrupted.
-    fn enter_exception(&mut self, pc: u32, site: Option<u32>) {
+    /// after it); `site` is the start of the block it interrupted, `chained` whether another
+    /// exception returned just before (a tail-chain on the core: no unstacking and stacking).
+    fn enter_exception(&mut self, pc: u32, site: Option<u32>, chained: bool) {
+        // A less urgent exception entered but not begun: on the core this one arrived late,
+        // took over its stacking, and the other follows it by tail-chaining.
+        let late = !chained
+            && self
+                .stack
+                .last()
+                .is_some_and(|f| f.ret.is_none() && f.fresh);
+        let c = self.chains.entry(pc).or_default();
+        c[0] += 1;
+        c[1] += u64::from(chained);
+        c[2] += u64::from(late);
         let node = self.child(self.current(), pc, 1, site.unwrap_or(0));
         self.nodes[node as usize].4 += 1;
         if self.stack.len() < MAX_DEPTH {
@@ -487,6 +513,19 @@ impl Graph {
 
     fn write(&mut self) {
         self.settle();
+        if let Some(path) = &self.chains_out {
+            let mut c: Vec<_> = self.chains.iter().collect();
+            c.sort_unstable();
+            let mut b = Vec::with_capacity(8 + 28 * c.len());
+            b.extend_from_slice(b"SMPLCHN1");
+            for (handler, n) in c {
+                b.extend_from_slice(&handler.to_le_bytes());
+                for v in n {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            write_file(path, &b);
+        }
         if let Some(path) = &self.contexts_out {
             let mut c: Vec<_> = self.contexts.iter().collect();
             c.sort_unstable();
@@ -735,6 +774,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
                 g.contexts_out = Some(v.to_owned());
             }
+            Some(("chains", v)) => {
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
+                g.chains_out = Some(v.to_owned());
+            }
             Some(("handlers", v)) => {
                 let list: Vec<u32> = v
                     .split(':')
@@ -765,7 +809,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, handlers=A:B:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, handlers=A:B:..)"
                 );
                 return -1;
             }
@@ -777,7 +821,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
         .unwrap_or(false);
     if graphing && out.is_none() {
         // The graph reads how much of each block ran from the exact counters.
-        eprintln!("cargo-sample exact-count plugin: graph=FILE and contexts=FILE need out=FILE");
+        eprintln!(
+            "cargo-sample exact-count plugin: graph=FILE, contexts=FILE and chains=FILE need out=FILE"
+        );
         return -1;
     }
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Counters {

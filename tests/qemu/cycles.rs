@@ -399,3 +399,57 @@ fn wait_states_spare_code_copied_to_ram() {
             .contains("run from RAM")
     );
 }
+
+/// Tail-chaining, known by construction: in `nested-irqs` each of the 500 rounds enters four
+/// handlers, and `IRQ29` (pended by `IRQ28` at `IRQ26`'s priority) follows `IRQ26`'s return
+/// straight away. Each such entry costs a tail-chain (6 cycles on a Cortex-M3) instead of
+/// `IRQ26`'s return and its own entry (10 + 12): a run that did not record it charges
+/// exactly 500 x 16 cycles more, all of them to `IRQ29`, and says why.
+#[test]
+fn tail_chained_exceptions_cost_a_tail_chain() {
+    let (r, dir) = profile_in("nested-irqs", &["--exact", "--cycles"]);
+    assert_eq!(r["timing"]["exceptions"], 2000, "{}", r["timing"]);
+    assert_eq!(r["timing"]["chained_exceptions"], 500, "{}", r["timing"]);
+    assert!(dir.join("exception-chains.bin").is_file());
+    // The same run read back without the record of how handlers were entered.
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != "exception-chains.bin" {
+            std::fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
+        }
+    }
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "report",
+            copy.path().to_str().unwrap(),
+            "--cycles",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let full: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(full["timing"]["chained_exceptions"].is_null());
+    assert!(
+        full["timing"]["caveats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().unwrap().contains("tail-chained")),
+        "{}",
+        full["timing"]
+    );
+    let total = |r: &Value| r["cycles"].as_u64().unwrap();
+    assert_eq!(total(&full) - total(&r), 500 * (12 + 10 - 6));
+    let cycles = |r: &Value, f: &str| function(r, f)["cycles"].as_u64().unwrap();
+    assert_eq!(cycles(&full, "IRQ29") - cycles(&r, "IRQ29"), 500 * 16);
+    for f in ["IRQ26", "IRQ27", "IRQ28", "thread_work"] {
+        assert_eq!(cycles(&full, f), cycles(&r, f), "{f}");
+    }
+}

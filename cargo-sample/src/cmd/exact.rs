@@ -199,6 +199,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     if let Some(c) = &outcome.exact_contexts {
         run.keep(crate::dump::exact::CONTEXTS_FILE, c)?;
     }
+    if let Some(c) = &outcome.exception_chains {
+        run.keep(crate::dump::exact::CHAINS_FILE, c)?;
+    }
     capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
     run.finish(outcome.state(), crate::dump::exact::FILE, |dir| {
         format!(

@@ -245,6 +245,9 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
         if let Some(graph) = &outcome.call_graph {
             run.keep(crate::dump::callgraph::FILE, graph)?;
         }
+        if let Some(c) = &outcome.exception_chains {
+            run.keep(crate::dump::exact::CHAINS_FILE, c)?;
+        }
     } else if truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");
     }

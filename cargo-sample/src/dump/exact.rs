@@ -38,6 +38,57 @@ pub fn encode(counts: &[(u32, u64)]) -> Vec<u8> {
     b
 }
 
+/// The file a run keeps its exception entries in, per handler, from the plugin.
+pub const CHAINS_FILE: &str = "exception-chains.bin";
+
+/// How a handler was entered, over a run (the plugin's `chains=FILE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Entries {
+    /// The handler's entry address (Thumb bit clear).
+    pub handler: u32,
+    pub entries: u64,
+    /// Entered straight after another exception returned (tail-chained on the core).
+    pub tail_chained: u64,
+    /// Entered before a less urgent exception just entered had run an instruction (a late
+    /// arrival on the core: the other one follows it by tail-chaining).
+    pub late: u64,
+}
+
+/// Parse an exception-entries file: `SMPLCHN1`, then `(handler u32, entries u64,
+/// tail-chained u64, late u64)` little-endian records.
+pub fn parse_chains(bytes: &[u8]) -> Result<Vec<Entries>> {
+    let Some(body) = bytes.strip_prefix(b"SMPLCHN1") else {
+        bail!("not an exception-entries file (no SMPLCHN1 header)");
+    };
+    if !body.len().is_multiple_of(28) {
+        bail!(
+            "the exception-entries file is cut short ({} bytes of records, not a multiple of 28)",
+            body.len()
+        );
+    }
+    let u64_at =
+        |c: &[u8], o: usize| u64::from_le_bytes(c[o..o + 8].try_into().unwrap_or_default());
+    body.chunks_exact(28)
+        .map(|c| {
+            let e = Entries {
+                handler: u32::from_le_bytes(c[..4].try_into().unwrap_or_default()),
+                entries: u64_at(c, 4),
+                tail_chained: u64_at(c, 12),
+                late: u64_at(c, 20),
+            };
+            if e.tail_chained.saturating_add(e.late) > e.entries {
+                bail!(
+                    "the exception-entries file says handler {:#x} was entered {} times, {} of                      them chained or late: more than it was entered",
+                    e.handler,
+                    e.entries,
+                    e.tail_chained + e.late
+                );
+            }
+            Ok(e)
+        })
+        .collect()
+}
+
 /// The file a run keeps per-exception counts in (from the exec log with `-d int`).
 pub const CONTEXTS_FILE: &str = "exact-contexts.bin";
 
@@ -121,6 +172,30 @@ pub fn parse_contexts(bytes: &[u8]) -> Result<Vec<(u32, u32, u64)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exception_entries_are_read_and_damage_refused() {
+        let mut b = b"SMPLCHN1".to_vec();
+        b.extend_from_slice(&0x4c1u32.to_le_bytes());
+        for v in [500u64, 120, 3] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        let e = parse_chains(&b).unwrap();
+        assert_eq!(
+            e,
+            [Entries {
+                handler: 0x4c1,
+                entries: 500,
+                tail_chained: 120,
+                late: 3
+            }]
+        );
+        assert!(parse_chains(&b[..b.len() - 1]).is_err());
+        assert!(parse_chains(&b[1..]).is_err());
+        // More chained than entered cannot be.
+        b[20..28].copy_from_slice(&600u64.to_le_bytes());
+        assert!(parse_chains(&b).is_err());
+    }
 
     #[test]
     fn parses_and_refuses() {

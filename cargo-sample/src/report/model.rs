@@ -347,6 +347,10 @@ pub struct TimingFacts {
     pub taken_branches: u64,
     /// Exception entries charged (entry and return run no instruction).
     pub exceptions: u64,
+    /// Of those, entries tail-chained or arriving late (charged a tail-chain); absent when
+    /// the run did not record it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chained_exceptions: Option<u64>,
     /// What the estimate does not capture.
     pub caveats: Vec<String>,
     /// `--clock HZ`: the core clock the cycles are turned into time at.

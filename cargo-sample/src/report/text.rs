@@ -284,13 +284,22 @@ fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
             let _ = writeln!(
                 s,
                 "every executed instruction counted by {} · {} · cycles estimated by the {} \
-                 (not measured){}",
+                 (not measured){}{}",
                 f.counted_by,
                 f.stop,
                 t.model,
                 match (t.clock_hz, t.seconds) {
                     (Some(hz), Some(sec)) => format!(" · {} at {}", duration(sec * 1e6), hertz(hz)),
                     _ => String::new(),
+                },
+                match (t.exceptions, t.chained_exceptions) {
+                    (0, _) => String::new(),
+                    (n, Some(c)) if c > 0 => format!(
+                        " · {} exception entries, {} of them tail-chained or late",
+                        big(n as f64),
+                        big(c as f64)
+                    ),
+                    (n, _) => format!(" · {} exception entries", big(n as f64)),
                 }
             );
             for c in &t.caveats {

@@ -132,6 +132,9 @@ pub struct Outcome {
     pub pmu_in_memory: Option<crate::capture::pmu::InMemory>,
     /// With [`RunSpec::call_graph`]: the plugin's calling-context tree.
     pub call_graph: Option<Vec<u8>>,
+    /// With [`RunSpec::call_graph`] or [`RunSpec::contexts`] through the plugin: how each
+    /// handler was entered (an exception-entries file).
+    pub exception_chains: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }

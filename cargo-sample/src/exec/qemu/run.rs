@@ -110,6 +110,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             }),
             pmu_in_memory: ended.in_memory,
             call_graph: None,
+            exception_chains: None,
         },
     ))
 }
@@ -145,7 +146,11 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
             let mut graph = String::new();
             if let Some(handlers) = opts.call_graph.as_ref().or(opts.contexts.as_ref()) {
                 let list: Vec<String> = handlers.iter().map(|h| format!("{h:x}")).collect();
-                graph.push_str(&format!(",handlers={}", list.join(":")));
+                graph.push_str(&format!(
+                    ",handlers={},chains={}",
+                    list.join(":"),
+                    work.join(crate::dump::exact::CHAINS_FILE).display()
+                ));
             }
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
@@ -499,5 +504,11 @@ fn left_behind(
         .call_graph
         .as_ref()
         .and_then(|_| std::fs::read(work.join(crate::dump::callgraph::FILE)).ok());
+    out.exception_chains = opts
+        .call_graph
+        .as_ref()
+        .or(opts.contexts.as_ref())
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::exact::CHAINS_FILE)).ok());
     out
 }

@@ -19,7 +19,8 @@
 //!   known and read as fall-throughs). A 32-bit target that straddles a word costs one more
 //!   fetch on the M3, M4 and M33;
 //! - each exception's entry and return, which run no instruction (the handler's first
-//!   instruction's count less its direct calls);
+//!   instruction's count less its direct calls), and for an entry tail-chained or arriving
+//!   late (which the plugin records) a tail-chain instead of a return and an entry;
 //! - with `--wait-states N`, flash (code below 0x2000_0000) costs N more on every refill when
 //!   the prefetch buffer hides sequential fetches, else N per 32-bit word fetched.
 //!
@@ -90,6 +91,9 @@ pub struct Estimate {
     pub divides: u64,
     /// Exception entries charged.
     pub exceptions: u64,
+    /// Of those, the entries tail-chained or arriving late (charged a tail-chain instead of a
+    /// return and an entry); `None` when the run did not record how handlers were entered.
+    pub chained: Option<u64>,
     /// Executed `wfi`/`wfe` (the time asleep is not counted).
     pub sleeps: u64,
     /// Conditional branches' executions and how many were taken.
@@ -146,6 +150,14 @@ impl Estimate {
                 crate::term::count(self.sleeps)
             ));
         }
+        if self.exceptions > 0 && self.chained.is_none() {
+            v.push(format!(
+                "{} exception entries are each charged a full entry and return: this run did not \
+                 record which were tail-chained (QEMU's exec log, or a run by an older \
+                 cargo-sample)",
+                crate::term::count(self.exceptions)
+            ));
+        }
         let unknown: u64 = self.unknown.iter().map(|u| u.1).sum();
         if unknown > 0 {
             let names: Vec<&str> = self.unknown.iter().take(5).map(|u| u.0.as_str()).collect();
@@ -168,11 +180,14 @@ struct Seen {
 
 /// Estimate the cycles of a run from its exact per-address counts.
 ///
-/// `handlers` are the vector table's handler entries (exceptions enter there).
+/// `handlers` are the vector table's handler entries (exceptions enter there); `spared`, per
+/// handler, how many of its entries were tail-chained or arrived late (each costs a
+/// tail-chain instead of a return and an entry), when the run recorded it.
 pub fn estimate(
     code: &Code,
     counts: &HashMap<u32, u64>,
     handlers: &[u32],
+    spared: Option<&HashMap<u32, u64>>,
     model: &Model,
 ) -> Estimate {
     let t = model.core.table();
@@ -392,10 +407,16 @@ pub fn estimate(
             .unwrap_or(0);
         let entries = count_of(h).saturating_sub(direct);
         if entries > 0 {
+            let full = t.exception_entry + t.exception_return;
+            let chained = spared.map_or(0, |m| m.get(&h).copied().unwrap_or(0).min(entries));
             est.exceptions += entries;
-            *per_pc_f.entry(h).or_default() +=
-                entries as f64 * f64::from(t.exception_entry + t.exception_return);
+            est.chained = spared.map(|_| est.chained.unwrap_or(0) + chained);
+            *per_pc_f.entry(h).or_default() += entries as f64 * f64::from(full)
+                - chained as f64 * f64::from(full.saturating_sub(t.tail_chain));
         }
+    }
+    if spared.is_some() && est.chained.is_none() {
+        est.chained = Some(0);
     }
     for (pc, f) in per_pc_f {
         let v = f.round().max(0.0) as u64;

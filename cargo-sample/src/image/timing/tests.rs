@@ -86,7 +86,7 @@ fn hot_a(n: u64, core: Core) -> Estimate {
         }
     }
     let model = at_zero_wait(core);
-    estimate(&code, &counts, &[], &model)
+    estimate(&code, &counts, &[], None, &model)
 }
 
 #[test]
@@ -126,6 +126,7 @@ fn wait_states_cost_refills_or_every_fetch() {
             &code,
             &counts,
             &[],
+            None,
             &Model {
                 core: Core::M4,
                 wait_states: ws,
@@ -162,7 +163,7 @@ fn loads_and_stores_in_sequence() {
         .into_iter()
         .map(|o| (0x1000 + o, 1))
         .collect();
-    let run = |core| estimate(&code, &counts, &[], &at_zero_wait(core));
+    let run = |core| estimate(&code, &counts, &[], None, &at_zero_wait(core));
     let m4 = run(Core::M4);
     let at = |o: u32| m4.per_pc[&(0x1000 + o)];
     assert_eq!(
@@ -205,7 +206,7 @@ fn cortex_m33_result_latencies() {
     let code = Code::thumb(0x2000, &bytes);
     let pcs = [0, 2, 4, 6, 8, 0xc, 0xe, 0x12];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x2000 + o, 1)).collect();
-    let e = estimate(&code, &counts, &[], &at_zero_wait(Core::M33));
+    let e = estimate(&code, &counts, &[], None, &at_zero_wait(Core::M33));
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x2000 + o)]).collect();
     assert_eq!(got, [1, 2, 1, 1, 1, 2, 1, 1]);
     // What the latencies read: sources without the destination, a store's data apart.
@@ -236,7 +237,7 @@ fn cortex_m7_pairs_neighbours() {
     let code = Code::thumb(0x3000, &bytes);
     let pcs = [0, 4, 8, 0xc, 0xe, 0x10];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x3000 + o, 10)).collect();
-    let e = estimate(&code, &counts, &[], &at_zero_wait(Core::M7));
+    let e = estimate(&code, &counts, &[], None, &at_zero_wait(Core::M7));
     let got: Vec<u64> = pcs.iter().map(|o| e.per_pc[&(0x3000 + o)]).collect();
     assert_eq!(got, [10, 0, 10, 0, 10, 0]);
     assert_eq!(e.cycles, 30, "six instructions, three cycles a pass");
@@ -257,7 +258,7 @@ fn unaligned_wide_loads_do_not_pipeline() {
     let pcs = [0, 2, 6, 8];
     let counts: HashMap<u32, u64> = pcs.iter().map(|o| (0x4000 + o, 1)).collect();
     let run = |core| {
-        let e = estimate(&code, &counts, &[], &at_zero_wait(core));
+        let e = estimate(&code, &counts, &[], None, &at_zero_wait(core));
         pcs.iter()
             .map(|o| e.per_pc[&(0x4000 + o)])
             .collect::<Vec<u64>>()
@@ -301,4 +302,36 @@ fn code_copied_to_ram_waits_no_flash() {
     };
     assert!(model.in_flash(flash_fn) && !model.in_flash(ram_fn));
     assert!(model.describe().contains("bytes of code run from RAM"));
+}
+
+/// A handler entered ten times, four of them tail-chained or late: those four cost a
+/// tail-chain (6) instead of a return and an entry (10 + 12 on a Cortex-M4); without the
+/// record every entry is charged in full, and the estimate says so.
+#[test]
+fn chained_entries_cost_a_tail_chain() {
+    let code = Code::thumb(0x100, &[0x70, 0x47]); // bx lr
+    let counts: HashMap<u32, u64> = [(0x100, 10)].into_iter().collect();
+    let model = at_zero_wait(Core::M4);
+    let spared: HashMap<u32, u64> = [(0x100, 4)].into_iter().collect();
+    let full = estimate(&code, &counts, &[0x101], None, &model);
+    let chained = estimate(&code, &counts, &[0x101], Some(&spared), &model);
+    assert_eq!(full.exceptions, 10);
+    assert_eq!(full.chained, None);
+    assert_eq!(chained.chained, Some(4));
+    assert_eq!(full.cycles - chained.cycles, 4 * (12 + 10 - 6));
+    assert!(
+        full.caveats(&model)
+            .iter()
+            .any(|c| c.contains("tail-chained"))
+    );
+    assert!(
+        !chained
+            .caveats(&model)
+            .iter()
+            .any(|c| c.contains("tail-chained"))
+    );
+    // No more spared than entered.
+    let too_many: HashMap<u32, u64> = [(0x100, 40)].into_iter().collect();
+    let capped = estimate(&code, &counts, &[0x101], Some(&too_many), &model);
+    assert_eq!(full.cycles - capped.cycles, 10 * 16);
 }

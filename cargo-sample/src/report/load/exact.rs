@@ -85,7 +85,15 @@ pub fn load_exact_report(
         }
         return Ok(report);
     };
-    let (model, est) = estimate_run(&request, meta, code.as_ref(), &elf_bytes, &counts)?;
+    let chains = read_chains(dir);
+    let (model, est) = estimate_run(
+        &request,
+        meta,
+        code.as_ref(),
+        &elf_bytes,
+        &counts,
+        chains.as_deref(),
+    )?;
     // The same views in instructions, for the columns beside the cycles.
     let plain = report::build_exact(
         &mut sym,
@@ -247,12 +255,30 @@ fn join_cycles(
 
 /// `--cycles` over a run's exact counts: the model asked for (with the code the ELF copies to
 /// RAM at startup) and its estimate.
+/// How the run's handlers were entered, if it recorded it; a damaged file is said and left
+/// out (every entry is then charged in full).
+pub(super) fn read_chains(dir: &std::path::Path) -> Option<Vec<crate::dump::exact::Entries>> {
+    let path = dir.join(crate::dump::exact::CHAINS_FILE);
+    let bytes = std::fs::read(&path).ok()?;
+    match crate::dump::exact::parse_chains(&bytes) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            crate::term::warn(format!(
+                "{}: {e:#}; every exception entry is charged a full entry and return",
+                path.display()
+            ));
+            None
+        }
+    }
+}
+
 pub(super) fn estimate_run(
     req: &report::CyclesRequest,
     meta: &RunMeta,
     code: Option<&crate::image::disasm::Code>,
     elf_bytes: &[u8],
     counts: &[(u32, u64)],
+    chains: Option<&[crate::dump::exact::Entries]>,
 ) -> Result<(timing::Model, timing::Estimate)> {
     let mut model = cycles_model(req, meta)?;
     model.ram_code = elf::copied_code(elf_bytes);
@@ -263,7 +289,18 @@ pub(super) fn estimate_run(
     for &(pc, n) in counts {
         *per_pc.entry(pc & !1).or_default() += n;
     }
-    let est = timing::estimate(code, &per_pc, &elf::handler_entries(elf_bytes), &model);
+    let spared = chains.map(|c| {
+        c.iter()
+            .map(|e| (e.handler & !1, e.tail_chained + e.late))
+            .collect::<HashMap<u32, u64>>()
+    });
+    let est = timing::estimate(
+        code,
+        &per_pc,
+        &elf::handler_entries(elf_bytes),
+        spared.as_ref(),
+        &model,
+    );
     Ok((model, est))
 }
 
@@ -281,6 +318,7 @@ pub(super) fn timing_facts(
         conditional_branches: est.conditional.0,
         taken_branches: est.conditional.1,
         exceptions: est.exceptions,
+        chained_exceptions: est.chained,
         caveats: est.caveats(model),
         clock_hz,
         seconds: clock_hz.map(|hz| microseconds(est.cycles, hz) / 1e6),

@@ -92,7 +92,15 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         &at.vectors,
     );
     if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
-        let (model, est) = exact::estimate_run(request, &meta, at.code.as_deref(), &elf_bytes, e)?;
+        let chains = exact::read_chains(dir);
+        let (model, est) = exact::estimate_run(
+            request,
+            &meta,
+            at.code.as_deref(),
+            &elf_bytes,
+            e,
+            chains.as_deref(),
+        )?;
         report::cycle_shares(&mut report, at.sym, &samples.per_pc, e, &est);
         report.timing = Some(exact::timing_facts(&model, &est, None));
     }

@@ -540,6 +540,47 @@ fn lap_regions_are_a_table_of_their_own() {
     assert!(!expected.is_empty());
     assert_eq!(shown, expected);
     b.screenshot("laps.png");
+
+    // With `--cycles`, each `measure` region's mean in estimated cycles, as in the JSON.
+    let (r, dir) = profile_in("laps", &["--laps", "--cycles"]);
+    let page = dir.join("test-laps-cycles.html");
+    report(
+        &dir,
+        &["--cycles", "--format", "html", "-o", page.to_str().unwrap()],
+        &[],
+    );
+    b.open(&page);
+    let column = b.js(
+        "const h = [...document.querySelectorAll('#t-laps thead th')].map(t => t.textContent); \
+         const k = h.findIndex(t => t.startsWith('mean cycles')); \
+         return [...document.querySelectorAll('#t-laps tbody tr')].map(tr => \
+         [tr.children[0].textContent, tr.children[k].textContent])",
+    );
+    let shown: std::collections::BTreeMap<String, String> = column
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v[0].as_str().unwrap().to_owned(),
+                v[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for g in r["laps"]["regions"].as_array().unwrap() {
+        let name = g["name"].as_str().unwrap();
+        let name = if g["kind"] == "iteration" {
+            format!("{name} (iteration)")
+        } else {
+            name.to_owned()
+        };
+        let want = match g["cycles"]["mean"].as_f64() {
+            Some(c) => format!("{c:.1}"),
+            None => "-".to_owned(),
+        };
+        assert_eq!(shown.get(&name), Some(&want), "{name}: {shown:?}");
+    }
+    assert!(shown.values().any(|v| v != "-"));
 }
 
 fn with_commas(n: u64) -> String {

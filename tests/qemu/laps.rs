@@ -245,3 +245,84 @@ fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeli
         "{inside:?}"
     );
 }
+
+/// `--laps --cycles`: a `measure` region's laps in estimated cycles, at the CPI of the code its
+/// laps ran in the same run's exact call graph. Checked against two things the lap counter
+/// does not know: the exact count of the region's body (which differs from the corrected lap
+/// only by the empty body's instructions, subtracted with the lap's own cost), and the cycles
+/// a separate `--exact --cycles` run of the same ELF gives the work the region wraps
+/// (`sum_half`, a leaf: the region adds only its closure's few instructions). Iterations have
+/// no body and say so.
+#[test]
+fn measured_regions_in_estimated_cycles_agree_with_an_exact_run() {
+    let (r, run) = profile_in("laps", &["--laps", "--cycles", "--clock", "25000000"]);
+    let laps = &r["laps"];
+    assert!(
+        laps["cycles_model"]
+            .as_str()
+            .unwrap()
+            .starts_with("cortex-m3 timing")
+    );
+    let cycles = |name: &str| region(&r, name)["cycles"].clone();
+    let (half, empty) = (cycles("sum_array/2"), cycles("empty"));
+    let lap = region(&r, "sum_array/2")["mean"].as_f64().unwrap();
+    let body = half["exact_instructions"].as_f64().unwrap()
+        - empty["exact_instructions"].as_f64().unwrap();
+    assert!(
+        (body - lap).abs() <= 1.3,
+        "lap {lap} against {body} exact instructions of its body"
+    );
+    let mean = half["mean"].as_f64().unwrap();
+    assert!(
+        (half["cpi"].as_f64().unwrap() - mean / lap).abs() < 1e-9,
+        "{half}"
+    );
+    assert!((half["mean_us"].as_f64().unwrap() - mean / 25.0).abs() < 1e-6);
+
+    let dir = tempfile::tempdir().unwrap();
+    let elf = run.join("firmware.elf");
+    let out = crate::support::cargo_sample_env(
+        dir.path(),
+        &[
+            "--elf",
+            elf.to_str().unwrap(),
+            "--machine",
+            "mps2-an385",
+            "--cycles",
+            "--format",
+            "json",
+        ],
+        &[("CARGO_TARGET_DIR", "target")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exact: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = exact["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "laps::sum_half")
+        .unwrap();
+    // Called once a lap (a leaf: its own cycles are its calls').
+    let calls = region(&r, "sum_array/2")["calls"].as_f64().unwrap();
+    assert_eq!(f["instructions"].as_f64().unwrap() / calls, 646.0, "{f}");
+    let per_call = f["cycles"].as_f64().unwrap() / calls;
+    // The region is sum_half's call and the closure's few instructions around it (a frame, the
+    // argument, the call: `lap - 646`), none of which costs more than 3 cycles here.
+    assert!(
+        mean > per_call && mean - per_call <= 3.0 * (lap - 646.0),
+        "region {mean} cycles a lap ({lap} instructions) against sum_half's {per_call} a call"
+    );
+    // An iteration runs no body the firmware names: no cycles, and the note says which.
+    assert!(region(&r, "executive")["cycles"].is_null());
+    let notes = laps["cycles_notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("`executive`")),
+        "{notes:?}"
+    );
+}

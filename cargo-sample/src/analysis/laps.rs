@@ -77,6 +77,29 @@ pub struct RegionReport {
     pub clusters: Vec<Cluster>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub interference: Vec<Interference>,
+    /// With `--cycles`: the laps in estimated cycles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<RegionCycles>,
+}
+
+/// A region's laps in estimated cycles: each lap's instructions (the lap's own cost
+/// subtracted) at the cycles per instruction of the code the region's laps ran, which the exact
+/// call graph of the same run holds under the region's body (everything it called, and the
+/// interrupts it took, included).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RegionCycles {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Estimated cycles per instruction of the body's code over all its laps.
+    pub cpi: f64,
+    /// The body's instructions per lap in the exact count (an independent reading of what the
+    /// lap counter measured: the two differ by the empty body's few instructions).
+    pub exact_instructions: f64,
+    /// The mean in microseconds at `--clock HZ`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_us: Option<f64>,
 }
 
 /// All regions of a run.
@@ -89,6 +112,12 @@ pub struct LapsReport {
     pub regions: Vec<RegionReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// With `--cycles`: the timing model the cycles are estimated with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_model: Option<String>,
+    /// With `--cycles`: what could not be given in cycles, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cycles_notes: Vec<String>,
 }
 
 /// Adjacent distinct values at most this far apart (in counter ticks) belong to one cluster:
@@ -325,6 +354,7 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
                 })
                 .collect(),
             interference,
+            cycles: None,
         });
     }
     LapsReport {
@@ -338,7 +368,112 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
         overhead: over * u,
         regions,
         warnings,
+        cycles_model: None,
+        cycles_notes: Vec::new(),
     }
+}
+
+/// Instructions and estimated cycles run under each of `bodies` in the exact call graph (a
+/// node entered at a body, and everything below it, counted once even where a body calls
+/// itself), and how many times each was entered.
+pub fn under_bodies(
+    tree: &crate::dump::callgraph::Tree,
+    bodies: &[u32],
+    cycles_of: impl Fn(u32, u64) -> u64,
+) -> std::collections::HashMap<u32, (u64, u64, u64)> {
+    use std::collections::HashMap;
+    let nodes = &tree.nodes;
+    let is_body = |i: usize| !nodes[i].exception && bodies.contains(&(nodes[i].entry & !1));
+    // Per node, the body whose call it runs under (the outermost), if any. Parents come
+    // before their children in the file, so one pass in order settles each from its parent;
+    // a node out of order is walked up instead.
+    let mut owner: Vec<Option<u32>> = vec![None; nodes.len()];
+    for i in 1..nodes.len() {
+        let parent = nodes[i].parent as usize;
+        let inherited = if parent < i {
+            owner[parent]
+        } else {
+            let (mut at, mut found, mut steps) = (parent, None, 0);
+            while at != 0 && at < nodes.len() && steps <= nodes.len() {
+                if is_body(at) {
+                    found = Some(nodes[at].entry & !1);
+                }
+                at = nodes[at].parent as usize;
+                steps += 1;
+            }
+            found
+        };
+        owner[i] = inherited.or_else(|| is_body(i).then(|| nodes[i].entry & !1));
+    }
+    let mut out: HashMap<u32, (u64, u64, u64)> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let parent = (n.parent as usize).min(nodes.len() - 1);
+        if is_body(i) && owner[parent].is_none() {
+            out.entry(n.entry & !1).or_default().2 += n.calls;
+        }
+    }
+    for &(node, block, n) in &tree.counts {
+        if let Some(b) = owner.get(node as usize).copied().flatten() {
+            let e = out.entry(b).or_default();
+            e.0 += n;
+            e.1 += cycles_of(block, n);
+        }
+    }
+    out
+}
+
+/// Give each region whose body the firmware named (`measure`) its laps in estimated cycles,
+/// from the exact call graph of the same run; say which regions cannot have them.
+pub fn apply_cycles(
+    r: &mut LapsReport,
+    l: &Laps,
+    tree: &crate::dump::callgraph::Tree,
+    cycles_of: impl Fn(u32, u64) -> u64,
+    model: String,
+    clock_hz: Option<u32>,
+) {
+    let bodies: Vec<u32> = l
+        .regions
+        .iter()
+        .map(|g| g.body & !1)
+        .filter(|&b| b != 0)
+        .collect();
+    let under = under_bodies(tree, &bodies, cycles_of);
+    let mut without = Vec::new();
+    for (g, out) in l.regions.iter().zip(&mut r.regions) {
+        if g.calls == 0 {
+            continue;
+        }
+        let Some(&(instructions, cycles, calls)) =
+            under.get(&(g.body & !1)).filter(|_| g.body != 0)
+        else {
+            without.push(format!("`{}`", g.name));
+            continue;
+        };
+        if instructions == 0 || calls == 0 {
+            without.push(format!("`{}`", g.name));
+            continue;
+        }
+        let cpi = cycles as f64 / instructions as f64;
+        let mean = out.mean * cpi;
+        out.cycles = Some(RegionCycles {
+            min: out.min * cpi,
+            median: out.median * cpi,
+            max: out.max * cpi,
+            mean,
+            cpi,
+            exact_instructions: instructions as f64 / calls as f64,
+            mean_us: clock_hz.map(|hz| mean / f64::from(hz) * 1e6),
+        });
+    }
+    if !without.is_empty() {
+        r.cycles_notes.push(format!(
+            "no estimated cycles for {}: only laps of `measure(|| ...)` name the code they run \
+             (a `start()` guard or an iteration does not)",
+            without.join(", ")
+        ));
+    }
+    r.cycles_model = Some(model);
 }
 
 /// The regions as text.
@@ -397,6 +532,20 @@ pub fn render(r: &LapsReport, unit: &str) -> String {
             }
             let _ = writeln!(s);
         }
+        if let Some(c) = &g.cycles {
+            let _ = writeln!(
+                s,
+                "      estimated cycles: min {:.1}, median {:.1}, max {:.1}, mean {:.1} (CPI {:.3}{})",
+                c.min,
+                c.median,
+                c.max,
+                c.mean,
+                c.cpi,
+                c.mean_us
+                    .map(|us| format!(", mean {us:.2} µs"))
+                    .unwrap_or_default()
+            );
+        }
         if g.unmeasured > 0 {
             let _ = writeln!(s, "      {} laps could not be timed", g.unmeasured);
         }
@@ -409,6 +558,16 @@ pub fn render(r: &LapsReport, unit: &str) -> String {
             );
         }
     }
+    if let Some(m) = &r.cycles_model {
+        let _ = writeln!(
+            s,
+            "  cycles estimated by the {m} (not measured), at the CPI of the code each region's \
+             laps ran in this run's exact count"
+        );
+    }
+    for n in &r.cycles_notes {
+        let _ = writeln!(s, "note: {n}");
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -418,6 +577,44 @@ pub fn render(r: &LapsReport, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything below a body's call is its (callees and the interrupts it took), counted
+    /// once where the body calls itself; its calls are those from outside it.
+    #[test]
+    fn the_code_under_a_body_is_its_subtree_counted_once() {
+        use crate::dump::callgraph::{Node, Tree};
+        let node = |parent, entry, exception, calls| Node {
+            parent,
+            entry,
+            exception,
+            site: 0,
+            calls,
+        };
+        let (body, f, handler, other) = (0x101, 0x201, 0x301, 0x401);
+        let tree = Tree {
+            nodes: vec![
+                node(0, 0, false, 0),
+                node(0, body, false, 2),
+                node(1, f, false, 2),
+                node(2, handler, true, 1),
+                node(1, body, false, 1),
+                node(0, other, false, 1),
+                // The handler's code is not a body however it is entered.
+                node(0, body, true, 4),
+            ],
+            counts: vec![
+                (1, 0x100, 10),
+                (2, 0x200, 20),
+                (3, 0x300, 5),
+                (4, 0x100, 3),
+                (5, 0x400, 100),
+                (6, 0x100, 7),
+            ],
+        };
+        let under = under_bodies(&tree, &[0x100], |_, n| 2 * n);
+        assert_eq!(under.get(&0x100), Some(&(38, 76, 2)));
+        assert_eq!(under.len(), 1);
+    }
     use crate::dump::laps::{Region, decode, encode};
 
     fn region(name: &str, kind: u8, laps: &[(u32, u32)]) -> Region {
@@ -431,6 +628,7 @@ mod tests {
             sum: laps.iter().map(|&(v, c)| v as u64 * c as u64).sum(),
             overflow: 0,
             unmeasured: 0,
+            body: 0x1235,
             values: laps.to_vec(),
         }
     }

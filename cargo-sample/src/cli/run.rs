@@ -170,6 +170,7 @@ pub struct ViewArgs {
     /// With `--exact`: estimate cycles from the exact counts with a timing model of the core,
     /// and show every figure in them, with the instructions and cycles per instruction beside.
     /// With `--truth`: each row's share of the estimated cycles beside its instruction share.
+    /// With `--laps`: each `measure` region's laps in estimated cycles too.
     #[arg(long)]
     pub cycles: bool,
     /// The core whose timing `--cycles` uses (default: the machine's): cortex-m0,

@@ -32,15 +32,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
         super::gate::check(args)?;
     }
     super::saved::check_view(&args.view)?;
-    if args.view.cycles && !args.truth {
+    if args.view.cycles && !counts_every_instruction(args) {
         anyhow::bail!(
             "`--cycles` needs every instruction counted: with `--exact` (the profile in \
-             estimated cycles), or with `--truth` (the samples' shares turned into shares of \
-             the cycles by each address's cycles per instruction)"
+             estimated cycles), with `--truth` (the samples' shares turned into shares of \
+             the cycles by each address's cycles per instruction), or with `--laps` (each \
+             region's laps in estimated cycles)"
         );
     }
     let dir = capture(args)?;
     render_run(&dir, &args.view)
+}
+
+/// Whether the run counts every instruction in QEMU beside what the firmware records:
+/// `--truth`, and `--laps --cycles` (the laps' code timed in cycles).
+fn counts_every_instruction(args: &RunArgs) -> bool {
+    args.truth || (args.laps && args.view.cycles)
 }
 
 /// Build, run and save a run; returns its directory (with a dump in it).
@@ -72,7 +79,7 @@ fn capture_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
         &cpu,
     )?;
     plan::check_timer(args, &cpu, timer)?;
-    let counting = if args.truth {
+    let counting = if counts_every_instruction(args) {
         Some(choose_counting(
             args.truth_method,
             &qemu_path,
@@ -155,7 +162,7 @@ fn capture_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     run.meta.exit_code = outcome.status.and_then(|s| s.code());
     run.meta.counted_by = counting.as_ref().map(Counting::describe);
     check_plugin_loaded(&outcome, counting.as_ref(), &run.dir)?;
-    keep(&mut run, &outcome, &img, args.truth)?;
+    keep(&mut run, &outcome, &img, counts_every_instruction(args))?;
     run.meta.core = outcome.core;
     capture::warn_qemu_end(&outcome, args.timeout, "the samples taken");
     let state = outcome.state();
@@ -212,8 +219,9 @@ impl Spec<'_> {
                 functions: crate::capture::top::functions_of(elf_bytes),
             }),
             pmu_in_memory: None,
-            // With stacks, `--truth` follows the calls too: exact inclusive shares and callers.
-            call_graph: (args.stacks.is_some() && plugin).then(|| {
+            // With stacks, `--truth` follows the calls too: exact inclusive shares and callers;
+            // with `--cycles`, the code each lap region ran is found in the graph.
+            call_graph: ((args.stacks.is_some() || args.view.cycles) && plugin).then(|| {
                 if img.fw.aarch64 {
                     // The IRQ entries (current level, SPx) of the sampler's vector tables.
                     ["sampler_rt_vectors", "sampler_rt_vectors_hist"]

@@ -28,6 +28,9 @@ pub struct Region {
     pub overflow: u32,
     /// Laps no counter could time.
     pub unmeasured: u32,
+    /// The address of the code `measure`'s laps ran (0: not known: a `start()` guard, an
+    /// iteration, or a firmware from before the field).
+    pub body: u32,
     /// Distinct lap values and how many laps had each.
     pub values: Vec<(u32, u32)>,
 }
@@ -102,6 +105,7 @@ pub fn decode(p: &[u8]) -> Option<Laps> {
             sum: f(4)? as u64 | (f(5)? as u64) << 32,
             overflow: f(6)?,
             unmeasured: f(7)?,
+            body: f(9)?,
             values: Vec::with_capacity(n),
         };
         at += 40;
@@ -153,7 +157,7 @@ pub fn encode(l: &Laps) -> Vec<u8> {
             r.overflow,
             r.unmeasured,
             r.values.len() as u32,
-            0,
+            r.body,
         ] {
             b.extend_from_slice(&v.to_le_bytes());
         }

@@ -73,6 +73,8 @@ struct Data {
     /// Laps that could not be timed (no usable counter).
     unmeasured: u32,
     n: u32,
+    /// The address of the code `measure`'s laps run (0: not known).
+    body: u32,
     values: [(u32, u32); VALUES],
 }
 
@@ -88,6 +90,7 @@ const EMPTY: Data = Data {
     overflow: 0,
     unmeasured: 0,
     n: 0,
+    body: 0,
     values: [(0, 0); VALUES],
 };
 
@@ -122,6 +125,44 @@ fn opaque<T>(r: &T) -> &T {
     };
     // SAFETY: `a` is `r`'s address.
     unsafe { &*(a as *const T) }
+}
+
+/// A closure and the room for its result, as [`Region::measure`] hands them to the lap code.
+struct Call<F, R> {
+    f: core::mem::ManuallyDrop<F>,
+    out: core::mem::MaybeUninit<R>,
+}
+
+/// Call the closure of the [`Call`] at `data` and keep its result there: one function per
+/// closure type, the body of that region's laps.
+///
+/// # Safety
+/// `data` points to a `Call<F, R>` whose closure has not been taken.
+unsafe fn call_once<F: FnOnce() -> R, R>(data: *mut ()) {
+    // SAFETY: as the caller promises.
+    let call = unsafe { &mut *data.cast::<Call<F, R>>() };
+    // SAFETY: taken once, here.
+    let f = unsafe { core::mem::ManuallyDrop::take(&mut call.f) };
+    call.out.write(f());
+}
+
+/// The counter and the samples taken at the start of a lap, read so that they agree: a sample
+/// taken between the two reads would lengthen the lap without being counted in it (or be
+/// counted without its time), so the samples taken are read again after the counter and the
+/// pair is read anew if one came in between (without masking interrupts, which would hold the
+/// sampler off). The instructions after the counter's read are the same every time.
+#[inline(always)]
+fn start_lap() -> (u32, u32) {
+    if TRACE == 0 {
+        return (read_counter(), NO_SEQ);
+    }
+    loop {
+        let before = seq();
+        let start = read_counter();
+        if seq() == before {
+            return (start, before);
+        }
+    }
 }
 
 /// A start sequence number meaning "the sampler was not running".
@@ -162,12 +203,9 @@ impl Region {
     #[inline(never)]
     pub fn start(&self) -> Lap<'_> {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register();
+            self.register(0);
         }
-        // The counter first, then the samples taken: a sample between the two is inside the lap
-        // both ways (counted, and its time after the start).
-        let start = read_counter();
-        let seq = seq();
+        let (start, seq) = start_lap();
         Lap {
             region: self,
             start,
@@ -180,32 +218,32 @@ impl Region {
     /// [`start`](Region::start) guard is handier but its cost varies by a few instructions
     /// with how the caller keeps the guard.)
     #[inline(always)]
-    pub fn measure<R>(&self, f: impl FnOnce() -> R) -> R {
-        let mut f = core::mem::ManuallyDrop::new(f);
-        let mut out = core::mem::MaybeUninit::<R>::uninit();
-        // SAFETY: `time` calls the closure exactly once, so `f` is taken once and `out` is
-        // written before it is read.
-        self.time(&mut || unsafe {
-            out.write(core::mem::ManuallyDrop::take(&mut f)());
-        });
-        // SAFETY: as above.
-        unsafe { out.assume_init() }
+    pub fn measure<F: FnOnce() -> R, R>(&self, f: F) -> R {
+        let mut call = Call {
+            f: core::mem::ManuallyDrop::new(f),
+            out: core::mem::MaybeUninit::uninit(),
+        };
+        self.time(call_once::<F, R>, (&mut call as *mut Call<F, R>).cast());
+        // SAFETY: `time` called `call_once` exactly once, which wrote `out`.
+        unsafe { call.out.assume_init() }
     }
 
-    /// The lap around `f`, called once. One copy of this code times every region (and the
-    /// calibration's empty lap), so every lap runs exactly the same instructions of its own:
-    /// the counter reads, the indirect call and the closure's return.
+    /// The lap around `body(data)`, called once. One copy of this code times every region
+    /// (and the calibration's empty lap), so every lap runs exactly the same instructions of
+    /// its own: the counter reads, the indirect call and the body's return. The body's
+    /// address is kept with the region (a host that counted every instruction finds the
+    /// code the laps ran by it).
     #[inline(never)]
-    fn time(&self, f: &mut dyn FnMut()) {
+    fn time(&self, body: unsafe fn(*mut ()), data: *mut ()) {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register();
+            self.register(body as usize);
         }
         let this = opaque(self);
-        // The counter first, then the samples taken (see `start`); at the end the counter is
-        // read where the lap is recorded, interrupts masked (see `Lap::drop`).
-        let start = read_counter();
-        let seq = seq();
-        f();
+        // At the end the counter is read where the lap is recorded, interrupts masked (see
+        // `Lap::drop`).
+        let (start, seq) = start_lap();
+        // SAFETY: `data` is the `Call` that `body` was instantiated for (see `measure`).
+        unsafe { body(data) };
         without_interrupts(|| {
             let end = read_counter();
             this.record(start, end, seq);
@@ -216,7 +254,7 @@ impl Region {
     #[inline(never)]
     pub fn iterate(&self) {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register();
+            self.register(0);
         }
         let now = read_counter();
         without_interrupts(|| {
@@ -255,8 +293,10 @@ impl Region {
         });
     }
 
+    /// Enter the region in the table; `body` is the code its laps run (0: not known, for
+    /// `start` guards and iterations).
     #[cold]
-    fn register(&self) {
+    fn register(&self, body: usize) {
         without_interrupts(|| {
             if self.registered.load(Ordering::Relaxed) {
                 return;
@@ -269,6 +309,7 @@ impl Region {
                 // SAFETY: interrupts are masked; no lap of this region is recorded yet.
                 unsafe {
                     (*self.data.get()).index = t.len as u8;
+                    (*self.data.get()).body = body as u32;
                     *addr_of_mut!(TRACE_HOOK) = Some((ring_len, write_ring));
                 }
                 t.len += 1;
@@ -485,7 +526,7 @@ pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
         put32(&mut put, d.overflow);
         put32(&mut put, d.unmeasured);
         put32(&mut put, d.n);
-        put32(&mut put, 0);
+        put32(&mut put, d.body);
         for &(v, c) in &d.values[..d.n as usize] {
             put32(&mut put, v);
             put32(&mut put, c);

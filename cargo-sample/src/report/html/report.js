@@ -311,6 +311,10 @@
       text: "Counted by " + L.counter + " in " + r.unit + ", each lap's own cost (" + one(L.overhead) + ") subtracted" }),
     L.warnings && L.warnings.length ? el("ul", { class: "findings" },
       ...L.warnings.map((w) => el("li", { class: "warning", text: w }))) : null,
+    L.cycles_model ? el("div", { class: "in",
+      text: "Cycles estimated by the " + L.cycles_model + " (not measured), at the CPI of the code each region's laps ran" }) : null,
+    L.cycles_notes && L.cycles_notes.length ? el("ul", { class: "findings" },
+      ...L.cycles_notes.map((w) => el("li", { text: w }))) : null,
     rowsTable("t-laps", L.regions, [
       { title: "region", ascFirst: true, value: (x) => x.name, cell: (x) => el("td", { class: "name", text: x.name + (x.kind === "iteration" ? " (iteration)" : "") }) },
       num("laps", (x) => x.calls, fmtInt),
@@ -320,9 +324,14 @@
       num("max", (x) => x.max, one),
       num("mean µs", (x) => x.mean_us, (v) => v.toFixed(3)),
       num("rate Hz", (x) => x.rate_hz, one),
+    ].concat(L.cycles_model ? [
+      num("mean cycles", (x) => x.cycles && x.cycles.mean, one),
+      num("max cycles", (x) => x.cycles && x.cycles.max, one),
+      num("CPI", (x) => x.cycles && x.cycles.cpi, (v) => v.toFixed(3)),
+    ] : []).concat([
       { title: "clusters", value: (x) => x.clusters.length,
         cell: (x) => el("td", { class: "in", text: x.clusters.map((c) => one(c.center) + " × " + fmtInt(c.laps) + " (" + fmtPct(c.percent) + ")").join(", ") }) },
-    ]));
+    ])));
   }
 
   // ---- exception trace (SWO captures) ----

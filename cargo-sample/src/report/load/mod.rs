@@ -91,6 +91,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         opts,
         &at.vectors,
     );
+    let mut estimate = None;
     if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
         let chains = exact::read_chains(dir);
         let (model, est) = exact::estimate_run(
@@ -103,6 +104,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         )?;
         report::cycle_shares(&mut report, at.sym, &samples.per_pc, e, &est);
         report.timing = Some(exact::timing_facts(&model, &est, None));
+        estimate = Some((model, est));
     }
     at.swo(&mut report);
     if timeline && dump.hist.is_none() && !samples.ordered.is_empty() {
@@ -120,6 +122,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
     at.fault(&mut report);
     if let Some(l) = &dump.laps {
         at.laps(&mut report, &dump, l);
+        if let (Some((model, est)), Some(request)) = (&estimate, &cycles_request) {
+            at.laps_in_cycles(&mut report, l, model, est, request.clock_hz)?;
+        }
     }
     Ok(report)
 }
@@ -412,6 +417,41 @@ impl Loading<'_> {
                 functions: Vec::new(),
             },
         );
+    }
+
+    /// `--cycles`: each lap region in estimated cycles, at the CPI of the code its laps ran in
+    /// the run's exact call graph.
+    fn laps_in_cycles(
+        &self,
+        report: &mut Report,
+        l: &dump::laps::Laps,
+        model: &crate::image::timing::Model,
+        est: &crate::image::timing::Estimate,
+        clock_hz: Option<u32>,
+    ) -> Result<()> {
+        let Some(laps) = report.laps.as_mut() else {
+            return Ok(());
+        };
+        let path = self.dir.join(dump::callgraph::FILE);
+        let Ok(bytes) = std::fs::read(&path) else {
+            laps.cycles_notes.push(
+                "no estimated cycles for the regions: the run has no exact call graph to find \
+                 the code their laps ran in (QEMU's exec log counted it, or the run is older)"
+                    .into(),
+            );
+            return Ok(());
+        };
+        let tree = dump::callgraph::parse(&bytes)
+            .with_context(|| format!("decoding {}", path.display()))?;
+        crate::analysis::laps::apply_cycles(
+            laps,
+            l,
+            &tree,
+            |block, n| est.block_cycles(block, n),
+            model.describe(),
+            clock_hz,
+        );
+        Ok(())
     }
 
     /// Lap regions, in the report's unit, on the timeline too.

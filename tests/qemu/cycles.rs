@@ -453,3 +453,80 @@ fn tail_chained_exceptions_cost_a_tail_chain() {
         assert_eq!(cycles(&full, f), cycles(&r, f), "{f}");
     }
 }
+
+/// An exact run's time per exception (and thread mode), each instruction in the innermost
+/// exception open when it ran: named by the vector table, with its entries, adding up to the
+/// run in instructions and in cycles, and equal, exception by exception, to QEMU's own log of
+/// exception entries and returns (`--truth-method exec-log`, which follows no call).
+#[test]
+fn time_per_exception_in_cycles_adds_up_and_matches_qemus_log() {
+    let (r, _) = profile_in("nested-irqs", &["--exact", "--cycles"]);
+    let tags = r["tags"].as_array().unwrap();
+    let by_name: BTreeMap<&str, &Value> = tags
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t))
+        .collect();
+    assert_eq!(
+        by_name.keys().copied().collect::<Vec<_>>(),
+        ["IRQ26", "IRQ27", "IRQ28", "IRQ29", "thread mode"]
+    );
+    for irq in ["IRQ26", "IRQ27", "IRQ28", "IRQ29"] {
+        assert_eq!(by_name[irq]["calls"], 500, "{irq}");
+    }
+    assert!(by_name["thread mode"]["calls"].is_null());
+    let sum = |k: &str| tags.iter().map(|t| t[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("instructions"), r["instructions"].as_u64().unwrap());
+    let total = r["cycles"].as_u64().unwrap();
+    assert!(
+        sum("cycles").abs_diff(total) <= tags.len() as u64,
+        "{} against {total}",
+        sum("cycles")
+    );
+    let percent: f64 = tags.iter().map(|t| t["percent"].as_f64().unwrap()).sum();
+    assert!((percent - 100.0).abs() < 1e-6);
+    // Each is a metric of the gate (`task`, `task-cycles`).
+    let out = cargo_sample(
+        &scenarios(),
+        &[
+            "--release",
+            "--bin",
+            "nested-irqs",
+            "--exact",
+            "--cycles",
+            "--format",
+            "bmf",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bmf: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for irq in ["IRQ26", "IRQ29"] {
+        let m = &bmf[format!("nested-irqs::task::{irq}")];
+        assert_eq!(
+            m["task-instructions"]["value"],
+            by_name[irq]["instructions"]
+        );
+        assert_eq!(m["task-estimated-cycles"]["value"], by_name[irq]["cycles"]);
+    }
+
+    let (_, log_dir) = profile_in("nested-irqs", &["--exact", "--truth-method", "exec-log"]);
+    let logged = cargo_sample::dump::exact::parse_contexts(
+        &std::fs::read(log_dir.join(cargo_sample::dump::exact::CONTEXTS_FILE)).unwrap(),
+    )
+    .unwrap();
+    let mut per_exception: BTreeMap<u32, u64> = BTreeMap::new();
+    for (exception, _, n) in logged {
+        *per_exception.entry(exception).or_default() += n;
+    }
+    let mut from_log: Vec<u64> = per_exception.into_values().collect();
+    let mut from_table: Vec<u64> = tags
+        .iter()
+        .map(|t| t["instructions"].as_u64().unwrap())
+        .collect();
+    from_log.sort_unstable();
+    from_table.sort_unstable();
+    assert_eq!(from_table, from_log);
+}

@@ -351,8 +351,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<std::path::PathBuf>,
     /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
-    /// of `total`, `function`, `inclusive`, `size`, and with `--cycles` `cycles`,
-    /// `function-cycles`, `inclusive-cycles`; optionally narrowed by a name pattern
+    /// of `total`, `function`, `inclusive`, `task` (an exception or RTIC task), `size`, and with
+    /// `--cycles` `cycles`, `function-cycles`, `inclusive-cycles`, `task-cycles`; optionally narrowed by a name pattern
     /// (`function:crc*=+2%`); the most specific applies. Repeatable; `limits = [...]` in the
     /// crate's `[package.metadata.sample]` adds to them. Improvements never fail.
     #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]

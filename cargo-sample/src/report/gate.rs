@@ -28,6 +28,11 @@ pub enum Kind {
     Cycles,
     FunctionCycles,
     InclusiveCycles,
+    /// An exception, RTIC task or thread mode: its instructions (each in the innermost
+    /// exception open when it ran).
+    Task,
+    /// `--cycles`: the same in estimated cycles.
+    TaskCycles,
 }
 
 impl Kind {
@@ -40,6 +45,8 @@ impl Kind {
             Kind::Cycles => "cycles",
             Kind::FunctionCycles => "function-cycles",
             Kind::InclusiveCycles => "inclusive-cycles",
+            Kind::Task => "task",
+            Kind::TaskCycles => "task-cycles",
         }
     }
 
@@ -47,7 +54,7 @@ impl Kind {
     fn is_cycles(self) -> bool {
         matches!(
             self,
-            Kind::Cycles | Kind::FunctionCycles | Kind::InclusiveCycles
+            Kind::Cycles | Kind::FunctionCycles | Kind::InclusiveCycles | Kind::TaskCycles
         )
     }
 
@@ -60,6 +67,8 @@ impl Kind {
             "cycles" => Kind::Cycles,
             "function-cycles" => Kind::FunctionCycles,
             "inclusive-cycles" => Kind::InclusiveCycles,
+            "task" => Kind::Task,
+            "task-cycles" => Kind::TaskCycles,
             _ => return None,
         })
     }
@@ -128,6 +137,16 @@ pub fn metrics(
         }
         if let Some(c) = row.inclusive_cycles {
             m.entry(Kind::InclusiveCycles)
+                .or_default()
+                .insert(row.name.clone(), c);
+        }
+    }
+    for row in &report.tags {
+        m.entry(Kind::Task)
+            .or_default()
+            .insert(row.name.clone(), row.instructions.unwrap_or(row.count));
+        if let Some(c) = row.cycles {
+            m.entry(Kind::TaskCycles)
                 .or_default()
                 .insert(row.name.clone(), c);
         }
@@ -207,7 +226,7 @@ impl std::str::FromStr for Limit {
         let usage = || {
             format!(
                 "`{s}`: a limit is METRIC=+X% or METRIC=+N, METRIC one of total, function, \
-                 inclusive, size, cycles, function-cycles, inclusive-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
+                 inclusive, task, size, cycles, function-cycles, inclusive-cycles, task-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
             )
         };
         let (metric, bound) = s.split_once('=').ok_or_else(usage)?;
@@ -605,6 +624,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
         for (name, v) in values {
             let key = match kind {
                 Kind::Total | Kind::Cycles => b.firmware.clone(),
+                Kind::Task | Kind::TaskCycles => format!("{}::task::{name}", b.firmware),
                 _ => format!("{}::{name}", b.firmware),
             };
             let entry = out
@@ -617,6 +637,8 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                     Kind::Size => "bytes",
                     Kind::Cycles | Kind::FunctionCycles => "estimated-cycles",
                     Kind::InclusiveCycles => "inclusive-estimated-cycles",
+                    Kind::Task => "task-instructions",
+                    Kind::TaskCycles => "task-estimated-cycles",
                 };
                 m.insert(measure.to_owned(), serde_json::json!({ "value": v }));
             }
@@ -713,6 +735,53 @@ mod tests {
         let same = compare("main", &cur, &cur, &limits(&["total=+0%"])).unwrap();
         assert!(same.exceeded().is_empty() && same.regressions.is_empty());
         assert_eq!(same.unchanged, 3);
+    }
+
+    /// Exceptions and RTIC tasks are metrics of their own, in instructions and (with
+    /// `--cycles`) estimated cycles, judged by `task` limits narrowed by name.
+    #[test]
+    fn a_task_that_grew_is_judged_by_its_own_limit() {
+        let with_tasks = |irq: u64, thread: u64| {
+            let mut b = baseline(irq + thread, &[]);
+            b.metrics.insert(
+                Kind::Task,
+                BTreeMap::from([
+                    ("control (GPIOA, IRQ 0)".to_owned(), irq),
+                    ("thread mode".to_owned(), thread),
+                ]),
+            );
+            b.metrics.insert(
+                Kind::TaskCycles,
+                BTreeMap::from([("control (GPIOA, IRQ 0)".to_owned(), irq * 3 / 2)]),
+            );
+            b
+        };
+        let (base, cur) = (with_tasks(1000, 5000), with_tasks(1100, 4900));
+        let c = compare(
+            "main",
+            &base,
+            &cur,
+            &limits(&["task:control*=+5%", "task-cycles=+20%"]),
+        )
+        .unwrap();
+        let over: Vec<(Kind, &str)> = c
+            .exceeded()
+            .iter()
+            .map(|r| (r.metric, r.name.as_str()))
+            .collect();
+        assert_eq!(over, [(Kind::Task, "control (GPIOA, IRQ 0)")]);
+        assert!(
+            c.regressions
+                .iter()
+                .any(|r| r.metric == Kind::TaskCycles && r.delta == 150 && !r.exceeded)
+        );
+        assert!(c.improvements.iter().any(|r| r.name == "thread mode"));
+        assert_eq!(label(c.exceeded()[0]), "task:control (GPIOA, IRQ 0)");
+        let bmf = bmf(&cur);
+        assert_eq!(
+            bmf["app::task::thread mode"]["task-instructions"]["value"],
+            4900
+        );
     }
 
     #[test]

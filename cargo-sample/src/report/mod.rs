@@ -91,6 +91,7 @@ fn rows(
                 inclusive_ci95: None,
                 exact_inclusive_percent: None,
                 inclusive_at_most_percent: None,
+                calls: None,
                 cycles: None,
                 inclusive_cycles: None,
                 cpi: None,

@@ -156,6 +156,9 @@ pub struct Row {
     /// a lower bound, and the share is at most this (the stacks cut short may all hold it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_at_most_percent: Option<f64>,
+    /// Exact reports' exceptions: how many times it was entered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
     /// `--cycles`: estimated cycles of this row (its share is a share of cycles then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycles: Option<u64>,

@@ -94,8 +94,14 @@ pub fn render(r: &Report, opts: Options) -> String {
         table(&mut s, "source line", &r.lines, opts, true);
     }
     if !r.tags.is_empty() {
-        table(&mut s, "tag", &r.tags, opts, false);
-        table(&mut s, "tag / function", &r.tag_functions, opts, false);
+        if matches!(r.facts, RunFacts::Exact(_)) {
+            table(&mut s, "exception or task", &r.tags, opts, false);
+        } else {
+            table(&mut s, "tag", &r.tags, opts, false);
+        }
+        if !r.tag_functions.is_empty() {
+            table(&mut s, "tag / function", &r.tag_functions, opts, false);
+        }
     }
     if !r.exceptions.is_empty() {
         exceptions(&mut s, &r.exceptions);
@@ -404,6 +410,15 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
             && func != &row.name
         {
             name = format!("{name}  {}", paint("2", &format!("in {func}")));
+        }
+        if let Some(n) = row.calls {
+            name = format!(
+                "{name}  {}",
+                paint(
+                    "2",
+                    &format!("{n} entr{}", if n == 1 { "y" } else { "ies" })
+                )
+            );
         }
         let mut cols = String::new();
         if let (Some(x), Some(e), Some(sg)) = (row.exact_percent, row.error_points, row.error_sigma)

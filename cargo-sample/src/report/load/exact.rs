@@ -72,6 +72,7 @@ pub fn load_exact_report(
         ),
         Err(_) => None,
     };
+    let vectors = elf::vectors(&elf_bytes);
     let Some(request) = opts.cycles.clone() else {
         let mut report = report::build_exact(&mut sym, code.as_mut(), facts, &counts, opts);
         if let Some(tree) = &tree {
@@ -82,6 +83,7 @@ pub fn load_exact_report(
                 callers.as_deref(),
                 callees.as_deref(),
             )?;
+            report.tags = exception_rows(tree, None, &vectors, &mut sym, code.as_mut());
         }
         return Ok(report);
     };
@@ -121,6 +123,13 @@ pub fn load_exact_report(
             callers.as_deref(),
             callees.as_deref(),
         )?;
+        report.tags = exception_rows(
+            tree,
+            Some((&scaled, request.clock_hz)),
+            &vectors,
+            &mut sym,
+            code.as_mut(),
+        );
         let name = |pc: u32| {
             sym.function_of(pc as u64)
                 .unwrap_or(report::OUTSIDE)
@@ -137,6 +146,93 @@ pub fn load_exact_report(
         }
     }
     Ok(report)
+}
+
+/// The exact time of each exception and of thread mode (each instruction counted in the
+/// innermost exception open when it ran, so the time an exception preempted is its own), with
+/// its entries, from the call graph: the tags table of an exact run, named as `--tag xpsr` names
+/// sampled ones (RTIC's tasks by name). With `cycles` (the graph in cycles, and `--clock`), in
+/// estimated cycles with the instructions and CPI beside. Empty when only thread mode ran.
+fn exception_rows(
+    tree: &crate::dump::callgraph::Tree,
+    cycles: Option<(&crate::dump::callgraph::Tree, Option<u32>)>,
+    vectors: &[(u32, u32)],
+    sym: &mut Symbolizer,
+    code: Option<&mut disasm::Code>,
+) -> Vec<report::Row> {
+    use crate::analysis::callgraph::per_exception;
+    let instructions = per_exception(tree);
+    if instructions.keys().all(|&h| h == 0) {
+        return Vec::new();
+    }
+    let in_cycles = cycles.map(|(t, _)| per_exception(t));
+    let mut entries: HashMap<u32, u64> = HashMap::new();
+    for n in tree.nodes.iter().filter(|n| n.exception) {
+        *entries.entry(n.entry & !1).or_default() += n.calls;
+    }
+    // Each handler's exception number (the lowest that enters there), and how many share it.
+    let number_of = |h: u32| -> (Option<u32>, usize) {
+        let mut v: Vec<u32> = vectors
+            .iter()
+            .filter(|v| v.0 >= 2 && v.1 & !1 == h)
+            .map(|v| v.0)
+            .collect();
+        v.sort_unstable();
+        (v.first().copied(), v.len())
+    };
+    let numbers: Vec<u32> = instructions
+        .keys()
+        .filter_map(|&h| if h == 0 { Some(0) } else { number_of(h).0 })
+        .collect();
+    let names = super::names::tag_names(
+        sampler_rt::wire::TAG_XPSR,
+        &numbers,
+        &[],
+        vectors,
+        sym,
+        code,
+    );
+    let count_of = |h: u32| match &in_cycles {
+        Some(c) => c.get(&h).copied().unwrap_or(0),
+        None => instructions[&h],
+    };
+    let total: u64 = instructions.keys().map(|&h| count_of(h)).sum();
+    let mut rows: Vec<report::Row> = instructions
+        .keys()
+        .map(|&h| {
+            let (number, sharing) = if h == 0 { (Some(0), 1) } else { number_of(h) };
+            let name = match number {
+                Some(n) if sharing == 1 => names
+                    .get(&n)
+                    .cloned()
+                    .unwrap_or_else(|| format!("exception {n}")),
+                _ => format!(
+                    "{} ({sharing} exceptions enter there)",
+                    sym.function_of(u64::from(h)).unwrap_or("a handler")
+                ),
+            };
+            let count = count_of(h);
+            let n = instructions[&h];
+            report::Row {
+                name,
+                count,
+                instructions: Some(n),
+                percent: 100.0 * count as f64 / total.max(1) as f64,
+                cycles: in_cycles.as_ref().map(|_| count),
+                cpi: in_cycles
+                    .as_ref()
+                    .filter(|_| n > 0)
+                    .map(|_| count as f64 / n as f64),
+                microseconds: cycles
+                    .and_then(|(_, hz)| hz)
+                    .map(|hz| microseconds(count, hz)),
+                calls: (h != 0).then(|| entries.get(&h).copied().unwrap_or(0)),
+                ..Default::default()
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    rows
 }
 
 /// The call graph in cycles: each block's instructions at the block's mean cycles, then each
@@ -253,8 +349,6 @@ fn join_cycles(
     r.timing = Some(timing_facts(model, est, clock_hz));
 }
 
-/// `--cycles` over a run's exact counts: the model asked for (with the code the ELF copies to
-/// RAM at startup) and its estimate.
 /// How the run's handlers were entered, if it recorded it; a damaged file is said and left
 /// out (every entry is then charged in full).
 pub(super) fn read_chains(dir: &std::path::Path) -> Option<Vec<crate::dump::exact::Entries>> {
@@ -272,6 +366,8 @@ pub(super) fn read_chains(dir: &std::path::Path) -> Option<Vec<crate::dump::exac
     }
 }
 
+/// `--cycles` over a run's exact counts: the model asked for (with the code the ELF copies to
+/// RAM at startup) and its estimate.
 pub(super) fn estimate_run(
     req: &report::CyclesRequest,
     meta: &RunMeta,

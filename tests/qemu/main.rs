@@ -6,6 +6,7 @@ mod support;
 
 mod accuracy;
 mod bins;
+mod budget;
 mod board;
 mod calls;
 mod cycles;

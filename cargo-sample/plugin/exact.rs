@@ -48,7 +48,15 @@
 //! late-arriving entries: `u64` each): an entry straight after another exception's return is
 //! a tail-chain on the core, and one before the first instruction of a less urgent
 //! exception just entered is a late arrival; both spare the core an unstacking and stacking
-//! that a timing model must not charge.
+//! that a timing model must not charge. With `laps=FILE` and `lapfns=START:DROP:ITERATE` (the
+//! entries of sampler-rt's `Region::start`, `Lap::drop` and `Region::iterate`) it also keeps
+//! lap windows: a call of `start` from a site opens one (closed by the next `drop`, innermost
+//! first), a call of `iterate` from a site closes that site's open one and opens the next; the
+//! instructions run while windows are open, outside the lap code itself, are counted per
+//! (window, block start), like the graph's, and kept when the window closes (a window never
+//! closed is no lap). Written as `SMPLLAP1`, `u32` key count, keys (kind
+//! `u32`: 0 a guard, 1 an iteration; site `u32`, inside the call; laps `u64`), `u32` count
+//! count, counts (kind, site, block start `u32` each, instructions `u64`).
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -327,6 +335,22 @@ struct Graph {
     /// (before the first instruction of a less urgent exception just entered) (`chains=FILE`).
     chains: HashMap<u32, [u64; 3]>,
     chains_out: Option<String>,
+    /// Lap windows (`laps=FILE`, `lapfns=START:DROP:ITERATE`): the entries of sampler-rt's
+    /// `Region::start`, `Lap::drop` and `Region::iterate`.
+    lapfns: [u32; 3],
+    /// Per node: it runs inside one of those functions (its instructions are the lap code's
+    /// own, in no window).
+    in_lapfn: Vec<bool>,
+    /// Open windows: `(kind, site)`, kind 0 a `start()` guard (closed by the next `drop`,
+    /// innermost first), 1 an iteration (closed by the next `iterate` from the same site),
+    /// with the instructions run in them so far per block start (kept once the window closes:
+    /// one never closed, such as the code after a loop's last iteration, is no lap).
+    windows: Vec<((u32, u32), HashMap<u32, u64>)>,
+    /// Per window key: windows closed (laps).
+    laps: HashMap<(u32, u32), u64>,
+    /// Per (window key, block start): instructions run in the window.
+    lap_counts: HashMap<(u32, u32, u32), u64>,
+    laps_out: Option<String>,
 }
 
 static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
@@ -353,6 +377,12 @@ impl Graph {
             contexts_out: None,
             chains: HashMap::new(),
             chains_out: None,
+            lapfns: [u32::MAX; 3],
+            in_lapfn: vec![false],
+            windows: Vec::new(),
+            laps: HashMap::new(),
+            lap_counts: HashMap::new(),
+            laps_out: None,
         }
     }
 
@@ -373,13 +403,19 @@ impl Graph {
                 self.inner[parent as usize]
             };
             self.inner.push(inner);
+            let lap_code =
+                self.in_lapfn[parent as usize] || (exception == 0 && self.lapfns.contains(&entry));
+            self.in_lapfn.push(lap_code);
         }
         id
     }
 
     /// Whether calls and exceptions are followed: a graph or per-exception counts asked for.
     fn follows(&self) -> bool {
-        !self.out.is_empty() || self.contexts_out.is_some() || self.chains_out.is_some()
+        !self.out.is_empty()
+            || self.contexts_out.is_some()
+            || self.chains_out.is_some()
+            || self.laps_out.is_some()
     }
 
     fn current(&self) -> u32 {
@@ -399,6 +435,11 @@ impl Graph {
             .count();
         if ran > 0 {
             *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
+            if !self.windows.is_empty() && !self.in_lapfn[node as usize] {
+                for (_, open) in &mut self.windows {
+                    *open.entry(b.pcs[0]).or_default() += ran as u64;
+                }
+            }
             let inner = self.inner[node as usize];
             if inner != 0 && self.contexts_out.is_some() {
                 for &pc in &b.pcs[..ran] {
@@ -481,10 +522,38 @@ impl Graph {
         }
     }
 
+    /// A call of sampler-rt's lap code from `site`: `kind` 0 `Region::start` (opens a guard's
+    /// window), 1 `Lap::drop` (closes the innermost guard's), 2 `Region::iterate` (closes the
+    /// iteration's window from this site, and opens the next).
+    fn lap_event(&mut self, kind: usize, site: u32) {
+        let closing = match kind {
+            0 => None,
+            1 => self.windows.iter().rposition(|w| w.0.0 == 0),
+            _ => self.windows.iter().position(|w| w.0 == (1, site)),
+        };
+        if let Some(i) = closing {
+            let (key, counts) = self.windows.remove(i);
+            *self.laps.entry(key).or_default() += 1;
+            for (block, n) in counts {
+                *self.lap_counts.entry((key.0, key.1, block)).or_default() += n;
+            }
+        }
+        match kind {
+            0 => self.windows.push(((0, site), HashMap::new())),
+            1 => {}
+            _ => self.windows.push(((1, site), HashMap::new())),
+        }
+    }
+
     /// The block at `pc` is a call's target, a return, or the next block of the same frame.
     fn call_or_return(&mut self, pc: u32) {
         if let Some((ret, _)) = self.pending.take().filter(|p| p.1.is_none_or(|t| t == pc)) {
             // Reached by the call the previous block ended with.
+            if let Some(kind) = self.lapfns.iter().position(|&f| f == pc)
+                && !self.in_lapfn[self.current() as usize]
+            {
+                self.lap_event(kind, ret.wrapping_sub(2));
+            }
             let node = self.child(self.current(), pc, 0, ret.wrapping_sub(2));
             self.nodes[node as usize].4 += 1;
             if self.stack.len() < MAX_DEPTH {
@@ -513,6 +582,28 @@ impl Graph {
 
     fn write(&mut self) {
         self.settle();
+        if let Some(path) = &self.laps_out {
+            let mut keys: Vec<_> = self.laps.iter().collect();
+            keys.sort_unstable();
+            let mut counts: Vec<_> = self.lap_counts.iter().collect();
+            counts.sort_unstable();
+            let mut b = Vec::with_capacity(16 + 16 * keys.len() + 20 * counts.len());
+            b.extend_from_slice(b"SMPLLAP1");
+            b.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+            for ((kind, site), n) in keys {
+                b.extend_from_slice(&kind.to_le_bytes());
+                b.extend_from_slice(&site.to_le_bytes());
+                b.extend_from_slice(&n.to_le_bytes());
+            }
+            b.extend_from_slice(&(counts.len() as u32).to_le_bytes());
+            for ((kind, site, block), n) in counts {
+                b.extend_from_slice(&kind.to_le_bytes());
+                b.extend_from_slice(&site.to_le_bytes());
+                b.extend_from_slice(&block.to_le_bytes());
+                b.extend_from_slice(&n.to_le_bytes());
+            }
+            write_file(path, &b);
+        }
         if let Some(path) = &self.chains_out {
             let mut c: Vec<_> = self.chains.iter().collect();
             c.sort_unstable();
@@ -774,6 +865,27 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
                 g.contexts_out = Some(v.to_owned());
             }
+            Some(("laps", v)) => {
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
+                g.laps_out = Some(v.to_owned());
+            }
+            Some(("lapfns", v)) => {
+                let list: Vec<u32> = v
+                    .split(':')
+                    .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+                    .map(|h| h & !1)
+                    .collect();
+                if list.len() != 3 {
+                    eprintln!(
+                        "cargo-sample exact-count plugin: lapfns=`{v}` is not START:DROP:ITERATE"
+                    );
+                    return -1;
+                }
+                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
+                g.lapfns = [list[0], list[1], list[2]];
+            }
             Some(("chains", v)) => {
                 let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
                 let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
@@ -809,7 +921,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, handlers=A:B:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:..)"
                 );
                 return -1;
             }

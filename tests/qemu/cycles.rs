@@ -474,6 +474,11 @@ fn time_per_exception_in_cycles_adds_up_and_matches_qemus_log() {
         assert_eq!(by_name[irq]["calls"], 500, "{irq}");
     }
     assert!(by_name["thread mode"]["calls"].is_null());
+    // Functions carry their calls beside their cycles (a handler its entries): 500 rounds.
+    for f in ["thread_work", "first_work", "IRQ26", "IRQ29"] {
+        assert_eq!(function(&r, f)["calls"], 500, "{f}");
+        assert!(function(&r, f)["inclusive_cycles"].as_u64().unwrap() > 0);
+    }
     let sum = |k: &str| tags.iter().map(|t| t[k].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum("instructions"), r["instructions"].as_u64().unwrap());
     let total = r["cycles"].as_u64().unwrap();

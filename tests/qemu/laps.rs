@@ -251,10 +251,10 @@ fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeli
 /// does not know: the exact count of the region's body (which differs from the corrected lap
 /// only by the empty body's instructions, subtracted with the lap's own cost), and the cycles
 /// a separate `--exact --cycles` run of the same ELF gives the work the region wraps
-/// (`sum_half`, a leaf: the region adds only its closure's few instructions). Iterations have
-/// no body and say so.
+/// (`sum_half`, a leaf: the region adds only its closure's few instructions). A `start()`
+/// guard and an iteration are timed from the plugin's lap windows, checked the same way.
 #[test]
-fn measured_regions_in_estimated_cycles_agree_with_an_exact_run() {
+fn lap_regions_in_estimated_cycles_agree_with_an_exact_run() {
     let (r, run) = profile_in("laps", &["--laps", "--cycles", "--clock", "25000000"]);
     let laps = &r["laps"];
     assert!(
@@ -306,8 +306,10 @@ fn measured_regions_in_estimated_cycles_agree_with_an_exact_run() {
         .iter()
         .find(|f| f["name"] == "laps::sum_half")
         .unwrap();
-    // Called once a lap (a leaf: its own cycles are its calls').
-    let calls = region(&r, "sum_array/2")["calls"].as_f64().unwrap();
+    // sum_half runs once in each lap of `sum_array/2` and of its guard (a leaf: its own
+    // cycles are its calls').
+    let calls = region(&r, "sum_array/2")["calls"].as_f64().unwrap()
+        + region(&r, "sum_array/2 (guard)")["calls"].as_f64().unwrap();
     assert_eq!(f["instructions"].as_f64().unwrap() / calls, 646.0, "{f}");
     let per_call = f["cycles"].as_f64().unwrap() / calls;
     // The region is sum_half's call and the closure's few instructions around it (a frame, the
@@ -316,13 +318,48 @@ fn measured_regions_in_estimated_cycles_agree_with_an_exact_run() {
         mean > per_call && mean - per_call <= 3.0 * (lap - 646.0),
         "region {mean} cycles a lap ({lap} instructions) against sum_half's {per_call} a call"
     );
-    // An iteration runs no body the firmware names: no cycles, and the note says which.
-    assert!(region(&r, "executive")["cycles"].is_null());
-    let notes = laps["cycles_notes"].as_array().unwrap();
+    // A `start()` guard and an iteration: the plugin's windows at the site of their first
+    // call. The guard wraps the same sum_half call: its window holds the call and a few
+    // instructions (within a few of the lap the counter gave), and its cycles sum_half's.
+    let guard = region(&r, "sum_array/2 (guard)");
+    let (glap, gc) = (guard["mean"].as_f64().unwrap(), &guard["cycles"]);
+    let window = gc["exact_instructions"].as_f64().unwrap();
     assert!(
-        notes
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("`executive`")),
-        "{notes:?}"
+        (window - glap).abs() <= 8.0,
+        "guard: lap {glap}, window {window}"
     );
+    let gmean = gc["mean"].as_f64().unwrap();
+    assert!(
+        gmean > per_call && gmean - per_call <= 3.0 * (glap - 646.0).max(4.0),
+        "guard {gmean} cycles a lap ({glap} instructions) against sum_half's {per_call} a call"
+    );
+    // The cyclic executive's iteration: fill the array (inlined), then sum_array ten times.
+    // Both regions iterate from one call site, so they share one window (and its CPI); the
+    // window's instructions a lap lie between the two regions' laps.
+    let (e0, e1) = (region(&r, "executive"), region(&r, "executive @ 12.5 kHz"));
+    let (m0, m1) = (e0["mean"].as_f64().unwrap(), e1["mean"].as_f64().unwrap());
+    let window = e0["cycles"]["exact_instructions"].as_f64().unwrap();
+    assert!(
+        window > m0 - 20.0 && window < m1 + 20.0,
+        "iteration windows of {window} instructions against laps of {m0} and {m1}"
+    );
+    // sum_array's cycles a call in the exact run of the same ELF (4 600 calls: 600 laps of the
+    // summing regions, 10 in each of the 400 iterations): the iteration is ten of them and
+    // the fill's few hundred instructions, at most 3 cycles each.
+    let s = exact["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "laps::sum_array")
+        .unwrap();
+    let sum_instructions = s["instructions"].as_f64().unwrap() / 4600.0;
+    assert_eq!(sum_instructions.fract(), 0.0, "{s}");
+    let sum_cycles = s["cycles"].as_f64().unwrap() / 4600.0;
+    let emean = e0["cycles"]["mean"].as_f64().unwrap();
+    let rest = m0 - 10.0 * sum_instructions;
+    assert!(
+        emean > 10.0 * sum_cycles && emean - 10.0 * sum_cycles <= 3.0 * rest,
+        "iteration {emean} cycles ({m0} instructions) against 10 x sum_array's {sum_cycles}"
+    );
+    assert!(laps["cycles_notes"].as_array().is_none_or(|n| n.is_empty()));
 }

@@ -6,8 +6,8 @@ mod support;
 
 mod accuracy;
 mod bins;
-mod budget;
 mod board;
+mod budget;
 mod calls;
 mod cycles;
 mod diagnostics;

@@ -422,38 +422,64 @@ pub fn under_bodies(
     out
 }
 
-/// Give each region whose body the firmware named (`measure`) its laps in estimated cycles,
-/// from the exact call graph of the same run; say which regions cannot have them.
+/// Give each region its laps in estimated cycles, from the same run's exact counts: a
+/// `measure` region from the code under its body in the call graph, a `start()` guard or an
+/// iteration from the plugin's lap windows at the site of its first `start`/`iterate` call;
+/// say which regions cannot have them.
 pub fn apply_cycles(
     r: &mut LapsReport,
     l: &Laps,
     tree: &crate::dump::callgraph::Tree,
+    windows: Option<&crate::dump::laps::Windows>,
     cycles_of: impl Fn(u32, u64) -> u64,
     model: String,
     clock_hz: Option<u32>,
 ) {
+    let via_measure = |g: &crate::dump::laps::Region| {
+        u32::from(g.via) == wire::LAP_VIA_MEASURE || (g.via == 0 && g.body != 0)
+    };
     let bodies: Vec<u32> = l
         .regions
         .iter()
+        .filter(|g| via_measure(g))
         .map(|g| g.body & !1)
         .filter(|&b| b != 0)
         .collect();
-    let under = under_bodies(tree, &bodies, cycles_of);
+    let under = under_bodies(tree, &bodies, &cycles_of);
     let mut without = Vec::new();
+    let mut unfound = Vec::new();
     for (g, out) in l.regions.iter().zip(&mut r.regions) {
         if g.calls == 0 {
             continue;
         }
-        let Some(&(instructions, cycles, calls)) =
-            under.get(&(g.body & !1)).filter(|_| g.body != 0)
-        else {
+        let via = u32::from(g.via);
+        // (instructions, cycles, laps) of the code the region's laps ran.
+        let ran = if via_measure(g) {
+            under.get(&(g.body & !1)).copied()
+        } else if via == wire::LAP_VIA_START || via == wire::LAP_VIA_ITERATE {
+            let key = (
+                u32::from(via == wire::LAP_VIA_ITERATE),
+                (g.body & !1).wrapping_sub(2),
+            );
+            let found = windows.and_then(|w| {
+                let laps = *w.laps.get(&key)?;
+                let blocks = w.blocks.get(&key)?;
+                let n: u64 = blocks.iter().map(|b| b.1).sum();
+                let c: u64 = blocks.iter().map(|&(b, n)| cycles_of(b, n)).sum();
+                Some((n, c, laps))
+            });
+            if found.is_none() {
+                unfound.push(format!("`{}`", g.name));
+                continue;
+            }
+            found
+        } else {
+            None
+        };
+        let Some((instructions, cycles, calls)) = ran.filter(|r| r.0 > 0 && r.2 > 0) else {
             without.push(format!("`{}`", g.name));
             continue;
         };
-        if instructions == 0 || calls == 0 {
-            without.push(format!("`{}`", g.name));
-            continue;
-        }
         let cpi = cycles as f64 / instructions as f64;
         let mean = out.mean * cpi;
         out.cycles = Some(RegionCycles {
@@ -468,9 +494,17 @@ pub fn apply_cycles(
     }
     if !without.is_empty() {
         r.cycles_notes.push(format!(
-            "no estimated cycles for {}: only laps of `measure(|| ...)` name the code they run \
-             (a `start()` guard or an iteration does not)",
+            "no estimated cycles for {}: the firmware does not say which code their laps ran \
+             (a sampler-rt older than this cargo-sample)",
             without.join(", ")
+        ));
+    }
+    if !unfound.is_empty() {
+        r.cycles_notes.push(format!(
+            "no estimated cycles for {}: the exact count found no lap windows at the call \
+             sites the firmware gave (counted through QEMU's exec log, or the call was not \
+             followed)",
+            unfound.join(", ")
         ));
     }
     r.cycles_model = Some(model);
@@ -628,6 +662,7 @@ mod tests {
             sum: laps.iter().map(|&(v, c)| v as u64 * c as u64).sum(),
             overflow: 0,
             unmeasured: 0,
+            via: 1,
             body: 0x1235,
             values: laps.to_vec(),
         }

@@ -185,6 +185,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         call_graph: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64)
             .then(|| crate::image::elf::handler_entries(&img.bytes)),
         contexts: None,
+        lap_fns: None,
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();

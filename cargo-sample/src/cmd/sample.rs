@@ -237,6 +237,10 @@ impl Spec<'_> {
             // preempt: each exception's instructions per address.
             contexts: (args.truth && !img.fw.aarch64 && plugin)
                 .then(|| elf::handler_entries(elf_bytes)),
+            // With `--cycles`: the windows of `start()` guards and iterations, timed too.
+            lap_fns: (args.view.cycles && plugin && !img.fw.aarch64)
+                .then(|| crate::dump::laps::lap_functions(elf_bytes))
+                .flatten(),
         }
     }
 }
@@ -255,6 +259,9 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
         }
         if let Some(c) = &outcome.exception_chains {
             run.keep(crate::dump::exact::CHAINS_FILE, c)?;
+        }
+        if let Some(w) = &outcome.lap_windows {
+            run.keep(crate::dump::laps::WINDOWS_FILE, w)?;
         }
     } else if truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");

@@ -255,6 +255,7 @@ impl Group<'_> {
             pmu_in_memory: memory,
             call_graph: None,
             contexts: None,
+            lap_fns: None,
         })?;
         Ok(match (outcome.pmu_in_memory, outcome.dump) {
             (Some(c), _) => (c.dump, c.full),

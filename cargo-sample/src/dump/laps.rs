@@ -20,6 +20,8 @@ pub struct Region {
     pub name: String,
     /// `wire::LAP_REGION` or `wire::LAP_ITERATION`.
     pub kind: u8,
+    /// How its first lap was taken (`wire::LAP_VIA_*`), which says what `body` holds.
+    pub via: u8,
     pub calls: u32,
     pub min: u32,
     pub max: u32,
@@ -28,8 +30,8 @@ pub struct Region {
     pub overflow: u32,
     /// Laps no counter could time.
     pub unmeasured: u32,
-    /// The address of the code `measure`'s laps ran (0: not known: a `start()` guard, an
-    /// iteration, or a firmware from before the field).
+    /// The address of the code `measure`'s laps ran, or where the first `start()`/`iterate()`
+    /// call returned to, as `via` says (0: not known, a firmware from before the field).
     pub body: u32,
     /// Distinct lap values and how many laps had each.
     pub values: Vec<(u32, u32)>,
@@ -99,6 +101,7 @@ pub fn decode(p: &[u8]) -> Option<Laps> {
         let mut r = Region {
             name,
             kind: f(0)? as u8,
+            via: (f(0)? >> 8) as u8,
             calls: f(1)?,
             min: f(2)?,
             max: f(3)?,
@@ -134,6 +137,70 @@ pub fn encode_trace(t: &Trace) -> Vec<u8> {
     b
 }
 
+/// The file a run keeps its lap windows in (the QEMU plugin's `laps=FILE`).
+pub const WINDOWS_FILE: &str = "lap-windows.bin";
+
+/// The lap windows of `start()` guards and iterations as the plugin counted them, keyed by
+/// kind (0 a guard, 1 an iteration) and call site (inside the call of `start`/`iterate`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Windows {
+    /// Windows closed per key.
+    pub laps: std::collections::HashMap<(u32, u32), u64>,
+    /// Per key, (block start, instructions run in the key's windows).
+    pub blocks: std::collections::HashMap<(u32, u32), Vec<(u32, u64)>>,
+}
+
+/// Read a lap-windows file (`SMPLLAP1`); damage is an error, never a panic.
+pub fn parse_windows(b: &[u8]) -> anyhow::Result<Windows> {
+    let body = b
+        .strip_prefix(b"SMPLLAP1")
+        .ok_or_else(|| anyhow::anyhow!("not a lap-windows file (no SMPLLAP1 header)"))?;
+    let short = || anyhow::anyhow!("the lap-windows file is cut short");
+    let n = read_u32(body, 0).ok_or_else(short)? as usize;
+    let mut at = 4;
+    let mut w = Windows::default();
+    for _ in 0..n {
+        let (kind, site) = (
+            read_u32(body, at).ok_or_else(short)?,
+            read_u32(body, at + 4).ok_or_else(short)?,
+        );
+        let lo = read_u32(body, at + 8).ok_or_else(short)?;
+        let hi = read_u32(body, at + 12).ok_or_else(short)?;
+        w.laps
+            .insert((kind, site), u64::from(lo) | u64::from(hi) << 32);
+        at += 16;
+    }
+    let m = read_u32(body, at).ok_or_else(short)? as usize;
+    at += 4;
+    if m.saturating_mul(20) > body.len() {
+        anyhow::bail!("the lap-windows file claims {m} counts, more than it holds");
+    }
+    for _ in 0..m {
+        let f = |k: usize| read_u32(body, at + 4 * k).ok_or_else(short);
+        let n = u64::from(f(3)?) | u64::from(f(4)?) << 32;
+        w.blocks.entry((f(0)?, f(1)?)).or_default().push((f(2)?, n));
+        at += 20;
+    }
+    Ok(w)
+}
+
+/// The entries of sampler-rt's `Region::start`, `Lap::drop` and `Region::iterate` in an
+/// image (an absent one as an address nothing calls), if it has `start` or `iterate`.
+pub fn lap_functions(elf: &[u8]) -> Option<[u32; 3]> {
+    let at = |name: &str| crate::image::elf::symbol_address(elf, name).map(|a| a as u32 & !1);
+    let start = at("sampler_rt::laps::Region::start");
+    let iterate = at("sampler_rt::laps::Region::iterate");
+    if start.is_none() && iterate.is_none() {
+        return None;
+    }
+    let drop = at("<sampler_rt::laps::Lap as core::ops::drop::Drop>::drop");
+    Some([
+        start.unwrap_or(u32::MAX),
+        drop.unwrap_or(u32::MAX),
+        iterate.unwrap_or(u32::MAX),
+    ])
+}
+
 /// Encode a LAPS payload (the firmware's layout).
 #[cfg(test)]
 pub fn encode(l: &Laps) -> Vec<u8> {
@@ -148,7 +215,7 @@ pub fn encode(l: &Laps) -> Vec<u8> {
         b.extend_from_slice(r.name.as_bytes());
         b.resize(b.len() + (4 - r.name.len() % 4) % 4, 0);
         for v in [
-            r.kind as u32,
+            r.kind as u32 | u32::from(r.via) << 8,
             r.calls,
             r.min,
             r.max,
@@ -172,6 +239,26 @@ pub fn encode(l: &Laps) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lap_windows_read_back_and_damage_is_refused() {
+        let mut b = b"SMPLLAP1".to_vec();
+        let put = |b: &mut Vec<u8>, v: &[u32]| v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+        put(&mut b, &[1, 1, 0x400, 399, 0]);
+        put(
+            &mut b,
+            &[2, 1, 0x400, 0x900, 4000, 0, 1, 0x400, 0x920, 7, 1],
+        );
+        let w = parse_windows(&b).unwrap();
+        assert_eq!(w.laps[&(1, 0x400)], 399);
+        assert_eq!(w.blocks[&(1, 0x400)], [(0x900, 4000), (0x920, 7 | 1 << 32)]);
+        for cut in [b.len() - 1, 20, 9] {
+            assert!(parse_windows(&b[..cut]).is_err(), "{cut}");
+        }
+        let mut more = b.clone();
+        more[28..32].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(parse_windows(&more).is_err());
+    }
 
     #[test]
     fn a_lap_trace_reads_back_and_a_damaged_one_is_refused() {

@@ -25,10 +25,16 @@ pub fn apply(
     verify(tree, &s, name)?;
     let total = s.total.max(1) as f64;
     let inc = callgraph::inclusive(&s);
+    // Calls into each function (an exception's entries for its handler).
+    let mut called: HashMap<&str, u64> = HashMap::new();
+    for ((_, callee), n) in &s.calls {
+        *called.entry(callee.as_str()).or_default() += n;
+    }
     for row in &mut r.functions {
         let i = inc.get(&row.name).map(|x| x.0).unwrap_or(0);
         row.inclusive_instructions = Some(i);
         row.inclusive_percent = Some(100.0 * i as f64 / total);
+        row.calls = Some(called.get(row.name.as_str()).copied().unwrap_or(0));
     }
     let edge_rows = |f: &str, up: bool| -> Vec<EdgeRow> {
         callgraph::edges(&s, f, up)

@@ -156,7 +156,8 @@ pub struct Row {
     /// a lower bound, and the share is at most this (the stacks cut short may all hold it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_at_most_percent: Option<f64>,
-    /// Exact reports' exceptions: how many times it was entered.
+    /// Exact reports with the call graph: calls into the function (an exception's entries for
+    /// its handler); in the exception table, the exception's entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
     /// `--cycles`: estimated cycles of this row (its share is a share of cycles then).

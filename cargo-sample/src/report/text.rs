@@ -411,7 +411,7 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         {
             name = format!("{name}  {}", paint("2", &format!("in {func}")));
         }
-        if let Some(n) = row.calls {
+        if let Some(n) = row.calls.filter(|_| title.starts_with("exception")) {
             name = format!(
                 "{name}  {}",
                 paint(

@@ -71,3 +71,13 @@ pub(super) fn elapsed(start: u32, end: u32) -> Option<u32> {
     let chosen = unsafe { read_volatile(addr_of!(super::COUNTER)) };
     (chosen != wire::LAP_COUNTER_NONE).then(|| end.wrapping_sub(start))
 }
+
+/// The caller's return address (its low 32 bits), read first thing in a function that has made
+/// no call yet (x30 still holds it).
+#[inline(always)]
+pub(super) fn return_address() -> u32 {
+    let lr: u64;
+    // SAFETY: reads a register.
+    unsafe { asm!("mov {}, x30", out(reg) lr, options(nomem, nostack, preserves_flags)) };
+    lr as u32
+}

@@ -91,3 +91,15 @@ pub(super) fn elapsed(start: u32, end: u32) -> Option<u32> {
         }
     }
 }
+
+/// The caller's return address, read first thing in a function that has made no call yet
+/// (the link register still holds it).
+#[inline(always)]
+pub(super) fn return_address() -> u32 {
+    let lr: u32;
+    // SAFETY: reads a register.
+    unsafe {
+        core::arch::asm!("mov {}, lr", out(reg) lr, options(nomem, nostack, preserves_flags))
+    };
+    lr
+}

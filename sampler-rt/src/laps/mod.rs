@@ -73,8 +73,11 @@ struct Data {
     /// Laps that could not be timed (no usable counter).
     unmeasured: u32,
     n: u32,
-    /// The address of the code `measure`'s laps run (0: not known).
+    /// The address of the code `measure`'s laps run, or the return address of the first
+    /// `start`/`iterate` call, as `via` says.
     body: u32,
+    /// `wire::LAP_VIA_*`.
+    via: u8,
     values: [(u32, u32); VALUES],
 }
 
@@ -91,6 +94,7 @@ const EMPTY: Data = Data {
     unmeasured: 0,
     n: 0,
     body: 0,
+    via: 0,
     values: [(0, 0); VALUES],
 };
 
@@ -203,7 +207,8 @@ impl Region {
     #[inline(never)]
     pub fn start(&self) -> Lap<'_> {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register(0);
+            // No call made yet: the link register holds where this one returns.
+            self.register(arch::return_address(), wire::LAP_VIA_START);
         }
         let (start, seq) = start_lap();
         Lap {
@@ -236,7 +241,7 @@ impl Region {
     #[inline(never)]
     fn time(&self, body: unsafe fn(*mut ()), data: *mut ()) {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register(body as usize);
+            self.register(body as usize as u32, wire::LAP_VIA_MEASURE);
         }
         let this = opaque(self);
         // At the end the counter is read where the lap is recorded, interrupts masked (see
@@ -254,7 +259,8 @@ impl Region {
     #[inline(never)]
     pub fn iterate(&self) {
         if !self.registered.load(Ordering::Relaxed) {
-            self.register(0);
+            // No call made yet: the link register holds where this one returns.
+            self.register(arch::return_address(), wire::LAP_VIA_ITERATE);
         }
         let now = read_counter();
         without_interrupts(|| {
@@ -293,10 +299,10 @@ impl Region {
         });
     }
 
-    /// Enter the region in the table; `body` is the code its laps run (0: not known, for
-    /// `start` guards and iterations).
+    /// Enter the region in the table; `body` is the code its laps run (`measure`), or where
+    /// its first `start`/`iterate` call returns, as `via` says (`wire::LAP_VIA_*`).
     #[cold]
-    fn register(&self, body: usize) {
+    fn register(&self, body: u32, via: u32) {
         without_interrupts(|| {
             if self.registered.load(Ordering::Relaxed) {
                 return;
@@ -309,7 +315,8 @@ impl Region {
                 // SAFETY: interrupts are masked; no lap of this region is recorded yet.
                 unsafe {
                     (*self.data.get()).index = t.len as u8;
-                    (*self.data.get()).body = body as u32;
+                    (*self.data.get()).body = body;
+                    (*self.data.get()).via = via as u8;
                     *addr_of_mut!(TRACE_HOOK) = Some((ring_len, write_ring));
                 }
                 t.len += 1;
@@ -517,7 +524,7 @@ pub(crate) fn write_record(mut put: impl FnMut(&[u8])) {
         put(r.name.as_bytes());
         let pad = (4 - r.name.len() % 4) % 4;
         put(&[0, 0, 0][..pad]);
-        put32(&mut put, r.kind as u32);
+        put32(&mut put, r.kind as u32 | u32::from(d.via) << 8);
         put32(&mut put, d.calls);
         put32(&mut put, if d.calls == 0 { 0 } else { d.min });
         put32(&mut put, d.max);

@@ -107,6 +107,15 @@ pub const MODE_HIST: u8 = 2;
 pub const LAP_REGION: u8 = 0;
 /// LAPS: the iteration of a loop, timed from one iteration to the next.
 pub const LAP_ITERATION: u8 = 1;
+/// LAPS, bits 8 and up of a region's kind word: how its first lap was taken, which says what
+/// its `body` word holds. Not known (an older firmware; `body` 0).
+pub const LAP_VIA_UNKNOWN: u32 = 0;
+/// `measure`: `body` is the address of the code its laps run.
+pub const LAP_VIA_MEASURE: u32 = 1;
+/// A `start()` guard: `body` is the return address of that first `start` call.
+pub const LAP_VIA_START: u32 = 2;
+/// `iterate`: `body` is the return address of that first `iterate` call.
+pub const LAP_VIA_ITERATE: u32 = 3;
 /// LAPS: no counter could time the laps.
 pub const LAP_COUNTER_NONE: u8 = 0;
 /// LAPS: the DWT cycle counter (core cycles).

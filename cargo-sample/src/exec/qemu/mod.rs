@@ -74,6 +74,9 @@ pub struct RunSpec {
     /// With the plugin: count each exception's instructions per address too (the exception
     /// handlers' entry addresses): [`Outcome::exact_contexts`].
     pub contexts: Option<Vec<u32>>,
+    /// With the call graph: time sampler-rt's lap windows too, given the entries of
+    /// `Region::start`, `Lap::drop` and `Region::iterate`: [`Outcome::lap_windows`].
+    pub lap_fns: Option<[u32; 3]>,
 }
 
 /// A live capture through the monitor.
@@ -135,6 +138,8 @@ pub struct Outcome {
     /// With [`RunSpec::call_graph`] or [`RunSpec::contexts`] through the plugin: how each
     /// handler was entered (an exception-entries file).
     pub exception_chains: Option<Vec<u8>>,
+    /// With [`RunSpec::lap_fns`]: the lap windows' counts (a lap-windows file).
+    pub lap_windows: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }

@@ -111,6 +111,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             pmu_in_memory: ended.in_memory,
             call_graph: None,
             exception_chains: None,
+            lap_windows: None,
         },
     ))
 }
@@ -151,6 +152,12 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
                     list.join(":"),
                     work.join(crate::dump::exact::CHAINS_FILE).display()
                 ));
+                if let Some([s, d, i]) = opts.lap_fns {
+                    graph.push_str(&format!(
+                        ",laps={},lapfns={s:x}:{d:x}:{i:x}",
+                        work.join(crate::dump::laps::WINDOWS_FILE).display()
+                    ));
+                }
             }
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
@@ -504,6 +511,10 @@ fn left_behind(
         .call_graph
         .as_ref()
         .and_then(|_| std::fs::read(work.join(crate::dump::callgraph::FILE)).ok());
+    out.lap_windows = opts
+        .lap_fns
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::laps::WINDOWS_FILE)).ok());
     out.exception_chains = opts
         .call_graph
         .as_ref()

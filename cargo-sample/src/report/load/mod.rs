@@ -443,10 +443,22 @@ impl Loading<'_> {
         };
         let tree = dump::callgraph::parse(&bytes)
             .with_context(|| format!("decoding {}", path.display()))?;
+        let path = self.dir.join(dump::laps::WINDOWS_FILE);
+        let windows = match std::fs::read(&path) {
+            Ok(bytes) => match dump::laps::parse_windows(&bytes) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    term::warn(format!("{}: {e:#}", path.display()));
+                    None
+                }
+            },
+            Err(_) => None,
+        };
         crate::analysis::laps::apply_cycles(
             laps,
             l,
             &tree,
+            windows.as_ref(),
             |block, n| est.block_cycles(block, n),
             model.describe(),
             clock_hz,

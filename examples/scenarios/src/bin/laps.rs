@@ -78,6 +78,8 @@ static SUM: [Region; 3] = [
 /// An empty lap: the lap's own cost, subtracted, leaves nothing.
 static EMPTY: Region = Region::new("empty");
 static HALF: Region = Region::new("sum_array/2");
+/// The same work timed by a `start()` guard.
+static GUARDED: Region = Region::new("sum_array/2 (guard)");
 static EXECUTIVE: [Region; 2] = [
     Region::iteration("executive"),
     Region::iteration("executive @ 12.5 kHz"),
@@ -92,6 +94,9 @@ fn main() -> ! {
     for _ in 0..20 {
         EMPTY.measure(|| ());
         c = c.wrapping_add(HALF.measure(|| sum_half(black_box(&a))));
+        let lap = GUARDED.start();
+        c = c.wrapping_add(sum_half(black_box(&a)));
+        drop(lap);
     }
     for (k, rate) in [None, Some(SLOW), Some(FAST)].into_iter().enumerate() {
         interrupt_every(rate);

@@ -263,3 +263,97 @@ fn exact_counts_repeat_under_load() {
         assert!(a == b, "{file} differs between a quiet and a loaded host");
     }
 }
+
+/// Lap regions are metrics of the gate on a `--laps --cycles` run: each region's mean lap in
+/// instructions and in estimated cycles, as the report gives them. The same build against its
+/// own baseline passes; against a baseline in which one region was faster, the gate fails with
+/// exit status 3 naming that region and the difference.
+#[test]
+fn lap_regions_are_gated_in_instructions_and_cycles() {
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().to_str().unwrap().to_owned();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--release",
+            "--bin",
+            "laps",
+            "--laps",
+            "--cycles",
+            "--baseline-dir",
+            &store,
+        ];
+        args.extend_from_slice(extra);
+        cargo_sample_env(&scenarios(), &args, &[("GITHUB_ACTIONS", "false")])
+    };
+    let out = run(&["--save-baseline", "main", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = Path::new(&store).join("main.json");
+    let mut base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let regions = r["laps"]["regions"].as_array().unwrap();
+    assert_eq!(
+        base["metrics"]["region"].as_object().unwrap().len(),
+        regions.len()
+    );
+    for g in regions {
+        let name = g["name"].as_str().unwrap();
+        assert_eq!(
+            base["metrics"]["region"][name].as_f64().unwrap(),
+            g["mean"].as_f64().unwrap().round(),
+            "{name}"
+        );
+        assert_eq!(
+            base["metrics"]["region-cycles"][name].as_f64().unwrap(),
+            g["cycles"]["mean"].as_f64().unwrap().round(),
+            "{name}"
+        );
+    }
+    let limits = [
+        "--baseline",
+        "main",
+        "--limit",
+        "region=+0%",
+        "--limit",
+        "region-cycles=+0%",
+        "--format",
+        "json",
+    ];
+    let out = run(&limits);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["comparison"]["regressions"].as_array().unwrap().len(), 0);
+
+    // `sum_array` was 10 instructions a lap faster in the baseline.
+    let was = base["metrics"]["region"]["sum_array"].as_u64().unwrap();
+    base["metrics"]["region"]["sum_array"] = (was - 10).into();
+    std::fs::write(&path, serde_json::to_string(&base).unwrap()).unwrap();
+    let out = run(&limits);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let over: Vec<_> = c["comparison"]["regressions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["exceeded"] == true)
+        .map(|x| (x["metric"].clone(), x["name"].clone(), x["delta"].clone()))
+        .collect();
+    assert_eq!(
+        over,
+        [("region".into(), "sum_array".into(), 10.into())],
+        "{c}"
+    );
+}

@@ -336,14 +336,14 @@ pub struct RunArgs {
     /// QEMU has no plugin support), `plugin`, or `exec-log` (exact too, about 500 times slower).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = TruthMethod::Auto)]
     pub truth_method: TruthMethod,
-    /// With `--exact`: keep this run's metrics (total instructions, per function self and
-    /// inclusive, code and section sizes; with `--cycles` the estimated cycles too) as the
-    /// baseline NAME.
-    #[arg(long, value_name = "NAME", requires = "exact")]
+    /// With `--exact` (or `--laps --cycles`): keep this run's metrics (total instructions, per
+    /// function self and inclusive, per exception or task, per lap region, code and section
+    /// sizes; with `--cycles` the estimated cycles too) as the baseline NAME.
+    #[arg(long, value_name = "NAME")]
     pub save_baseline: Option<String>,
-    /// With `--exact`: compare this run with the baseline NAME, under `--limit`s; exit status 3
-    /// when a limit is exceeded.
-    #[arg(long, value_name = "NAME", requires = "exact")]
+    /// With `--exact` (or `--laps --cycles`): compare this run with the baseline NAME, under
+    /// `--limit`s; exit status 3 when a limit is exceeded.
+    #[arg(long, value_name = "NAME")]
     pub baseline: Option<String>,
     /// Where baselines are kept (default: `baseline-dir` in the crate's
     /// `[package.metadata.sample]`, else `target/cargo-sample/baselines`; a directory of the
@@ -351,8 +351,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<std::path::PathBuf>,
     /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
-    /// of `total`, `function`, `inclusive`, `task` (an exception or RTIC task), `size`, and with
-    /// `--cycles` `cycles`, `function-cycles`, `inclusive-cycles`, `task-cycles`; optionally narrowed by a name pattern
+    /// of `total`, `function`, `inclusive`, `task` (an exception or RTIC task), `region` (a lap
+    /// region's mean lap), `size`, and with `--cycles` `cycles`, `function-cycles`,
+    /// `inclusive-cycles`, `task-cycles`, `region-cycles`; optionally narrowed by a name pattern
     /// (`function:crc*=+2%`); the most specific applies. Repeatable; `limits = [...]` in the
     /// crate's `[package.metadata.sample]` adds to them. Improvements never fail.
     #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]

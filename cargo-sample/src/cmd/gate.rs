@@ -1,4 +1,4 @@
-//! The performance gate on an `--exact` run: `--save-baseline NAME` keeps its metrics,
+//! The performance gate on an `--exact` run (or a `--laps --cycles` one): `--save-baseline NAME` keeps its metrics,
 //! `--baseline NAME` compares with them under `--limit`s and ends with exit status 3 when one
 //! is exceeded (see [`crate::report::gate`]).
 
@@ -39,10 +39,10 @@ pub(crate) fn wanted(args: &RunArgs) -> bool {
 
 /// Refuse what the gate cannot do, before anything is built.
 pub(crate) fn check(args: &RunArgs) -> Result<()> {
-    if !args.exact && args.elf.is_none() {
+    if !args.exact && args.elf.is_none() && !(args.laps && args.view.cycles) {
         bail!(
-            "the performance gate compares exact counts: add `--exact` (`--format markdown` and \
-             `bmf` are the gate's)"
+            "the performance gate compares exact counts: add `--exact`, or time lap regions with \
+             `--laps --cycles` (`--format markdown` and `bmf` are the gate's)"
         );
     }
     if args.view.format == Format::Markdown && args.baseline.is_none() {

@@ -41,6 +41,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         );
     }
     let dir = capture(args)?;
+    if super::gate::wanted(args) {
+        return super::gate::run(args, &dir);
+    }
     render_run(&dir, &args.view)
 }
 

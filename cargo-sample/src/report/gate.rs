@@ -33,6 +33,10 @@ pub enum Kind {
     Task,
     /// `--cycles`: the same in estimated cycles.
     TaskCycles,
+    /// A lap region's mean lap, its own cost subtracted (`--laps --cycles` runs).
+    Region,
+    /// The same in estimated cycles.
+    RegionCycles,
 }
 
 impl Kind {
@@ -47,6 +51,8 @@ impl Kind {
             Kind::InclusiveCycles => "inclusive-cycles",
             Kind::Task => "task",
             Kind::TaskCycles => "task-cycles",
+            Kind::Region => "region",
+            Kind::RegionCycles => "region-cycles",
         }
     }
 
@@ -54,7 +60,11 @@ impl Kind {
     fn is_cycles(self) -> bool {
         matches!(
             self,
-            Kind::Cycles | Kind::FunctionCycles | Kind::InclusiveCycles | Kind::TaskCycles
+            Kind::Cycles
+                | Kind::FunctionCycles
+                | Kind::InclusiveCycles
+                | Kind::TaskCycles
+                | Kind::RegionCycles
         )
     }
 
@@ -69,6 +79,8 @@ impl Kind {
             "inclusive-cycles" => Kind::InclusiveCycles,
             "task" => Kind::Task,
             "task-cycles" => Kind::TaskCycles,
+            "region" => Kind::Region,
+            "region-cycles" => Kind::RegionCycles,
             _ => return None,
         })
     }
@@ -113,7 +125,11 @@ pub fn metrics(
     conditions: Conditions,
 ) -> Baseline {
     let mut m: BTreeMap<Kind, BTreeMap<String, u64>> = BTreeMap::new();
-    let total = report.instructions.unwrap_or(0);
+    // (A lap run's total is the exact count of the same run.)
+    let total = report
+        .instructions
+        .or(report.exact_instructions)
+        .unwrap_or(0);
     m.entry(Kind::Total)
         .or_default()
         .insert(String::new(), total);
@@ -149,6 +165,19 @@ pub fn metrics(
             m.entry(Kind::TaskCycles)
                 .or_default()
                 .insert(row.name.clone(), c);
+        }
+    }
+    for g in report.laps.iter().flat_map(|l| &l.regions) {
+        if g.calls == 0 {
+            continue;
+        }
+        m.entry(Kind::Region)
+            .or_default()
+            .insert(g.name.clone(), g.mean.round() as u64);
+        if let Some(c) = &g.cycles {
+            m.entry(Kind::RegionCycles)
+                .or_default()
+                .insert(g.name.clone(), c.mean.round() as u64);
         }
     }
     let sizes = m.entry(Kind::Size).or_default();
@@ -226,7 +255,7 @@ impl std::str::FromStr for Limit {
         let usage = || {
             format!(
                 "`{s}`: a limit is METRIC=+X% or METRIC=+N, METRIC one of total, function, \
-                 inclusive, task, size, cycles, function-cycles, inclusive-cycles, task-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
+                 inclusive, task, region, size, cycles, function-cycles, inclusive-cycles, task-cycles, region-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
             )
         };
         let (metric, bound) = s.split_once('=').ok_or_else(usage)?;
@@ -625,6 +654,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
             let key = match kind {
                 Kind::Total | Kind::Cycles => b.firmware.clone(),
                 Kind::Task | Kind::TaskCycles => format!("{}::task::{name}", b.firmware),
+                Kind::Region | Kind::RegionCycles => format!("{}::region::{name}", b.firmware),
                 _ => format!("{}::{name}", b.firmware),
             };
             let entry = out
@@ -639,6 +669,8 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                     Kind::InclusiveCycles => "inclusive-estimated-cycles",
                     Kind::Task => "task-instructions",
                     Kind::TaskCycles => "task-estimated-cycles",
+                    Kind::Region => "instructions-per-lap",
+                    Kind::RegionCycles => "estimated-cycles-per-lap",
                 };
                 m.insert(measure.to_owned(), serde_json::json!({ "value": v }));
             }

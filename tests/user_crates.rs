@@ -488,3 +488,81 @@ fn runtime_path(dir: &Path, manifest: &str) -> std::path::PathBuf {
         .canonicalize()
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
+
+/// The benchmark template in a crate `cargo sample init` set up, as its comment says to: it
+/// builds and runs with `cargo sample bench`, every iteration counted, and an iteration of the
+/// checksum of 512 bytes is its call's instructions and the few around it (the crate's own
+/// exact counts of the same run, read here).
+#[test]
+fn the_benchmark_template_runs_in_a_crate_set_up_by_init() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    std::fs::create_dir_all(dir.join("src/bin")).unwrap();
+    std::fs::copy(
+        repo().join("templates/bench/bench.rs"),
+        dir.join("src/bin/bench.rs"),
+    )
+    .unwrap();
+    let mut manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    manifest += "\n[[bin]]\nname = \"bench\"\nrequired-features = [\"sample\"]\n";
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    let out = cargo_sample_in_copy(
+        dir,
+        &["bench", "--release", "--bin", "bench", "--format", "json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let regions = r["laps"]["regions"].as_array().unwrap();
+    assert_eq!(regions.len(), 2, "{regions:?}");
+    let whole = regions
+        .iter()
+        .find(|g| g["name"] == "checksum of 512 bytes")
+        .unwrap();
+    assert_eq!(whole["exact"]["laps"], 100);
+    assert_eq!(whole["exact"]["min"], whole["exact"]["max"]);
+    // The checksum's own instructions a call, from the run's exact counts and ELF.
+    let run = run_dir_of(stderr.as_bytes());
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(&*elf).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains("checksum")) && s.size() > 0)
+        .unwrap();
+    let (start, end) = (sym.address() & !1, (sym.address() & !1) + sym.size());
+    let counts = std::fs::read(run.join("exact.counts")).unwrap();
+    let pairs: Vec<(u64, u64)> = counts[8..]
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .collect();
+    let total: u64 = pairs
+        .iter()
+        .filter(|p| (start..end).contains(&p.0))
+        .map(|p| p.1)
+        .sum();
+    let calls = pairs.iter().find(|p| p.0 == start).unwrap().1;
+    assert_eq!(calls, 120, "100 + 20 iterations");
+    // Both benchmarks call it; the fixed one's calls are 512-byte ones.
+    let iteration = whole["exact"]["median"].as_f64().unwrap();
+    let fresh = regions
+        .iter()
+        .find(|g| g["name"] == "checksum of a fresh buffer")
+        .unwrap();
+    let fresh_mean = fresh["exact"]["mean"].as_f64().unwrap();
+    // 100 x (512-byte call) + 20 x (64-byte call) = total, within the few instructions each
+    // iteration adds around the call.
+    let around = (100.0 * iteration + 20.0 * fresh_mean - total as f64) / 120.0;
+    assert!(
+        (0.0..=8.0).contains(&around),
+        "{around} instructions an iteration beside the checksum's {total} over {calls} calls"
+    );
+}

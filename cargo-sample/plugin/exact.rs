@@ -54,9 +54,11 @@
 //! first), a call of `iterate` from a site closes that site's open one and opens the next; the
 //! instructions run while windows are open, outside the lap code itself, are counted per
 //! (window, block start), like the graph's, and kept when the window closes (a window never
-//! closed is no lap). Written as `SMPLLAP1`, `u32` key count, keys (kind
+//! closed is no lap). Written as `SMPLLAP2`, `u32` key count, keys (kind
 //! `u32`: 0 a guard, 1 an iteration; site `u32`, inside the call; laps `u64`), `u32` count
-//! count, counts (kind, site, block start `u32` each, instructions `u64`).
+//! count, counts (kind, site, block start `u32` each, instructions `u64`), then `u32` count and
+//! the distribution of the windows' lengths (kind, site `u32`, instructions `u64`, windows
+//! `u64`).
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -350,6 +352,8 @@ struct Graph {
     laps: HashMap<(u32, u32), u64>,
     /// Per (window key, block start): instructions run in the window.
     lap_counts: HashMap<(u32, u32, u32), u64>,
+    /// Per (window key, instructions in one window): windows that ran that many.
+    lap_totals: HashMap<(u32, u32, u64), u64>,
     laps_out: Option<String>,
 }
 
@@ -382,6 +386,7 @@ impl Graph {
             windows: Vec::new(),
             laps: HashMap::new(),
             lap_counts: HashMap::new(),
+            lap_totals: HashMap::new(),
             laps_out: None,
         }
     }
@@ -534,9 +539,12 @@ impl Graph {
         if let Some(i) = closing {
             let (key, counts) = self.windows.remove(i);
             *self.laps.entry(key).or_default() += 1;
+            let mut total = 0;
             for (block, n) in counts {
                 *self.lap_counts.entry((key.0, key.1, block)).or_default() += n;
+                total += n;
             }
+            *self.lap_totals.entry((key.0, key.1, total)).or_default() += 1;
         }
         match kind {
             0 => self.windows.push(((0, site), HashMap::new())),
@@ -588,7 +596,7 @@ impl Graph {
             let mut counts: Vec<_> = self.lap_counts.iter().collect();
             counts.sort_unstable();
             let mut b = Vec::with_capacity(16 + 16 * keys.len() + 20 * counts.len());
-            b.extend_from_slice(b"SMPLLAP1");
+            b.extend_from_slice(b"SMPLLAP2");
             b.extend_from_slice(&(keys.len() as u32).to_le_bytes());
             for ((kind, site), n) in keys {
                 b.extend_from_slice(&kind.to_le_bytes());
@@ -600,6 +608,15 @@ impl Graph {
                 b.extend_from_slice(&kind.to_le_bytes());
                 b.extend_from_slice(&site.to_le_bytes());
                 b.extend_from_slice(&block.to_le_bytes());
+                b.extend_from_slice(&n.to_le_bytes());
+            }
+            let mut totals: Vec<_> = self.lap_totals.iter().collect();
+            totals.sort_unstable();
+            b.extend_from_slice(&(totals.len() as u32).to_le_bytes());
+            for ((kind, site, total), n) in totals {
+                b.extend_from_slice(&kind.to_le_bytes());
+                b.extend_from_slice(&site.to_le_bytes());
+                b.extend_from_slice(&total.to_le_bytes());
                 b.extend_from_slice(&n.to_le_bytes());
             }
             write_file(path, &b);

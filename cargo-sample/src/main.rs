@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Some(Command::Swo(s)) => cmd::swo::swo(s),
         Some(Command::Events(e)) => cmd::events::events(e),
         Some(Command::Stat(s)) => cmd::stat::stat(s),
+        Some(Command::Bench(b)) => cmd::bench::bench(b),
         Some(Command::Completions(c)) => {
             use std::io::Write;
             std::io::stdout()

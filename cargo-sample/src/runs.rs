@@ -185,6 +185,9 @@ impl std::fmt::Display for Source {
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunMeta {
     pub format_version: u32,
+    /// `cargo sample bench`: the lap regions are benchmarks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bench: bool,
     pub package: String,
     pub target_name: String,
     pub triple: String,

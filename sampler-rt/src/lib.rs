@@ -106,6 +106,9 @@ mod cortex_m;
 pub mod laps;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
+pub mod bench;
+
+#[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 mod tags;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]

@@ -5,6 +5,7 @@
 mod support;
 
 mod accuracy;
+mod bench;
 mod bins;
 mod board;
 mod budget;

@@ -80,6 +80,21 @@ pub struct RegionReport {
     /// With `--cycles`: the laps in estimated cycles.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycles: Option<RegionCycles>,
+    /// Every lap's instructions as QEMU ran them (the plugin's lap windows of a `start()` guard
+    /// or an iteration that no other region shares its call site with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactLaps>,
+}
+
+/// A region's laps in instructions, each counted exactly: the instructions run between the
+/// lap calls, outside sampler-rt's lap code.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExactLaps {
+    pub laps: u64,
+    pub min: u64,
+    pub median: u64,
+    pub max: u64,
+    pub mean: f64,
 }
 
 /// A region's laps in estimated cycles: each lap's instructions (the lap's own cost
@@ -118,6 +133,9 @@ pub struct LapsReport {
     /// With `--cycles`: what could not be given in cycles, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cycles_notes: Vec<String>,
+    /// `cargo sample bench`: the regions are benchmarks, their laps iterations.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bench: bool,
 }
 
 /// Adjacent distinct values at most this far apart (in counter ticks) belong to one cluster:
@@ -355,6 +373,7 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
                 .collect(),
             interference,
             cycles: None,
+            exact: None,
         });
     }
     LapsReport {
@@ -370,6 +389,52 @@ pub fn analyse(l: &Laps, scale: Scale) -> LapsReport {
         warnings,
         cycles_model: None,
         cycles_notes: Vec::new(),
+        bench: false,
+    }
+}
+
+/// The lap-window key of a region timed by `start()` guards or iterations: (kind, site inside
+/// its first call), from what the firmware sent.
+fn window_key(g: &crate::dump::laps::Region) -> Option<(u32, u32)> {
+    let via = u32::from(g.via);
+    (via == wire::LAP_VIA_START || via == wire::LAP_VIA_ITERATE).then(|| {
+        (
+            u32::from(via == wire::LAP_VIA_ITERATE),
+            (g.body & !1).wrapping_sub(2),
+        )
+    })
+}
+
+/// Give each region whose lap windows are its own (no other region's first call is at the same
+/// site) every lap's exact instructions.
+pub fn apply_windows(r: &mut LapsReport, l: &Laps, windows: &crate::dump::laps::Windows) {
+    let keys: Vec<Option<(u32, u32)>> = l.regions.iter().map(window_key).collect();
+    for (k, out) in keys.iter().zip(&mut r.regions) {
+        let Some(key) = k else { continue };
+        if keys.iter().filter(|o| *o == k).count() != 1 {
+            continue;
+        }
+        let Some(lengths) = windows.lengths.get(key).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let laps: u64 = lengths.iter().map(|x| x.1).sum();
+        let sum: u64 = lengths.iter().map(|x| x.0 * x.1).sum();
+        let mut acc = 0;
+        let median = lengths
+            .iter()
+            .find(|x| {
+                acc += x.1;
+                2 * acc >= laps
+            })
+            .map(|x| x.0)
+            .unwrap_or(0);
+        out.exact = Some(ExactLaps {
+            laps,
+            min: lengths[0].0,
+            median,
+            max: lengths[lengths.len() - 1].0,
+            mean: sum as f64 / laps.max(1) as f64,
+        });
     }
 }
 
@@ -452,15 +517,10 @@ pub fn apply_cycles(
         if g.calls == 0 {
             continue;
         }
-        let via = u32::from(g.via);
         // (instructions, cycles, laps) of the code the region's laps ran.
         let ran = if via_measure(g) {
             under.get(&(g.body & !1)).copied()
-        } else if via == wire::LAP_VIA_START || via == wire::LAP_VIA_ITERATE {
-            let key = (
-                u32::from(via == wire::LAP_VIA_ITERATE),
-                (g.body & !1).wrapping_sub(2),
-            );
+        } else if let Some(key) = window_key(g) {
             let found = windows.and_then(|w| {
                 let laps = *w.laps.get(&key)?;
                 let blocks = w.blocks.get(&key)?;
@@ -481,11 +541,26 @@ pub fn apply_cycles(
             continue;
         };
         let cpi = cycles as f64 / instructions as f64;
-        let mean = out.mean * cpi;
+        // Each lap's exact instructions where the windows are the region's own, else the
+        // counter's laps, at the code's CPI.
+        let (min, median, max, mean) = match &out.exact {
+            Some(e) => (
+                e.min as f64 * cpi,
+                e.median as f64 * cpi,
+                e.max as f64 * cpi,
+                cycles as f64 / calls as f64,
+            ),
+            None => (
+                out.min * cpi,
+                out.median * cpi,
+                out.max * cpi,
+                out.mean * cpi,
+            ),
+        };
         out.cycles = Some(RegionCycles {
-            min: out.min * cpi,
-            median: out.median * cpi,
-            max: out.max * cpi,
+            min,
+            median,
+            max,
             mean,
             cpi,
             exact_instructions: instructions as f64 / calls as f64,
@@ -510,9 +585,87 @@ pub fn apply_cycles(
     r.cycles_model = Some(model);
 }
 
+/// Benchmarks as text: instructions an iteration, every one counted (and estimated cycles).
+fn render_bench(r: &LapsReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let cycles = r.regions.iter().any(|g| g.cycles.is_some());
+    let timed = r
+        .regions
+        .iter()
+        .any(|g| g.cycles.as_ref().is_some_and(|c| c.mean_us.is_some()));
+    let _ = writeln!(
+        s,
+        "Benchmarks (every instruction of every iteration counted in QEMU)"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<32} {:>10} {:>12} {:>12} {:>12} {:>14}{}",
+        "benchmark",
+        "iterations",
+        "min",
+        "median",
+        "max",
+        "instructions",
+        match (cycles, timed) {
+            (true, true) => format!(" {:>14} {:>6} {:>10}", "est. cycles", "CPI", "time"),
+            (true, false) => format!(" {:>14} {:>6}", "est. cycles", "CPI"),
+            _ => String::new(),
+        }
+    );
+    for g in &r.regions {
+        let Some(e) = &g.exact else {
+            let _ = writeln!(
+                s,
+                "  {:<32} {:>10}   (not counted: its iterations share a call site with another \
+                 region's)",
+                g.name, g.calls
+            );
+            continue;
+        };
+        let c = g
+            .cycles
+            .as_ref()
+            .map(|c| {
+                format!(
+                    " {:>14.1} {:>6.3}{}",
+                    c.mean,
+                    c.cpi,
+                    c.mean_us
+                        .map(|us| format!(" {:>10}", format!("{us:.2} µs")))
+                        .unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  {:<32} {:>10} {:>12} {:>12} {:>12} {:>14.1}{c}",
+            g.name, e.laps, e.min, e.median, e.max, e.mean
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  (min, median, max: instructions of one iteration; mean over the iterations{})",
+        if cycles { "; cycles: the mean" } else { "" }
+    );
+    if let Some(m) = &r.cycles_model {
+        let _ = writeln!(s, "  cycles estimated by the {m} (not measured)");
+    }
+    for n in &r.cycles_notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
 /// The regions as text.
 pub fn render(r: &LapsReport, unit: &str) -> String {
     use std::fmt::Write;
+    if r.bench {
+        return render_bench(r);
+    }
     let mut s = String::new();
     let _ = writeln!(
         s,

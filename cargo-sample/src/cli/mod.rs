@@ -53,6 +53,10 @@ pub enum Command {
     /// split into groups the CPU's counters hold, the firmware run once per group, derived
     /// metrics.
     Stat(Box<StatArgs>),
+    /// Run the firmware's benchmarks (`sampler_rt::bench!`) in QEMU, every instruction counted:
+    /// instructions an iteration (min, median, max; estimated cycles with `--cycles`), with the
+    /// gate's baselines and limits (`--save-baseline`, `--baseline`, `--limit bench=+2%`).
+    Bench(Box<RunArgs>),
     /// Print a completion script for a shell (`cargo sample completions bash >
     /// ~/.local/share/bash-completion/completions/cargo-sample`): it completes the
     /// `cargo-sample` command, which takes the same arguments as `cargo sample`.

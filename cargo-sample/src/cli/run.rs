@@ -352,8 +352,9 @@ pub struct RunArgs {
     pub baseline_dir: Option<std::path::PathBuf>,
     /// How much a metric may grow against `--baseline`: `METRIC=+X%` or `METRIC=+N`, METRIC one
     /// of `total`, `function`, `inclusive`, `task` (an exception or RTIC task), `region` (a lap
-    /// region's mean lap), `size`, and with `--cycles` `cycles`, `function-cycles`,
-    /// `inclusive-cycles`, `task-cycles`, `region-cycles`; optionally narrowed by a name pattern
+    /// region's mean lap), `bench` (a benchmark's median iteration), `size`, and with
+    /// `--cycles` `cycles`, `function-cycles`, `inclusive-cycles`, `task-cycles`,
+    /// `region-cycles`, `bench-cycles`; optionally narrowed by a name pattern
     /// (`function:crc*=+2%`); the most specific applies. Repeatable; `limits = [...]` in the
     /// crate's `[package.metadata.sample]` adds to them. Improvements never fail.
     #[arg(long = "limit", value_name = "LIMIT", requires = "baseline")]
@@ -366,6 +367,9 @@ pub struct RunArgs {
     /// free to serve as the lap counter where the core has no cycle counter (QEMU).
     #[arg(long, conflicts_with_all = ["exact", "live", "tag"])]
     pub laps: bool,
+    /// `cargo sample bench`: the lap regions are the firmware's benchmarks.
+    #[arg(skip)]
+    pub bench: bool,
     /// Read the sampler's ring while the firmware runs (through QEMU's monitor; on a board
     /// this is how samples always arrive) instead of waiting for its dump: runs of any length
     /// with a ring of any size, samples the host could not read in time counted as lost.

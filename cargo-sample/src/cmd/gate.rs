@@ -39,7 +39,7 @@ pub(crate) fn wanted(args: &RunArgs) -> bool {
 
 /// Refuse what the gate cannot do, before anything is built.
 pub(crate) fn check(args: &RunArgs) -> Result<()> {
-    if !args.exact && args.elf.is_none() && !(args.laps && args.view.cycles) {
+    if !args.exact && args.elf.is_none() && !(args.laps && (args.view.cycles || args.bench)) {
         bail!(
             "the performance gate compares exact counts: add `--exact`, or time lap regions with \
              `--laps --cycles` (`--format markdown` and `bmf` are the gate's)"

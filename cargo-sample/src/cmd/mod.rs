@@ -8,6 +8,7 @@
 //! directory, live warnings, finish); `saved` prints a saved run as the views ask.
 
 pub mod advise;
+pub mod bench;
 pub mod board;
 pub mod capture;
 pub mod diff;

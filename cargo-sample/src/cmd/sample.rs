@@ -28,10 +28,11 @@ use crate::term;
 /// `cargo sample [args]`: capture, then print the report.
 pub fn run(args: &RunArgs) -> Result<()> {
     if super::gate::wanted(args) {
-        // Not an exact run: the gate says what it needs.
+        // Only lap runs counted exactly (`--laps --cycles`, `cargo sample bench`) pass here.
         super::gate::check(args)?;
+    } else {
+        super::saved::check_view(&args.view)?;
     }
-    super::saved::check_view(&args.view)?;
     if args.view.cycles && !counts_every_instruction(args) {
         anyhow::bail!(
             "`--cycles` needs every instruction counted: with `--exact` (the profile in \
@@ -50,7 +51,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// Whether the run counts every instruction in QEMU beside what the firmware records:
 /// `--truth`, and `--laps --cycles` (the laps' code timed in cycles).
 fn counts_every_instruction(args: &RunArgs) -> bool {
-    args.truth || (args.laps && args.view.cycles)
+    args.truth || (args.laps && (args.view.cycles || args.bench))
 }
 
 /// Build, run and save a run; returns its directory (with a dump in it).
@@ -128,6 +129,7 @@ fn capture_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
             Timer::Device { known: Some(t), .. } => Some(t.describe()),
             _ => None,
         },
+        bench: args.bench,
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))
     });
     let mut run = Run::start(p, &img.bytes, Some(&plan.config), meta)?;
@@ -224,24 +226,26 @@ impl Spec<'_> {
             pmu_in_memory: None,
             // With stacks, `--truth` follows the calls too: exact inclusive shares and callers;
             // with `--cycles`, the code each lap region ran is found in the graph.
-            call_graph: ((args.stacks.is_some() || args.view.cycles) && plugin).then(|| {
-                if img.fw.aarch64 {
-                    // The IRQ entries (current level, SPx) of the sampler's vector tables.
-                    ["sampler_rt_vectors", "sampler_rt_vectors_hist"]
-                        .iter()
-                        .filter_map(|v| elf::symbol_address(elf_bytes, v))
-                        .map(|a| a as u32 + 0x280)
-                        .collect()
-                } else {
-                    elf::handler_entries(elf_bytes)
-                }
-            }),
+            call_graph: ((args.stacks.is_some() || args.view.cycles || args.bench) && plugin).then(
+                || {
+                    if img.fw.aarch64 {
+                        // The IRQ entries (current level, SPx) of the sampler's vector tables.
+                        ["sampler_rt_vectors", "sampler_rt_vectors_hist"]
+                            .iter()
+                            .filter_map(|v| elf::symbol_address(elf_bytes, v))
+                            .map(|a| a as u32 + 0x280)
+                            .collect()
+                    } else {
+                        elf::handler_entries(elf_bytes)
+                    }
+                },
+            ),
             // `--truth` tells the time the sampler could see from the time of handlers it cannot
             // preempt: each exception's instructions per address.
             contexts: (args.truth && !img.fw.aarch64 && plugin)
                 .then(|| elf::handler_entries(elf_bytes)),
             // With `--cycles`: the windows of `start()` guards and iterations, timed too.
-            lap_fns: (args.view.cycles && plugin && !img.fw.aarch64)
+            lap_fns: ((args.view.cycles || args.bench) && plugin && !img.fw.aarch64)
                 .then(|| crate::dump::laps::lap_functions(elf_bytes))
                 .flatten(),
         }

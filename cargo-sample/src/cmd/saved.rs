@@ -39,8 +39,9 @@ pub fn build_options(view: &ViewArgs) -> report::Options {
 pub(crate) fn check_view(view: &ViewArgs) -> Result<()> {
     if matches!(view.format, Format::Markdown | Format::Bmf) {
         bail!(
-            "`--format {}` is the performance gate's: an `--exact` run with `--baseline NAME` \
-             (markdown) or `--save-baseline NAME` / `--baseline NAME` (bmf)",
+            "`--format {}` is the performance gate's: an `--exact` run (or `--laps --cycles`, \
+             `cargo sample bench`) with `--baseline NAME` (markdown) or `--save-baseline NAME` / \
+             `--baseline NAME` (bmf)",
             if view.format == Format::Markdown {
                 "markdown"
             } else {

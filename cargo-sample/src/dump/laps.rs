@@ -148,13 +148,19 @@ pub struct Windows {
     pub laps: std::collections::HashMap<(u32, u32), u64>,
     /// Per key, (block start, instructions run in the key's windows).
     pub blocks: std::collections::HashMap<(u32, u32), Vec<(u32, u64)>>,
+    /// Per key, (instructions in one window, windows that long), shortest first (files of
+    /// version 2).
+    pub lengths: std::collections::HashMap<(u32, u32), Vec<(u64, u64)>>,
 }
 
-/// Read a lap-windows file (`SMPLLAP1`); damage is an error, never a panic.
+/// Read a lap-windows file (`SMPLLAP2`, or `SMPLLAP1` without the lengths); damage is an
+/// error, never a panic.
 pub fn parse_windows(b: &[u8]) -> anyhow::Result<Windows> {
-    let body = b
-        .strip_prefix(b"SMPLLAP1")
-        .ok_or_else(|| anyhow::anyhow!("not a lap-windows file (no SMPLLAP1 header)"))?;
+    let (body, v2) = match (b.strip_prefix(b"SMPLLAP2"), b.strip_prefix(b"SMPLLAP1")) {
+        (Some(body), _) => (body, true),
+        (None, Some(body)) => (body, false),
+        _ => anyhow::bail!("not a lap-windows file (no SMPLLAP2 header)"),
+    };
     let short = || anyhow::anyhow!("the lap-windows file is cut short");
     let n = read_u32(body, 0).ok_or_else(short)? as usize;
     let mut at = 4;
@@ -180,6 +186,23 @@ pub fn parse_windows(b: &[u8]) -> anyhow::Result<Windows> {
         let n = u64::from(f(3)?) | u64::from(f(4)?) << 32;
         w.blocks.entry((f(0)?, f(1)?)).or_default().push((f(2)?, n));
         at += 20;
+    }
+    if v2 {
+        let k = read_u32(body, at).ok_or_else(short)? as usize;
+        at += 4;
+        if k.saturating_mul(24) > body.len() {
+            anyhow::bail!("the lap-windows file claims {k} lengths, more than it holds");
+        }
+        for _ in 0..k {
+            let f = |i: usize| read_u32(body, at + 4 * i).ok_or_else(short);
+            let len = u64::from(f(2)?) | u64::from(f(3)?) << 32;
+            let n = u64::from(f(4)?) | u64::from(f(5)?) << 32;
+            w.lengths.entry((f(0)?, f(1)?)).or_default().push((len, n));
+            at += 24;
+        }
+        for v in w.lengths.values_mut() {
+            v.sort_unstable();
+        }
     }
     Ok(w)
 }
@@ -242,17 +265,22 @@ mod tests {
 
     #[test]
     fn lap_windows_read_back_and_damage_is_refused() {
-        let mut b = b"SMPLLAP1".to_vec();
+        let mut b = b"SMPLLAP2".to_vec();
         let put = |b: &mut Vec<u8>, v: &[u32]| v.iter().for_each(|x| b.extend(x.to_le_bytes()));
         put(&mut b, &[1, 1, 0x400, 399, 0]);
         put(
             &mut b,
             &[2, 1, 0x400, 0x900, 4000, 0, 1, 0x400, 0x920, 7, 1],
         );
+        put(
+            &mut b,
+            &[2, 1, 0x400, 12, 0, 300, 0, 1, 0x400, 10, 0, 99, 0],
+        );
         let w = parse_windows(&b).unwrap();
+        assert_eq!(w.lengths[&(1, 0x400)], [(10, 99), (12, 300)]);
         assert_eq!(w.laps[&(1, 0x400)], 399);
         assert_eq!(w.blocks[&(1, 0x400)], [(0x900, 4000), (0x920, 7 | 1 << 32)]);
-        for cut in [b.len() - 1, 20, 9] {
+        for cut in [b.len() - 1, b.len() - 30, 20, 9] {
             assert!(parse_windows(&b[..cut]).is_err(), "{cut}");
         }
         let mut more = b.clone();

@@ -37,6 +37,10 @@ pub enum Kind {
     Region,
     /// The same in estimated cycles.
     RegionCycles,
+    /// A benchmark's median iteration, every instruction counted (`cargo sample bench`).
+    Bench,
+    /// A benchmark's mean iteration in estimated cycles.
+    BenchCycles,
 }
 
 impl Kind {
@@ -53,6 +57,8 @@ impl Kind {
             Kind::TaskCycles => "task-cycles",
             Kind::Region => "region",
             Kind::RegionCycles => "region-cycles",
+            Kind::Bench => "bench",
+            Kind::BenchCycles => "bench-cycles",
         }
     }
 
@@ -65,6 +71,7 @@ impl Kind {
                 | Kind::InclusiveCycles
                 | Kind::TaskCycles
                 | Kind::RegionCycles
+                | Kind::BenchCycles
         )
     }
 
@@ -81,6 +88,8 @@ impl Kind {
             "task-cycles" => Kind::TaskCycles,
             "region" => Kind::Region,
             "region-cycles" => Kind::RegionCycles,
+            "bench" => Kind::Bench,
+            "bench-cycles" => Kind::BenchCycles,
             _ => return None,
         })
     }
@@ -167,8 +176,22 @@ pub fn metrics(
                 .insert(row.name.clone(), c);
         }
     }
+    let bench = report.laps.as_ref().is_some_and(|l| l.bench);
     for g in report.laps.iter().flat_map(|l| &l.regions) {
         if g.calls == 0 {
+            continue;
+        }
+        if bench {
+            if let Some(e) = &g.exact {
+                m.entry(Kind::Bench)
+                    .or_default()
+                    .insert(g.name.clone(), e.median);
+            }
+            if let Some(c) = &g.cycles {
+                m.entry(Kind::BenchCycles)
+                    .or_default()
+                    .insert(g.name.clone(), c.mean.round() as u64);
+            }
             continue;
         }
         m.entry(Kind::Region)
@@ -255,7 +278,7 @@ impl std::str::FromStr for Limit {
         let usage = || {
             format!(
                 "`{s}`: a limit is METRIC=+X% or METRIC=+N, METRIC one of total, function, \
-                 inclusive, task, region, size, cycles, function-cycles, inclusive-cycles, task-cycles, region-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
+                 inclusive, task, region, bench, size, cycles, function-cycles, inclusive-cycles, task-cycles, region-cycles, bench-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
             )
         };
         let (metric, bound) = s.split_once('=').ok_or_else(usage)?;
@@ -655,6 +678,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                 Kind::Total | Kind::Cycles => b.firmware.clone(),
                 Kind::Task | Kind::TaskCycles => format!("{}::task::{name}", b.firmware),
                 Kind::Region | Kind::RegionCycles => format!("{}::region::{name}", b.firmware),
+                Kind::Bench | Kind::BenchCycles => format!("{}::bench::{name}", b.firmware),
                 _ => format!("{}::{name}", b.firmware),
             };
             let entry = out
@@ -671,6 +695,8 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                     Kind::TaskCycles => "task-estimated-cycles",
                     Kind::Region => "instructions-per-lap",
                     Kind::RegionCycles => "estimated-cycles-per-lap",
+                    Kind::Bench => "instructions-per-iteration",
+                    Kind::BenchCycles => "estimated-cycles-per-iteration",
                 };
                 m.insert(measure.to_owned(), serde_json::json!({ "value": v }));
             }

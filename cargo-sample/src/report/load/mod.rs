@@ -443,17 +443,7 @@ impl Loading<'_> {
         };
         let tree = dump::callgraph::parse(&bytes)
             .with_context(|| format!("decoding {}", path.display()))?;
-        let path = self.dir.join(dump::laps::WINDOWS_FILE);
-        let windows = match std::fs::read(&path) {
-            Ok(bytes) => match dump::laps::parse_windows(&bytes) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    term::warn(format!("{}: {e:#}", path.display()));
-                    None
-                }
-            },
-            Err(_) => None,
-        };
+        let windows = self.lap_windows();
         crate::analysis::laps::apply_cycles(
             laps,
             l,
@@ -498,7 +488,24 @@ impl Loading<'_> {
                     .into(),
             );
         }
+        laps.bench = meta.bench;
+        if let Some(w) = self.lap_windows() {
+            crate::analysis::laps::apply_windows(&mut laps, l, &w);
+        }
         report.laps = Some(laps);
+    }
+
+    /// The plugin's lap windows, if the run kept them (a damaged file is said and left out).
+    fn lap_windows(&self) -> Option<dump::laps::Windows> {
+        let path = self.dir.join(dump::laps::WINDOWS_FILE);
+        let bytes = std::fs::read(&path).ok()?;
+        match dump::laps::parse_windows(&bytes) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                term::warn(format!("{}: {e:#}", path.display()));
+                None
+            }
+        }
     }
 }
 

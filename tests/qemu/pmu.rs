@@ -632,6 +632,72 @@ fn bins_on_armv8_a_match_exact_counts_and_read_live_as_sent() {
     assert_eq!(sampled(&l), sampled(&r));
 }
 
+/// One image both sampled and counted, ending as a user writes it (`flush()` then
+/// `pmu::finish`): a sampling run gets its samples (the PMU ending no longer writes over the
+/// dump), and a `stat` run its counts.
+#[test]
+fn one_ending_serves_a_sampled_run_and_a_stat_run() {
+    // (No sample limit: the run ends at the firmware's ending, which sends the dump.)
+    let r = json(&["--release", "--bin", "sample-and-stat", "--format", "json"]);
+    assert!(r["samples"].as_u64().unwrap() > 300, "{}", r["warnings"]);
+    // (The loop is inlined into sampler-rt's `measure`: its innermost frame names it.)
+    let inlined: f64 = r["inlined"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"].as_str().unwrap().contains("known_loop"))
+        .map(|f| f["percent"].as_f64().unwrap())
+        .sum();
+    assert!(inlined > 50.0, "{}", r["inlined"]);
+    let s = json(&[
+        "stat",
+        "--release",
+        "--bin",
+        "sample-and-stat",
+        "--events",
+        "inst_retired",
+        "--format",
+        "json",
+    ]);
+    let region = &s["regions"][0];
+    assert_eq!(region["name"], "loop 1000");
+    assert_eq!(region["calls"], 2000);
+}
+
+/// sampler-rt links and samples with cargo's default release profile (16 codegen units, which
+/// put the code that installs the vector tables in another unit than their assembly), in ring
+/// and in bins mode; the example's own profile has one unit, which once hid a local label.
+#[test]
+fn sampler_rt_links_with_cargos_default_release_profile() {
+    let target = crate::support::copies_target_dir().join("aarch64-pmu-cgu16");
+    for mode in [&[][..], &["--mode", "hist", "--bin-size", "8"][..]] {
+        let mut args = vec!["--release", "--bin", "hot-loops", "-n", "3000"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--format", "json"]);
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-sample"))
+            .arg("sample")
+            .args(&args)
+            .current_dir(example())
+            .env("NO_COLOR", "1")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["samples"], 3000, "{mode:?}");
+        assert!(
+            crate::support::share(&r, "functions", "hot_a") > 50.0,
+            "{mode:?}: {}",
+            r["functions"]
+        );
+    }
+}
+
 #[test]
 fn the_advisor_judges_armv8_a_bins_from_the_instruction_size_up() {
     let advice = json(&[

@@ -158,10 +158,21 @@ unsafe fn install(el: u64, hist: bool, install_vectors: bool) {
     unsafe {
         // The vectors of the mode: their IRQ entries go to the ring's or the bins' handler.
         let vectors: u64;
+        // (`adrp` and `add`: the tables may lie more than `adr`'s 1 MiB away.)
         if hist {
-            asm!("adr {}, sampler_rt_vectors_hist", out(reg) vectors, options(nomem, nostack));
+            asm!(
+                "adrp {v}, sampler_rt_vectors_hist",
+                "add {v}, {v}, :lo12:sampler_rt_vectors_hist",
+                v = out(reg) vectors,
+                options(nomem, nostack)
+            );
         } else {
-            asm!("adr {}, sampler_rt_vectors", out(reg) vectors, options(nomem, nostack));
+            asm!(
+                "adrp {v}, sampler_rt_vectors",
+                "add {v}, {v}, :lo12:sampler_rt_vectors",
+                v = out(reg) vectors,
+                options(nomem, nostack)
+            );
         }
         if !install_vectors {
             // The firmware's vectors and routing stay.

@@ -252,6 +252,9 @@ global_asm!(
     "sampler_rt_elr_high 2b",
     // The same vectors, for histogram mode.
     ".balign 2048",
+    // Global, like `sampler_rt_vectors`: the code that installs them may be in another
+    // codegen unit than this assembly.
+    ".global sampler_rt_vectors_hist",
     "sampler_rt_vectors_hist:",
     ".rept 5",
     "b sampler_rt_unexpected", ".balign 0x80",

@@ -428,9 +428,16 @@ fn pmu_len(p: &Pmu, t: &Table) -> u32 {
 }
 
 /// Send the counts to the host (a `sampler.dump` file through semihosting) and exit with
-/// `code`. When the host asked for the counts in memory (a board: `cargo sample stat --chip`),
+/// `code`. In a run that is not `cargo sample stat`'s this is [`crate::exit`]: one ending
+/// serves an image that is both sampled and counted. When the host asked for the counts in memory (a board: `cargo sample stat --chip`),
 /// leave them in `SAMPLER_RT_PMU_OUT` for the debugger instead and idle.
 pub fn finish(code: i32) -> ! {
+    if wire::pmu_config_events(&crate::host_block(addr_of!(SAMPLER_RT_PMU_CONFIG))).is_none() {
+        // Not a `cargo sample stat` run (a sampling run, or no host at all): the sampler's
+        // ending sends what that run asked for (the dump, with these regions' counts in it),
+        // and a `flush()` before this one is not written over.
+        crate::exit(code)
+    }
     // SAFETY: single core; counting is over.
     let (p, t) = unsafe { (&*addr_of!(PMU), &*addr_of!(TABLE)) };
     if p.flags & wire::PMU_FLAG_MEMORY != 0 {

@@ -634,7 +634,7 @@ fn bins_on_armv8_a_match_exact_counts_and_read_live_as_sent() {
 
 /// One image both sampled and counted, ending as a user writes it (`flush()` then
 /// `pmu::finish`): a sampling run gets its samples (the PMU ending no longer writes over the
-/// dump), and a `stat` run its counts.
+/// dump), and a `stat` run its counts, without the sampler's interrupts in them.
 #[test]
 fn one_ending_serves_a_sampled_run_and_a_stat_run() {
     // (No sample limit: the run ends at the firmware's ending, which sends the dump.)
@@ -662,6 +662,13 @@ fn one_ending_serves_a_sampled_run_and_a_stat_run() {
     let region = &s["regions"][0];
     assert_eq!(region["name"], "loop 1000");
     assert_eq!(region["calls"], 2000);
+    // The sampler linked in stays off in a stat run: the region counts what the same loop
+    // counts in the example that has no sampler started (its interrupts are not in it).
+    let plain = stat(&["--events", "inst_retired"]);
+    assert_eq!(
+        count(&s, "loop 1000", "INST_RETIRED")["per_call"],
+        count(&plain, "loop 1000", "INST_RETIRED")["per_call"]
+    );
 }
 
 /// sampler-rt links and samples with cargo's default release profile (16 codegen units, which

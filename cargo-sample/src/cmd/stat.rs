@@ -171,6 +171,17 @@ pub fn run_stat(args: &StatArgs) -> Result<Stat> {
             wire::PMU_CONFIG_SYMBOL,
             &wire::pmu_config_with(g, flags, id),
         )?;
+        // A sampler linked in stays off: its interrupts would be counted inside the regions.
+        if elf::symbol_address(&image, wire::CONFIG_SYMBOL).is_some() {
+            elf::patch_config(
+                &mut image,
+                &wire::Config {
+                    mode: wire::MODE_OFF,
+                    sink: wire::SINK_SEMIHOSTING,
+                    ..Default::default()
+                },
+            )?;
+        }
         let kernel = dir.join(format!("loaded-{}.elf", i + 1));
         std::fs::write(&kernel, &image)?;
         let run = Group {

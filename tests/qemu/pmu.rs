@@ -638,8 +638,31 @@ fn bins_on_armv8_a_match_exact_counts_and_read_live_as_sent() {
 #[test]
 fn one_ending_serves_a_sampled_run_and_a_stat_run() {
     // (No sample limit: the run ends at the firmware's ending, which sends the dump.)
-    let r = json(&["--release", "--bin", "sample-and-stat", "--format", "json"]);
+    let r = json(&[
+        "--release",
+        "--bin",
+        "sample-and-stat",
+        "--truth",
+        "--format",
+        "json",
+    ]);
     assert!(r["samples"].as_u64().unwrap() > 300, "{}", r["warnings"]);
+    // The loop is the firmware's own code inlined into sampler-rt's `measure`: `--truth` counts
+    // it as the firmware's (it once left it out with the sampler's own code, +inf sigma).
+    let measure = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "sampler_rt::pmu::Region::measure")
+        .unwrap();
+    assert!(
+        measure["exact_percent"].as_f64().unwrap() > 50.0,
+        "{measure}"
+    );
+    assert!(
+        measure["error_sigma"].as_f64().unwrap().abs() < 3.0,
+        "{measure}"
+    );
     // (The loop is inlined into sampler-rt's `measure`: its innermost frame names it.)
     let inlined: f64 = r["inlined"]
         .as_array()

@@ -48,8 +48,33 @@ pub struct Symbolizer {
     objects: Vec<(u64, u64, String)>,
     /// Code of sampler-rt itself, which a sampler never sees.
     sampler: Vec<CodeRange>,
+    /// Addresses inside sampler-rt's functions that run the firmware's own code inlined into
+    /// them (a closure given to `measure`, a benchmark's routine): the firmware's, not the
+    /// sampler's.
+    inlined_user: std::collections::HashSet<u64>,
     root: Option<String>,
     cache: HashMap<u32, Resolved>,
+}
+
+/// Whether a (demangled) function is of the firmware's own crates: its path's first segment
+/// (inside a `<T as Trait>` the type's) is none of sampler-rt, its dependency defmt, or the
+/// standard crates. A name without a path (a C function, a primitive type's impl) is not
+/// claimed.
+fn firmware_own(function: &str) -> bool {
+    let mut f = function.trim_start_matches(['<', '&', '*']);
+    for prefix in ["mut ", "const ", "dyn "] {
+        f = f.strip_prefix(prefix).unwrap_or(f);
+    }
+    let Some((krate, _)) = f.split_once("::") else {
+        return false;
+    };
+    if krate.contains([' ', '[', '(']) {
+        return false;
+    }
+    !matches!(
+        krate,
+        "sampler_rt" | "defmt" | "core" | "alloc" | "std" | "compiler_builtins"
+    )
 }
 
 /// Targets of the Thumb `b` instructions (16-bit T2 and 32-bit T4) in `[start, end)`.
@@ -227,7 +252,7 @@ impl Symbolizer {
             })
             .collect();
         objects.sort();
-        Ok(Symbolizer {
+        let mut sym = Symbolizer {
             functions: functions
                 .into_iter()
                 .map(|(a, b, n, _, _)| (a, b, n))
@@ -235,9 +260,30 @@ impl Symbolizer {
             debug,
             objects,
             sampler,
+            inlined_user: std::collections::HashSet::new(),
             root: root.map(|r| r.to_string_lossy().into_owned()),
             cache: HashMap::new(),
-        })
+        };
+        // Tell the sampler's code from the firmware's by what runs there: an address of a
+        // sampler-rt function whose inline chain holds a frame of the firmware's own crates.
+        let mut user = std::collections::HashSet::new();
+        for r in &sym.sampler {
+            if r.end - r.start > 1 << 16 {
+                continue;
+            }
+            for pc in (r.start..r.end).step_by(2) {
+                if sym
+                    .resolve_uncached(pc)
+                    .frames
+                    .iter()
+                    .any(|f| firmware_own(&f.function))
+                {
+                    user.insert(pc);
+                }
+            }
+        }
+        sym.inlined_user = user;
+        Ok(sym)
     }
 
     /// Name `start..end` as a function of its own: an address range that stands for something
@@ -318,9 +364,9 @@ impl Symbolizer {
             .collect()
     }
 
-    /// Whether `pc` is in sampler-rt's own code.
+    /// Whether `pc` is in sampler-rt's own code (not the firmware's code inlined into it).
     pub fn is_sampler(&self, pc: u64) -> bool {
-        self.sampler.iter().any(|r| r.contains(pc))
+        self.sampler.iter().any(|r| r.contains(pc)) && !self.inlined_user.contains(&pc)
     }
 
     /// Resolve one address (cached).
@@ -400,6 +446,30 @@ impl Symbolizer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_firmwares_own_frames_are_told_from_the_libraries() {
+        for own in [
+            "laps::main::{{closure}}",
+            "aarch64_pmu::known_loop",
+            "<laps::Foo as core::ops::drop::Drop>::drop",
+            "&mut app::Task",
+        ] {
+            assert!(firmware_own(own), "{own}");
+        }
+        for library in [
+            "sampler_rt::laps::Region::time",
+            "core::ptr::read_volatile",
+            "<u32 as core::cmp::PartialOrd>::lt",
+            "<[T] as core::slice::SlicePattern>::as_slice",
+            "compiler_builtins::mem::memcpy",
+            "<sampler_rt::laps::Lap as core::ops::drop::Drop>::drop",
+            "defmt::export::istr",
+            "memcpy",
+        ] {
+            assert!(!firmware_own(library), "{library}");
+        }
+    }
+
     use super::*;
 
     fn fixture() -> Symbolizer {

@@ -246,7 +246,7 @@ impl Spec<'_> {
                 .then(|| elf::handler_entries(elf_bytes)),
             // With `--cycles`: the windows of `start()` guards and iterations, timed too.
             lap_fns: ((args.view.cycles || args.bench) && plugin && !img.fw.aarch64)
-                .then(|| crate::dump::laps::lap_functions(elf_bytes))
+                .then(|| elf::lap_functions(elf_bytes))
                 .flatten(),
         }
     }

@@ -303,7 +303,15 @@ impl Group<'_> {
         if let Some(e) = err {
             bail!("run {} sent a damaged dump: {e}", i + 1);
         }
-        let rec = d.pmu.context("the dump has no PMU record")?;
+        let Some(rec) = d.pmu else {
+            bail!(
+                "run {} sent no counts (a dump without a PMU record, in {}): does the firmware \
+                 count regions (`sampler_rt::pmu::init`, then `pmu::Region`) and end with \
+                 `sampler_rt::pmu::finish` or `sampler_rt::exit`?",
+                i + 1,
+                dir.display()
+            );
+        };
         match rec.status {
             wire::PMU_OK => {}
             wire::PMU_TOO_MANY => bail!(

@@ -207,23 +207,6 @@ pub fn parse_windows(b: &[u8]) -> anyhow::Result<Windows> {
     Ok(w)
 }
 
-/// The entries of sampler-rt's `Region::start`, `Lap::drop` and `Region::iterate` in an
-/// image (an absent one as an address nothing calls), if it has `start` or `iterate`.
-pub fn lap_functions(elf: &[u8]) -> Option<[u32; 3]> {
-    let at = |name: &str| crate::image::elf::symbol_address(elf, name).map(|a| a as u32 & !1);
-    let start = at("sampler_rt::laps::Region::start");
-    let iterate = at("sampler_rt::laps::Region::iterate");
-    if start.is_none() && iterate.is_none() {
-        return None;
-    }
-    let drop = at("<sampler_rt::laps::Lap as core::ops::drop::Drop>::drop");
-    Some([
-        start.unwrap_or(u32::MAX),
-        drop.unwrap_or(u32::MAX),
-        iterate.unwrap_or(u32::MAX),
-    ])
-}
-
 /// Encode a LAPS payload (the firmware's layout).
 #[cfg(test)]
 pub fn encode(l: &Laps) -> Vec<u8> {

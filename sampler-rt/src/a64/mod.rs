@@ -406,8 +406,13 @@ pub fn flush() {
     }
 }
 
-/// Send the samples and end the program through semihosting with `code`.
+/// Send the samples and end the program through semihosting with `code`. In a
+/// `cargo sample stat` run of a firmware that counts regions (the sampler is off then) this is
+/// [`crate::pmu::finish`]: one ending serves an image that is both sampled and counted.
 pub fn exit(code: i32) -> ! {
+    if crate::pmu::stat_run() && crate::pmu::counting() {
+        crate::pmu::finish(code)
+    }
     flush();
     crate::semihosting::exit(code)
 }

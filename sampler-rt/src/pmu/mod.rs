@@ -427,12 +427,23 @@ fn pmu_len(p: &Pmu, t: &Table) -> u32 {
     len
 }
 
+/// Whether this run is `cargo sample stat`'s: the host wrote its configuration.
+pub(crate) fn stat_run() -> bool {
+    wire::pmu_config_events(&crate::host_block(addr_of!(SAMPLER_RT_PMU_CONFIG))).is_some()
+}
+
+/// Whether the firmware counts regions ([`init`] was called).
+pub(crate) fn counting() -> bool {
+    // SAFETY: a plain read of a flag set once at start-up.
+    unsafe { (*addr_of!(PMU)).ready }
+}
+
 /// Send the counts to the host (a `sampler.dump` file through semihosting) and exit with
 /// `code`. In a run that is not `cargo sample stat`'s this is [`crate::exit`]: one ending
 /// serves an image that is both sampled and counted. When the host asked for the counts in memory (a board: `cargo sample stat --chip`),
 /// leave them in `SAMPLER_RT_PMU_OUT` for the debugger instead and idle.
 pub fn finish(code: i32) -> ! {
-    if wire::pmu_config_events(&crate::host_block(addr_of!(SAMPLER_RT_PMU_CONFIG))).is_none() {
+    if !stat_run() {
         // Not a `cargo sample stat` run (a sampling run, or no host at all): the sampler's
         // ending sends what that run asked for (the dump, with these regions' counts in it),
         // and a `flush()` before this one is not written over.

@@ -68,13 +68,20 @@ fn firmware_own(function: &str) -> bool {
     let Some((krate, _)) = f.split_once("::") else {
         return false;
     };
-    if krate.contains([' ', '[', '(']) {
+    // A crate's name is an identifier; `<u32>::checked_rem`, `<[T] as ..>` are the standard
+    // library's impls on primitive types.
+    if !krate.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return false;
     }
-    !matches!(
-        krate,
-        "sampler_rt" | "defmt" | "core" | "alloc" | "std" | "compiler_builtins"
-    )
+    const PRIMITIVES: [&str; 17] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str",
+    ];
+    !PRIMITIVES.contains(&krate)
+        && !matches!(
+            krate,
+            "sampler_rt" | "defmt" | "core" | "alloc" | "std" | "compiler_builtins"
+        )
 }
 
 /// Targets of the Thumb `b` instructions (16-bit T2 and 32-bit T4) in `[start, end)`.
@@ -464,6 +471,9 @@ mod tests {
             "compiler_builtins::mem::memcpy",
             "<sampler_rt::laps::Lap as core::ops::drop::Drop>::drop",
             "defmt::export::istr",
+            "<u32>::checked_rem",
+            "<usize as core::cmp::PartialOrd>::lt",
+            "u32::wrapping_add",
             "memcpy",
         ] {
             assert!(!firmware_own(library), "{library}");

@@ -166,7 +166,9 @@ pub fn sampled(
 }
 
 /// With the exact count of the same run: functions far outside their binomial bounds. Five
-/// sigma, so that a sound profile of many rows practically never trips it.
+/// sigma, so that a sound profile of many rows practically never trips it. Each row is
+/// explained by the diagnostic that names it (a handler as urgent as the sampler, a masked
+/// region's pile), the others by what the run's diagnostics say in general.
 pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnostic> {
     let mut off: Vec<&Row> = functions
         .iter()
@@ -179,38 +181,57 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
         let key = |r: &Row| r.error_points.unwrap_or(0.0).abs();
         key(b).total_cmp(&key(a))
     });
+    // The diagnostic that names a row's function, and what to call it.
+    let naming = |r: &Row| {
+        found
+            .iter()
+            .filter(|d| d.functions.contains(&r.name))
+            .find_map(|d| match d.kind {
+                Finding::Unpreemptable => {
+                    Some("the warning on handlers as urgent as the sampler explains it")
+                }
+                Finding::MaskedSkid => Some("the masked-skid warning explains it"),
+                Finding::HeldOff => Some("the held-off warning explains it"),
+                _ => None,
+            })
+    };
     let list: Vec<String> = off
         .iter()
         .take(4)
         .map(|r| {
             format!(
-                "{} {:.2} % sampled vs {:.2} % exact",
+                "{} {:.2} % sampled vs {:.2} % exact{}",
                 r.name,
                 r.percent,
-                r.exact_percent.unwrap_or(0.0)
+                r.exact_percent.unwrap_or(0.0),
+                naming(r).map(|w| format!(" ({w})")).unwrap_or_default()
             )
         })
         .collect();
-    // Say why when another diagnostic already does, rather than suggest settings that cannot
-    // help (a masked region holds off the sampler whatever its period or priority).
-    let why = if found.iter().any(|d| d.kind == Finding::MaskedSkid) {
-        "The masked-skid warning explains it: samples taken while interrupts were masked land \
+    // Say why for the rows no diagnostic names, when another diagnostic does, rather than
+    // suggest settings that cannot help (a masked region holds off the sampler whatever its
+    // period or priority).
+    let unnamed = off.iter().take(4).any(|r| naming(r).is_none());
+    let why = if !unnamed {
+        ""
+    } else if found.iter().any(|d| d.kind == Finding::MaskedSkid) {
+        " The masked-skid warning explains it: samples taken while interrupts were masked land \
          after the region. The exact column is where the time went"
     } else if found.iter().any(|d| d.kind == Finding::HeldOff) {
-        "The held-off warning explains it: a handler the sampler could not preempt held the \
+        " The held-off warning explains it: a handler the sampler could not preempt held the \
          samples back (`--priority`)"
     } else if found.iter().any(|d| d.kind == Finding::Lockstep) {
-        "The lockstep warning explains it: the samples were in step with the program \
+        " The lockstep warning explains it: the samples were in step with the program \
          (`--jitter`)"
     } else {
-        "The samples are not a fair draw of the run: in step with the program (widen the random \
-         span, `--jitter`), or held off by code the sampler could not preempt"
+        " The samples are not a fair draw of the run: in step with the program (widen the \
+         random span, `--jitter`), or held off by code the sampler could not preempt"
     };
     Some(Diagnostic::warning(
         Finding::DisagreesWithExact,
         format!(
             "the sampled profile disagrees with the exact count of the same run beyond 5 sigma: \
-             {}. {why}",
+             {}.{why}",
             list.join("; ")
         ),
     ))
@@ -287,6 +308,59 @@ fn round_up(x: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    /// A row is explained by the diagnostic that names its function: a handler as urgent as
+    /// the sampler is not put down to a masked region's pile elsewhere.
+    #[test]
+    fn each_disagreement_names_the_diagnostic_that_covers_its_row() {
+        let row = |name: &str, percent: f64, exact: f64, sigma: f64| Row {
+            name: name.into(),
+            percent,
+            exact_percent: Some(exact),
+            error_points: Some(percent - exact),
+            error_sigma: Some(sigma),
+            ..Default::default()
+        };
+        let rows = [
+            row("SysTick", 0.0, 2.07, -12.0),
+            row("after_masked", 9.0, 3.0, 20.0),
+            row("elsewhere", 30.0, 25.0, 6.0),
+        ];
+        let mut urgent = Diagnostic::warning(Finding::Unpreemptable, "urgent".into());
+        urgent.functions = vec!["SysTick".into()];
+        let mut masked = Diagnostic::warning(Finding::MaskedSkid, "masked".into());
+        masked.functions = vec!["after_masked".into()];
+        let d = against_exact(&rows, &[urgent.clone(), masked.clone()]).unwrap();
+        assert!(
+            d.message.contains(
+                "SysTick 0.00 % sampled vs 2.07 % exact (the warning on handlers as urgent as \
+                 the sampler explains it)"
+            ),
+            "{}",
+            d.message
+        );
+        assert!(d.message.contains(
+            "after_masked 9.00 % sampled vs 3.00 % exact (the masked-skid warning explains it)"
+        ));
+        // The row no diagnostic names gets the run's general reason.
+        assert!(
+            d.message
+                .contains("elsewhere 30.00 % sampled vs 25.00 % exact; ")
+                || d.message
+                    .contains("elsewhere 30.00 % sampled vs 25.00 % exact."),
+            "{}",
+            d.message
+        );
+        assert!(
+            d.message
+                .ends_with("The exact column is where the time went"),
+            "{}",
+            d.message
+        );
+        // Every row named: no general reason.
+        let d = against_exact(&rows[..1], &[urgent, masked]).unwrap();
+        assert!(d.message.ends_with("explains it)."), "{}", d.message);
+    }
     use super::*;
     use crate::report::model::Facts;
     use std::collections::HashMap;

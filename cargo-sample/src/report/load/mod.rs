@@ -213,6 +213,14 @@ impl Loading<'_> {
             .map(|u| u.iter().map(Urgent::said).collect());
         let Some(h) = dump.held_off.filter(|h| h.checked()) else {
             let mut found = unpreemptable(s.urgent.as_deref(), dump.info.priority);
+            if let Some(d) = found.as_mut() {
+                // The rows it explains: the handlers' own.
+                d.functions = urgent
+                    .iter()
+                    .flatten()
+                    .map(|u| u.function.clone())
+                    .collect();
+            }
             if let Some(d) = found.as_mut()
                 && dump
                     .held_off

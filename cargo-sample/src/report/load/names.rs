@@ -136,6 +136,8 @@ pub fn unpreemptable(urgent: Option<&[String]>, own: u8) -> Option<report::Diagn
 /// A handler the sampler cannot preempt.
 pub struct Urgent {
     pub exception: u16,
+    /// The handler's function.
+    pub function: String,
     /// Its function's name (RTIC: the task's).
     pub label: String,
     pub priority: u8,
@@ -184,11 +186,12 @@ pub fn urgent(
         let label = match (exc >= 16, code.as_deref_mut()) {
             (true, Some(c)) if rtic => crate::image::rtic::tasks_of(sym, c, addr)
                 .describe(&name)
-                .unwrap_or(name),
-            _ => name,
+                .unwrap_or_else(|| name.clone()),
+            _ => name.clone(),
         };
         found.push(Urgent {
             exception: exc,
+            function: name,
             label,
             priority: prio,
         });

@@ -35,7 +35,9 @@ fn checksum(data: &[u8]) -> u16 {
 fn main() -> ! {
     let data: [u8; 512] = core::array::from_fn(|i| i as u8);
     // The same work every iteration: 100 iterations (the default).
-    sampler_rt::bench!("checksum of 512 bytes", |b| b.iter(|| checksum(black_box(&data))));
+    sampler_rt::bench!("checksum of 512 bytes", |b| {
+        b.iter(|| checksum(black_box(&data)))
+    });
     // Work on an input made afresh, outside the timed part, for each of 20 iterations.
     let mut n = 0u8;
     sampler_rt::bench!("checksum of a fresh buffer", 20, |b| {

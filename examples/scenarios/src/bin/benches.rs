@@ -58,7 +58,9 @@ fn next(seed: &mut u32) -> u32 {
 #[entry]
 fn main() -> ! {
     let data: [u8; 256] = core::array::from_fn(|i| (i as u8).wrapping_mul(37));
-    sampler_rt::bench!("crc32 of 256 bytes", 20, |b| b.iter(|| crc32(black_box(&data))));
+    sampler_rt::bench!("crc32 of 256 bytes", 20, |b| {
+        b.iter(|| crc32(black_box(&data)))
+    });
 
     let mut seed = 0x2545_F491u32;
     sampler_rt::bench!("insertion sort of 64 words", 50, |b| {
@@ -70,7 +72,9 @@ fn main() -> ! {
 
     let x: [i16; 128] = core::array::from_fn(|i| ((i as i32 * 977) % 4096 - 2048) as i16);
     let h: [i16; 16] = core::array::from_fn(|k| (1000 - 60 * k as i32) as i16);
-    sampler_rt::bench!("fir 16 taps x 128", |b| b.iter(|| fir(black_box(&x), black_box(&h))));
+    sampler_rt::bench!("fir 16 taps x 128", |b| {
+        b.iter(|| fir(black_box(&x), black_box(&h)))
+    });
 
     sampler_rt::bench::finish()
 }

@@ -494,3 +494,30 @@ fn log_lines_stamped_with_the_sample_count_are_firefox_markers_where_they_were_l
     let p: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(p["threads"][0]["markers"]["length"], 0);
 }
+
+/// An image with an RTT block that sends nothing during `--live` (defmt built at its default
+/// level, `error`, where the firmware logs only below it) says that nothing arrived and why it
+/// may be; one whose log arrives does not.
+#[test]
+fn an_rtt_channel_that_stays_silent_during_live_is_named() {
+    let args = [
+        "--release",
+        "--bin",
+        "defmt-app",
+        "--features",
+        "defmt-rtt",
+        "--live",
+    ];
+    let silent = crate::support::cargo_sample_env(&scenarios(), &args, &[("DEFMT_LOG", "error")]);
+    let err = String::from_utf8_lossy(&silent.stderr);
+    assert!(silent.status.success(), "{err}");
+    assert!(
+        err.contains("nothing arrived over RTT") && err.contains("DEFMT_LOG"),
+        "{err}"
+    );
+    let heard = cargo_sample(&scenarios(), &args);
+    let err = String::from_utf8_lossy(&heard.stderr);
+    assert!(heard.status.success(), "{err}");
+    assert!(!err.contains("nothing arrived over RTT"), "{err}");
+    assert!(run_dir_of(&heard.stderr).join("rtt-0.bin").is_file());
+}

@@ -168,12 +168,35 @@ fn capture_qemu(args: &RunArgs, p: &Project) -> Result<PathBuf> {
     run.meta.counted_by = counting.as_ref().map(Counting::describe);
     check_plugin_loaded(&outcome, counting.as_ref(), &run.dir)?;
     keep(&mut run, &outcome, &img, counts_every_instruction(args))?;
+    if plan.live
+        && elf::symbol_address(&img.bytes, "_SEGGER_RTT").is_some()
+        && !rtt_arrived(&run.dir)
+    {
+        term::note(
+            "nothing arrived over RTT during the run: the firmware wrote nothing to its RTT \
+             channels. defmt logs only `error` by default: set `DEFMT_LOG` (`info`, `debug`) \
+             where the crate is built, such as `[env] DEFMT_LOG = \"info\"` in \
+             `.cargo/config.toml`; `rtt-target` sends only what `rprintln!` writes",
+        );
+    }
     run.meta.core = outcome.core;
     capture::warn_qemu_end(&outcome, args.timeout, "the samples taken");
     let state = outcome.state();
     let mean_period = plan.mean_period();
     run.finish(state, runs::DUMP, |dir| {
         why_no_samples(&outcome, mean_period, dir)
+    })
+}
+
+/// Whether the run's RTT reader kept anything of the application's channels (`rtt-K.bin`,
+/// written only when bytes arrive).
+fn rtt_arrived(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("rtt-") && name.ends_with(".bin")
+        })
     })
 }
 

@@ -845,6 +845,20 @@ fn write_counts() {
     }
 }
 
+/// The call graph's state, made on first use, changed by `f` (argument parsing).
+fn with_graph(f: impl FnOnce(&mut Graph)) {
+    let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(|| Graph::new(String::new(), Vec::new())));
+}
+
+/// Hexadecimal addresses separated by `:`, the Thumb bit cleared.
+fn addresses(v: &str) -> Vec<u32> {
+    v.split(':')
+        .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+        .map(|h| h & !1)
+        .collect()
+}
+
 /// Entry point QEMU calls after loading the library.
 ///
 /// # Safety
@@ -873,52 +887,30 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 }
             },
             Some(("graph", v)) => {
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
-                g.out = v.to_owned();
+                with_graph(|g| g.out = v.to_owned());
             }
             Some(("contexts", v)) => {
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
-                g.contexts_out = Some(v.to_owned());
+                with_graph(|g| g.contexts_out = Some(v.to_owned()));
             }
             Some(("laps", v)) => {
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
-                g.laps_out = Some(v.to_owned());
+                with_graph(|g| g.laps_out = Some(v.to_owned()));
             }
             Some(("lapfns", v)) => {
-                let list: Vec<u32> = v
-                    .split(':')
-                    .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
-                    .map(|h| h & !1)
-                    .collect();
+                let list = addresses(v);
                 if list.len() != 3 {
                     eprintln!(
                         "cargo-sample exact-count plugin: lapfns=`{v}` is not START:DROP:ITERATE"
                     );
                     return -1;
                 }
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
-                g.lapfns = [list[0], list[1], list[2]];
+                with_graph(|g| g.lapfns = [list[0], list[1], list[2]]);
             }
             Some(("chains", v)) => {
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                let g = g.get_or_insert_with(|| Graph::new(String::new(), Vec::new()));
-                g.chains_out = Some(v.to_owned());
+                with_graph(|g| g.chains_out = Some(v.to_owned()));
             }
             Some(("handlers", v)) => {
-                let list: Vec<u32> = v
-                    .split(':')
-                    .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
-                    .map(|h| h & !1)
-                    .collect();
-                let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-                match g.as_mut() {
-                    Some(g) => g.handlers = list,
-                    None => *g = Some(Graph::new(String::new(), list)),
-                }
+                let list = addresses(v);
+                with_graph(|g| g.handlers = list);
             }
             Some(("tick", v)) => match v.parse::<u64>() {
                 Ok(n) if n > 0 => TICK.store(n, Ordering::Relaxed),

@@ -121,9 +121,17 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
     }
     at.fault(&mut report);
     if let Some(l) = &dump.laps {
-        at.laps(&mut report, &dump, l);
+        let windows = at.lap_windows();
+        at.laps(&mut report, &dump, l, windows.as_ref());
         if let (Some((model, est)), Some(request)) = (&estimate, &cycles_request) {
-            at.laps_in_cycles(&mut report, l, model, est, request.clock_hz)?;
+            at.laps_in_cycles(
+                &mut report,
+                l,
+                windows.as_ref(),
+                model,
+                est,
+                request.clock_hz,
+            )?;
         }
     }
     Ok(report)
@@ -433,6 +441,7 @@ impl Loading<'_> {
         &self,
         report: &mut Report,
         l: &dump::laps::Laps,
+        windows: Option<&dump::laps::Windows>,
         model: &crate::image::timing::Model,
         est: &crate::image::timing::Estimate,
         clock_hz: Option<u32>,
@@ -451,12 +460,11 @@ impl Loading<'_> {
         };
         let tree = dump::callgraph::parse(&bytes)
             .with_context(|| format!("decoding {}", path.display()))?;
-        let windows = self.lap_windows();
         crate::analysis::laps::apply_cycles(
             laps,
             l,
             &tree,
-            windows.as_ref(),
+            windows,
             |block, n| est.block_cycles(block, n),
             model.describe(),
             clock_hz,
@@ -465,7 +473,13 @@ impl Loading<'_> {
     }
 
     /// Lap regions, in the report's unit, on the timeline too.
-    fn laps(&self, report: &mut Report, dump: &Dump, l: &dump::laps::Laps) {
+    fn laps(
+        &self,
+        report: &mut Report,
+        dump: &Dump,
+        l: &dump::laps::Laps,
+        windows: Option<&dump::laps::Windows>,
+    ) {
         let meta = self.meta;
         // SysTick ticks are the machine's timer ticks; CYCCNT counts cycles.
         let scale = match l.counter {
@@ -497,8 +511,8 @@ impl Loading<'_> {
             );
         }
         laps.bench = meta.bench;
-        if let Some(w) = self.lap_windows() {
-            crate::analysis::laps::apply_windows(&mut laps, l, &w);
+        if let Some(w) = windows {
+            crate::analysis::laps::apply_windows(&mut laps, l, w);
         }
         report.laps = Some(laps);
     }

@@ -85,6 +85,8 @@ pub struct qemu_plugin_insn {
 const INLINE_ADD_U64: c_int = 0;
 /// `QEMU_PLUGIN_CB_NO_REGS`.
 const CB_NO_REGS: c_int = 0;
+/// `QEMU_PLUGIN_MEM_W`: stores only.
+const MEM_W: c_int = 2;
 
 unsafe extern "C" {
     fn qemu_plugin_register_vcpu_tb_trans_cb(
@@ -103,6 +105,13 @@ unsafe extern "C" {
     fn qemu_plugin_register_atexit_cb(
         id: qemu_plugin_id_t,
         cb: extern "C" fn(qemu_plugin_id_t, *mut c_void),
+        userdata: *mut c_void,
+    );
+    fn qemu_plugin_register_vcpu_mem_cb(
+        insn: *mut qemu_plugin_insn,
+        cb: extern "C" fn(u32, u32, u64, *mut c_void),
+        flags: c_int,
+        rw: c_int,
         userdata: *mut c_void,
     );
     fn qemu_plugin_insn_disas(insn: *const qemu_plugin_insn) -> *mut c_char;
@@ -275,6 +284,33 @@ static STATE: Mutex<Option<Counters>> = Mutex::new(None);
 
 /// Instructions between two ticks (`tick=N`; 64 by default, the DWT's finest tap).
 static TICK: AtomicU64 = AtomicU64::new(64);
+
+/// `stack=LOW:HIGH,stackout=FILE`: the main stack's range, and the lowest address a store
+/// reached inside it (`u64::MAX` while none did).
+static STACK_LOW: AtomicU64 = AtomicU64::new(0);
+static STACK_HIGH: AtomicU64 = AtomicU64::new(0);
+static STACK_DEEPEST: AtomicU64 = AtomicU64::new(u64::MAX);
+static STACK_OUT: Mutex<Option<String>> = Mutex::new(None);
+
+/// A store: the lowest address written in the stack's range so far.
+extern "C" fn on_store(_vcpu: u32, _info: u32, vaddr: u64, _data: *mut c_void) {
+    if vaddr >= STACK_LOW.load(Ordering::Relaxed) && vaddr < STACK_HIGH.load(Ordering::Relaxed) {
+        STACK_DEEPEST.fetch_min(vaddr, Ordering::Relaxed);
+    }
+}
+
+/// The stack file: `SMPLSTK1`, then the range and the lowest address stored to (`u64`s,
+/// little-endian; the last `u64::MAX` when no store reached the range).
+fn write_stack() {
+    let Some(path) = STACK_OUT.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        return;
+    };
+    let mut b = b"SMPLSTK1".to_vec();
+    for v in [&STACK_LOW, &STACK_HIGH, &STACK_DEEPEST] {
+        b.extend_from_slice(&v.load(Ordering::Relaxed).to_le_bytes());
+    }
+    write_file(&path, &b);
+}
 
 /// The tick file, when asked for.
 static TICKS: Mutex<Option<std::io::BufWriter<std::fs::File>>> = Mutex::new(None);
@@ -756,6 +792,7 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: QEMU passes a valid translation block for the duration of this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
     let counting = state.out.is_some();
+    let stacking = STACK_HIGH.load(Ordering::Relaxed) != 0;
     let graphing = GRAPH
         .lock()
         .map(|g| g.as_ref().is_some_and(Graph::follows))
@@ -779,6 +816,15 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                     call = call_of(&d).map(|t| (pc as u32 + size, t));
                     ret = returns(&d);
                 }
+            }
+            if stacking {
+                qemu_plugin_register_vcpu_mem_cb(
+                    insn,
+                    on_store,
+                    CB_NO_REGS,
+                    MEM_W,
+                    std::ptr::null_mut(),
+                );
             }
             if counting {
                 let counter = state.by_pc.entry(pc).or_insert_with(Counter::new);
@@ -815,6 +861,7 @@ fn flush_ticks() {
 
 fn write_counts() {
     flush_ticks();
+    write_stack();
     if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         && g.follows()
     {
@@ -905,6 +952,18 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 }
                 with_graph(|g| g.lapfns = [list[0], list[1], list[2]]);
             }
+            Some(("stack", v)) => {
+                let range = addresses(v);
+                if range.len() != 2 || range[0] >= range[1] {
+                    eprintln!("cargo-sample exact-count plugin: stack=`{v}` is not LOW:HIGH");
+                    return -1;
+                }
+                STACK_LOW.store(u64::from(range[0]), Ordering::Relaxed);
+                STACK_HIGH.store(u64::from(range[1]), Ordering::Relaxed);
+            }
+            Some(("stackout", v)) => {
+                *STACK_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
+            }
             Some(("chains", v)) => {
                 with_graph(|g| g.chains_out = Some(v.to_owned()));
             }
@@ -930,7 +989,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE)"
                 );
                 return -1;
             }

@@ -42,13 +42,15 @@
 //!
 //! # How it samples
 //! A timer interrupt of the highest priority (SysTick unless the `systick` feature is off) takes
-//! the interrupted program counter from the exception frame, on MSP or PSP as bit 2 of
-//! EXC_RETURN says, and stores it in a ring. The handler is written in assembly: 13 instructions
-//! per sample at a constant period, 20.5 on average with a random period (ARMv7-M, counted
-//! exactly in QEMU by `cargo-sample-bench`). When the image has handlers of its own,
-//! `cargo sample` asks for a lateness check (6 instructions more): the timer's count on entry
-//! tells a sample that a handler as urgent as the sampler held off, and the report shows those
-//! as a row of their own.
+//! the interrupted program counter from the exception frame and stores it in a ring. The
+//! handler is written in assembly: 8 instructions per sample at a constant period, 15.5 on
+//! average with a random period (ARMv7-M, counted exactly in QEMU by `cargo-sample-bench`).
+//! Those figures are for an image that never switches thread mode to the process stack
+//! (`cargo sample` finds no `msr psp` or `msr control` in it): every exception frame is then at
+//! the stack pointer. Otherwise the frame is on MSP or PSP as bit 2 of EXC_RETURN says, which
+//! costs five instructions more. When the image has handlers of its own, `cargo sample` asks
+//! for a lateness check (8 instructions more): the timer's count on entry tells a sample that a
+//! handler as urgent as the sampler held off, and the report shows those as a row of their own.
 //! When the requested number of samples is taken the timer stops and the dump goes to the host
 //! (through semihosting in QEMU); `cargo sample` then decodes it.
 //!
@@ -225,8 +227,8 @@ const fn decimal(s: &str) -> usize {
 /// that acknowledges the timer's interrupt when written to its flag register: `1` for Arm's
 /// CMSDK timers and TI's Stellaris/Tiva GPTM, `0` for Nordic's TIMER events. Then run
 /// `cargo sample --timer KIND:BASE:IRQ`. The handler adds five instructions per sample to the
-/// SysTick handler's (measured exactly in QEMU by `cargo-sample-bench --timers-only`: 25.5
-/// against 20.5 on a Cortex-M3, 38.5 against 33.5 on a Cortex-M0, with jitter): it loads the
+/// SysTick handler's (measured exactly in QEMU by `cargo-sample-bench --timers-only`: 20.5
+/// against 15.5 on a Cortex-M3, 38.5 against 33.5 on a Cortex-M0, with jitter): it loads the
 /// flag register's address from the sampler's state, writes the value there, and continues in
 /// the same sampling code.
 ///

@@ -299,6 +299,29 @@ fn masked_interrupts_move_their_time_onto_the_instruction_after_cpsie() {
     );
 }
 
+/// Thread mode on the process stack (as under an RTOS): the image writes PSP, so the sampler
+/// finds each exception frame by EXC_RETURN instead of at the stack pointer, in every mode.
+/// Read at the main stack, every sample would be a word of it: all outside the code.
+#[test]
+fn thread_mode_on_the_process_stack_is_sampled_where_it_runs() {
+    for extra in [&[][..], &["--mode", "hist"], &["--stacks", "16"]] {
+        let mut args = vec!["--samples", "3000", "--truth"];
+        args.extend_from_slice(extra);
+        let r = profile("process-stack", &args);
+        let judged = judged_rows(&r, "functions");
+        let bad = outliers(&r, "functions", judged);
+        assert!(bad.is_empty(), "{extra:?}:\n{}", bad.join("\n"));
+        assert!(share(&r, "functions", "hot_a") > 60.0, "{extra:?}");
+        if !extra.is_empty() && extra[0] == "--stacks" {
+            let unwound = r["unwinding"]["complete"].as_u64().unwrap();
+            assert!(
+                unwound > 2900,
+                "{unwound} of 3000 stacks reached their root"
+            );
+        }
+    }
+}
+
 #[test]
 fn an_equal_priority_handler_is_invisible_and_a_more_urgent_sampler_sees_it_exactly() {
     let (equal, _) = profile_in(

@@ -7,20 +7,21 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// Instructions a sample of the `cost` firmware with `args`: the workload's time with sampling
-/// less its time without, in SysTick ticks turned into instructions, over the samples taken.
-fn per_sample(args: &[&str]) -> (f64, u64) {
+/// Instructions a sample of the `cost` firmware (or `bin`, which prints the same line) with
+/// `args`: the workload's time with sampling less its time without, in SysTick ticks turned
+/// into instructions, over the samples taken.
+fn per_sample(bin: &str, args: &[&str], env: &[(&str, &str)]) -> (f64, u64) {
     let mut all = vec![
         "--release",
         "--bin",
-        "cost",
+        bin,
         "--samples",
         "0",
         "--period",
         "25600ticks",
     ];
     all.extend_from_slice(args);
-    let out = cargo_sample(&scenarios(), &all);
+    let out = cargo_sample_env(&scenarios(), &all, env);
     assert!(
         out.status.success(),
         "{all:?}: {}",
@@ -63,7 +64,16 @@ fn every_sampler_variant_stays_within_its_committed_budget() {
             .map(|a| a.as_str().unwrap())
             .collect();
         let limit = v["budget"].as_f64().unwrap();
-        let (cost, samples) = per_sample(&args);
+        let bin = v["bin"].as_str().unwrap_or("cost");
+        let env: Vec<(&str, &str)> = v["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (cost, samples) = per_sample(bin, &args, &env);
         let verdict = if cost >= limit + 0.25 {
             over.push(format!("{name}: {cost:.2} against {limit}"));
             "OVER"

@@ -257,3 +257,57 @@ fn which(name: &str) -> String {
         .display()
         .to_string()
 }
+
+/// The main stack's depth in an exact run (the lowest address the plugin saw stored to) equals
+/// the lowest stack pointer in QEMU's own register log of the same image, run one instruction
+/// a block: `stack-depth` descends 40 levels with 64 bytes of locals each.
+#[test]
+fn the_main_stacks_depth_equals_the_lowest_stack_pointer_in_qemus_log() {
+    let (r, run) = profile_in("stack-depth", &["--exact"]);
+    let (bytes, top) = (
+        r["stack"]["bytes"].as_u64().unwrap(),
+        r["stack"]["top"].as_u64().unwrap(),
+    );
+    assert!(bytes > 40 * 64, "{}", r["stack"]);
+    let log = run.join("cpu.log");
+    let status = std::process::Command::new("qemu-system-arm")
+        .args([
+            "-machine",
+            "mps2-an385",
+            "-cpu",
+            "cortex-m3",
+            "-display",
+            "none",
+        ])
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args([
+            "-icount",
+            "shift=0",
+            "-singlestep",
+            "-d",
+            "cpu,nochain",
+            "-D",
+        ])
+        .arg(&log)
+        .arg("-kernel")
+        .arg(run.join("loaded.elf"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lowest = text
+        .split("R13=")
+        .skip(1)
+        .map(|s| u64::from_str_radix(&s[..8], 16).unwrap())
+        .min()
+        .unwrap();
+    // Every push stores at the new stack pointer; the deepest one is the deepest point.
+    assert_eq!(bytes, top - lowest, "the log's lowest SP is {lowest:#x}");
+    let text =
+        String::from_utf8(cargo_sample(&scenarios(), &["report", run.to_str().unwrap()]).stdout)
+            .unwrap();
+    assert!(
+        text.contains(&format!("main stack: {bytes} bytes at its deepest")),
+        "{text}"
+    );
+}

@@ -157,23 +157,60 @@ pub fn binomial_z(k: u64, n: u64, p: f64) -> f64 {
         return 0.0;
     }
     let expected = n as f64 * p;
-    let exactly = |k: u64| binomial_at_least(k, n, p) - binomial_at_least(k + 1, n, p);
-    if (k as f64) > expected {
-        let beyond = binomial_at_least(k + 1, n, p) + 0.5 * exactly(k);
-        if beyond <= 0.0 {
-            return f64::INFINITY;
+    // P(X = k) from its logarithm: the difference of two tails loses it to rounding once it
+    // is below 1e-16 of them (no sample where 300 were expected read as impossible).
+    let ln_exactly = |k: u64| {
+        if p <= 0.0 || p >= 1.0 {
+            return if (p <= 0.0 && k == 0) || (p >= 1.0 && k == n) {
+                0.0
+            } else {
+                f64::NEG_INFINITY
+            };
         }
-        -normal_quantile(beyond.min(0.5))
+        let (kf, nf) = (k as f64, n as f64);
+        ln_gamma(nf + 1.0) - ln_gamma(kf + 1.0) - ln_gamma(nf - kf + 1.0)
+            + kf * p.ln()
+            + (nf - kf) * (1.0 - p).ln()
+    };
+    let (further, sign) = if (k as f64) > expected {
+        (binomial_at_least(k + 1, n, p), 1.0)
     } else if (k as f64) < expected {
-        let below = k.checked_sub(1).map_or(0.0, |j| binomial_at_most(j, n, p));
-        let beyond = below + 0.5 * exactly(k);
-        if beyond <= 0.0 {
-            return f64::NEG_INFINITY;
-        }
-        normal_quantile(beyond.min(0.5))
+        (
+            k.checked_sub(1).map_or(0.0, |j| binomial_at_most(j, n, p)),
+            -1.0,
+        )
     } else {
-        0.0
+        return 0.0;
+    };
+    let ln_half_exactly = ln_exactly(k) + 0.5f64.ln();
+    let beyond = further + ln_half_exactly.exp();
+    if beyond > 1e-300 {
+        return -sign * normal_quantile(beyond.min(0.5));
     }
+    // Beyond what a double holds: the deviate from the tail's logarithm (the tail is then
+    // P(X = k)'s half; the normal tail is about φ(z)/z).
+    let ln_tail = if further > 0.0 {
+        further.ln().max(ln_half_exactly)
+    } else {
+        ln_half_exactly
+    };
+    if !ln_tail.is_finite() {
+        return sign * f64::INFINITY;
+    }
+    sign * normal_deviate_of_ln_tail(ln_tail)
+}
+
+/// The z > 0 whose upper normal tail has logarithm `ln_tail` (far below 1e-300): the inverse
+/// of ln Q(z) ≈ -z²/2 - ln z - ln √(2π), by a few Newton steps from z = √(-2 ln_tail).
+fn normal_deviate_of_ln_tail(ln_tail: f64) -> f64 {
+    let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+    let mut z = (-2.0 * ln_tail).sqrt();
+    for _ in 0..8 {
+        let f = -0.5 * z * z - z.ln() - half_ln_2pi - ln_tail;
+        let slope = -z - 1.0 / z;
+        z -= f / slope;
+    }
+    z
 }
 
 #[cfg(test)]
@@ -203,6 +240,15 @@ mod tests {
         assert!(z > 2.3 && z < 2.8, "{z}");
         // None where 25 were expected: far below.
         assert!(binomial_z(0, 30_000, 25.0 / 30_000.0) < -6.0);
+        // None where 300 were expected: far below, and a number (a tail of 1e-131, which the
+        // difference of two tails reads as 0).
+        let z = binomial_z(0, 29_643, 0.0101);
+        assert!(z.is_finite() && z < -20.0 && z > -30.0, "{z}");
+        // Beyond a double: 0 of 10^6 at 5 % (a tail of 10^-22000) still a number.
+        let z = binomial_z(0, 1_000_000, 0.05);
+        assert!(z.is_finite() && z < -200.0, "{z}");
+        // The log-space deviate agrees with the quantile where both hold.
+        assert!((normal_deviate_of_ln_tail(1e-100f64.ln()) + normal_quantile(1e-100)).abs() < 0.01);
         assert_eq!(binomial_z(3, 100, 0.0), f64::INFINITY);
         assert_eq!(binomial_z(50, 100, 0.5), 0.0);
         // The quantile is the inverse of the normal table.

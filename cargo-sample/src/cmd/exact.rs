@@ -186,6 +186,10 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
             .then(|| crate::image::elf::handler_entries(&img.bytes)),
         contexts: None,
         lap_fns: None,
+        // The deepest the main stack went (the sampler does not run in an exact run).
+        stack: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64)
+            .then(|| crate::image::elf::main_stack(&img.bytes))
+            .flatten(),
     })?;
     run.meta.wall_seconds = outcome.wall.as_secs_f64();
     run.meta.qemu_command = outcome.command.clone();
@@ -202,6 +206,9 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
     }
     if let Some(c) = &outcome.exception_chains {
         run.keep(crate::dump::exact::CHAINS_FILE, c)?;
+    }
+    if let Some(s) = &outcome.stack {
+        run.keep(crate::dump::exact::STACK_FILE, s)?;
     }
     capture::warn_qemu_end(&outcome, args.timeout, "the instructions counted");
     run.finish(outcome.state(), crate::dump::exact::FILE, |dir| {

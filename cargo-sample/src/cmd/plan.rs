@@ -106,6 +106,14 @@ fn qemu_clock(args: &RunArgs, m: &Machine, timer: Timer) -> (u64, u8, f64) {
         Timer::Pmu { .. } => 0,
         // A device timer with a clock of its own in QEMU (STM32's 1 GHz).
         Timer::Device { known: Some(t), .. } if t.hz > 0 => t.hz,
+        // One given by address (`stm32:BASE:IRQ`): QEMU clocks every timer of a kind alike.
+        Timer::Device {
+            kind, known: None, ..
+        } => m
+            .timers
+            .iter()
+            .find(|t| t.kind == kind && t.hz > 0)
+            .map_or(m.systick_hz, |t| t.hz),
         _ => m.systick_hz,
     };
     // PMU overflows: QEMU's cycle counter then ticks once per instruction, as in `stat`.
@@ -211,6 +219,11 @@ pub(crate) fn plan(
             0
         },
         late_ticks: lateness(place, timer, units_per_tick, elf_bytes),
+        flags: if !fw.aarch64 && !elf::writes_process_stack(elf_bytes) {
+            wire::CONFIG_MAIN_STACK_ONLY
+        } else {
+            0
+        },
     };
     // Samples every N events share out the events, not the instructions.
     let unit = match (place, timer) {
@@ -341,6 +354,24 @@ mod tests {
         .unwrap();
         let fw = elf::inspect(&bytes).unwrap();
         (bytes, fw)
+    }
+
+    #[test]
+    fn an_stm32_timer_given_by_address_runs_on_qemus_timer_clock() {
+        let m = machine::find("netduinoplus2").unwrap();
+        let timer = |s: &str| {
+            crate::cmd::settings::resolve_timer(&s.parse().unwrap(), m, "cortex-m4").unwrap()
+        };
+        // TIM3, which cargo-sample does not name: the clock of QEMU's STM32 timers, 1 GHz, not
+        // the 168 MHz core clock (a period then takes 1/6 of the instructions assumed).
+        let (hz, _, _) = qemu_clock(&args(""), m, timer("stm32:0x40000400:29"));
+        assert_eq!(hz, 1_000_000_000);
+        // TIM2 given by address is TIM2.
+        assert!(matches!(
+            timer("stm32:0x40000000:28"),
+            Timer::Device { known: Some(t), .. } if t.name == "tim2"
+        ));
+        assert_eq!(qemu_clock(&args(""), m, Timer::SysTick).0, 168_000_000);
     }
 
     fn mps2() -> Place<'static> {

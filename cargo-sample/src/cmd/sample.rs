@@ -271,6 +271,8 @@ impl Spec<'_> {
             lap_fns: ((args.view.cycles || args.bench) && plugin && !img.fw.aarch64)
                 .then(|| elf::lap_functions(elf_bytes))
                 .flatten(),
+            // The sampler's own frames would count: exact runs only.
+            stack: None,
         }
     }
 }

@@ -296,7 +296,11 @@ pub fn resolve_timer(choice: &TimerChoice, m: &Machine, cpu: &str) -> Result<Tim
                 kind: *kind,
                 base: *base,
                 irq: *irq,
-                known: None,
+                // The machine's own timer given by address is that timer.
+                known: m
+                    .timers
+                    .iter()
+                    .find(|t| t.kind == *kind && t.base == *base && t.irq == *irq),
             })
         }
         // A machine without CMSDK timers would hang before the firmware's first line, and the

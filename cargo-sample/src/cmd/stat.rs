@@ -267,6 +267,7 @@ impl Group<'_> {
             call_graph: None,
             contexts: None,
             lap_fns: None,
+            stack: None,
         })?;
         Ok(match (outcome.pmu_in_memory, outcome.dump) {
             (Some(c), _) => (c.dump, c.full),

@@ -38,6 +38,34 @@ pub fn encode(counts: &[(u32, u64)]) -> Vec<u8> {
     b
 }
 
+/// The file a run keeps the main stack's depth in, from the plugin's stores.
+pub const STACK_FILE: &str = "stack-depth.bin";
+
+/// Parse a stack-depth file (`SMPLSTK1`, then the stack's range and the lowest address stored
+/// to, as little-endian `u64`s; `u64::MAX` when no store reached it): `(low, high, lowest)`.
+pub fn parse_stack(bytes: &[u8]) -> Result<(u32, u32, Option<u32>)> {
+    let Some(body) = bytes.strip_prefix(b"SMPLSTK1") else {
+        bail!("not a stack-depth file (no SMPLSTK1 header)");
+    };
+    if body.len() != 24 {
+        bail!(
+            "the stack-depth file has {} bytes of values, not 24",
+            body.len()
+        );
+    }
+    let v = |i: usize| u64::from_le_bytes(body[8 * i..8 * i + 8].try_into().unwrap_or_default());
+    let (low, high, lowest) = (v(0), v(1), v(2));
+    if low >= high || high > u64::from(u32::MAX) {
+        bail!("the stack-depth file's range {low:#x}..{high:#x} is no stack");
+    }
+    let lowest = match lowest {
+        u64::MAX => None,
+        a if (low..high).contains(&a) => Some(a as u32),
+        a => bail!("the stack-depth file's lowest store {a:#x} is outside its range"),
+    };
+    Ok((low as u32, high as u32, lowest))
+}
+
 /// The file a run keeps its exception entries in, per handler, from the plugin.
 pub const CHAINS_FILE: &str = "exception-chains.bin";
 

@@ -218,6 +218,62 @@ pub fn handler_entries(elf: &[u8]) -> Vec<u32> {
         .collect()
 }
 
+/// The main stack of a Cortex-M image as `(limit, top)`: the top is the initial stack pointer
+/// (the vector table's first word); the limit is the end of the highest RAM section below it
+/// (`.bss` and the like under cortex-m-rt's layout), or 64 KiB below the top when none is
+/// (a stack placed under the data, as flip-link places it).
+pub fn main_stack(data: &[u8]) -> Option<(u32, u32)> {
+    let file = object::File::parse(data).ok()?;
+    let table = vector_section(&file)?.data().ok()?;
+    let top = u32::from_le_bytes(table.get(..4)?.try_into().ok()?) & !3;
+    if top == 0 {
+        return None;
+    }
+    let limit = file
+        .sections()
+        .filter(|s| {
+            matches!(
+                s.kind(),
+                SectionKind::Data | SectionKind::UninitializedData | SectionKind::Tls
+            ) && s.size() > 0
+        })
+        .map(|s| s.address() + s.size())
+        .filter(|&end| end <= u64::from(top))
+        .max()
+        .map(|end| end as u32)
+        .unwrap_or(top.saturating_sub(0x1_0000));
+    (limit < top).then_some((limit, top))
+}
+
+/// Whether the image may run thread-mode code on the process stack: some code section holds an
+/// `msr` to PSP, CONTROL or their non-secure aliases (the only ways to switch to it). Read at
+/// every halfword, so that data among the code can only say yes where the answer is no, never
+/// the reverse. An unreadable image may.
+pub fn writes_process_stack(data: &[u8]) -> bool {
+    let Ok(file) = object::File::parse(data) else {
+        return true;
+    };
+    file.sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .any(|s| match s.data() {
+            Ok(code) => code.windows(4).step_by(2).any(|w| {
+                msr_to_process_stack(
+                    u16::from_le_bytes([w[0], w[1]]),
+                    u16::from_le_bytes([w[2], w[3]]),
+                )
+            }),
+            Err(_) => true,
+        })
+}
+
+/// Whether two halfwords are an `msr` (T1: `1111 0011 1000 Rn`, `1000 mask 00 SYSm`) to PSP,
+/// CONTROL, or their non-secure aliases.
+fn msr_to_process_stack(first: u16, second: u16) -> bool {
+    first & 0xFFF0 == 0xF380
+        && second & 0xF300 == 0x8000
+        && matches!(second & 0xFF, 0x09 | 0x14 | 0x89 | 0x94)
+}
+
 /// Whether any handler of the image could hold the sampler off: a vector from NMI on that is
 /// neither the default handler nor the sampler's (its entry, a timer handler that branches to
 /// it, or the device timer's interrupt `sampler_exception`). HardFault ends a run. An image
@@ -381,6 +437,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_writes_to_psp_or_control_switch_to_the_process_stack() {
+        // Encodings as GNU as assembles them for thumbv7m.
+        assert!(msr_to_process_stack(0xF381, 0x8809)); // msr psp, r1
+        assert!(msr_to_process_stack(0xF380, 0x8814)); // msr control, r0
+        assert!(msr_to_process_stack(0xF38C, 0x8889)); // msr psp_ns, r12
+        assert!(!msr_to_process_stack(0xF380, 0x8808)); // msr msp, r0
+        assert!(!msr_to_process_stack(0xF380, 0x8810)); // msr primask, r0
+        assert!(!msr_to_process_stack(0xF3EF, 0x8C09)); // mrs r12, psp
+        assert!(!msr_to_process_stack(0xF3EF, 0x8014)); // mrs r0, control
+        // The scenarios' images: `hot-loops` never leaves the main stack.
+        let elf = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/hot-loops.elf"),
+        )
+        .unwrap();
+        assert!(!writes_process_stack(&elf));
+        assert!(writes_process_stack(b"not an ELF"));
+    }
+
+    #[test]
     fn a_runtime_of_another_configuration_version_is_refused_naming_both() {
         let elf = std::fs::read(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -396,30 +472,25 @@ mod tests {
             e.contains("configuration version 0") && e.contains(&writes),
             "{e}"
         );
-        // A runtime with today's layout (the committed run's) and its placeholder: patched, and
-        // the block then decodes as written.
+        // A runtime of the layouts before this one (60 bytes, versions 4 and 3): refused,
+        // naming its version.
         let mut elf = std::fs::read(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../tests/fixtures/runs/stacks/firmware.elf"),
         )
         .unwrap();
-        patch_symbol(&mut elf, wire::CONFIG_SYMBOL, &wire::config_placeholder()).unwrap();
-        let mut ok = elf.clone();
-        let config = wire::Config {
-            reload: 1234,
-            ..wire::Config::default()
-        };
-        patch_config(&mut ok, &config).unwrap();
-        let at = symbol_address(&ok, wire::CONFIG_SYMBOL).unwrap();
-        let block = bytes_at(&ok, at, at + wire::CONFIG_LEN as u64).unwrap();
-        assert_eq!(wire::Config::decode(&block).map(|c| c.reload), Some(1234));
-        // A runtime of layout 3.
-        let mut old = wire::config_placeholder();
-        old[4..6].copy_from_slice(&3u16.to_le_bytes());
-        patch_symbol(&mut elf, wire::CONFIG_SYMBOL, &old).unwrap();
-        let e = patch_config(&mut elf, &wire::Config::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("reads configuration version 3"), "{e}");
+        for version in [4u16, 3] {
+            let mut old = [0u8; 60];
+            old[4..6].copy_from_slice(&version.to_le_bytes());
+            old[6..8].copy_from_slice(&60u16.to_le_bytes());
+            patch_symbol(&mut elf, wire::CONFIG_SYMBOL, &old).unwrap();
+            let e = patch_config(&mut elf, &wire::Config::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("reads configuration version {version}")),
+                "{e}"
+            );
+        }
     }
 }

@@ -41,6 +41,8 @@ pub enum Kind {
     Bench,
     /// A benchmark's mean iteration in estimated cycles.
     BenchCycles,
+    /// The main stack's deepest point, in bytes (exact runs on Cortex-M).
+    Stack,
 }
 
 impl Kind {
@@ -59,6 +61,7 @@ impl Kind {
             Kind::RegionCycles => "region-cycles",
             Kind::Bench => "bench",
             Kind::BenchCycles => "bench-cycles",
+            Kind::Stack => "stack",
         }
     }
 
@@ -90,6 +93,7 @@ impl Kind {
             "region-cycles" => Kind::RegionCycles,
             "bench" => Kind::Bench,
             "bench-cycles" => Kind::BenchCycles,
+            "stack" => Kind::Stack,
             _ => return None,
         })
     }
@@ -203,6 +207,11 @@ pub fn metrics(
                 .insert(g.name.clone(), c.mean.round() as u64);
         }
     }
+    if let Some(st) = report.stack {
+        m.entry(Kind::Stack)
+            .or_default()
+            .insert(String::new(), u64::from(st.bytes));
+    }
     let sizes = m.entry(Kind::Size).or_default();
     let mut lines = BTreeMap::new();
     for (start, end, name) in sym.all_functions() {
@@ -278,7 +287,7 @@ impl std::str::FromStr for Limit {
         let usage = || {
             format!(
                 "`{s}`: a limit is METRIC=+X% or METRIC=+N, METRIC one of total, function, \
-                 inclusive, task, region, bench, size, cycles, function-cycles, inclusive-cycles, task-cycles, region-cycles, bench-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
+                 inclusive, task, region, bench, size, stack, cycles, function-cycles, inclusive-cycles, task-cycles, region-cycles, bench-cycles, optionally narrowed by a name pattern (`function:crc*=+2%`)"
             )
         };
         let (metric, bound) = s.split_once('=').ok_or_else(usage)?;
@@ -437,8 +446,8 @@ pub fn compare(
         .collect();
     let empty = BTreeMap::new();
     for kind in kinds {
-        // Cycles compare only where both runs estimated them.
-        if kind.is_cycles()
+        // Cycles compare only where both runs estimated them, the stack where both measured it.
+        if (kind.is_cycles() || kind == Kind::Stack)
             && !(base.metrics.contains_key(&kind) && cur.metrics.contains_key(&kind))
         {
             continue;
@@ -534,6 +543,7 @@ fn label(c: &Change) -> String {
     match c.metric {
         Kind::Total => "total".to_owned(),
         Kind::Cycles => "cycles".to_owned(),
+        Kind::Stack => "stack".to_owned(),
         k => format!("{}:{}", k.as_str(), c.name),
     }
 }
@@ -675,7 +685,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
     for (kind, values) in &b.metrics {
         for (name, v) in values {
             let key = match kind {
-                Kind::Total | Kind::Cycles => b.firmware.clone(),
+                Kind::Total | Kind::Cycles | Kind::Stack => b.firmware.clone(),
                 Kind::Task | Kind::TaskCycles => format!("{}::task::{name}", b.firmware),
                 Kind::Region | Kind::RegionCycles => format!("{}::region::{name}", b.firmware),
                 Kind::Bench | Kind::BenchCycles => format!("{}::bench::{name}", b.firmware),
@@ -697,6 +707,7 @@ pub fn bmf(b: &Baseline) -> serde_json::Value {
                     Kind::RegionCycles => "estimated-cycles-per-lap",
                     Kind::Bench => "instructions-per-iteration",
                     Kind::BenchCycles => "estimated-cycles-per-iteration",
+                    Kind::Stack => "stack-bytes",
                 };
                 m.insert(measure.to_owned(), serde_json::json!({ "value": v }));
             }
@@ -765,6 +776,32 @@ mod tests {
         assert!(matches("*::fmt*", "core::fmt::write"));
         assert!(!matches("crc*", "my_crc"));
         assert!(matches("a*b*c", "aXbYc") && !matches("a*b*c", "aXcYb"));
+    }
+
+    #[test]
+    fn the_stack_is_gated_where_both_runs_measured_it() {
+        let with = |bytes: u64| {
+            let mut b = baseline(1000, &[("crc32", 400)]);
+            b.metrics
+                .insert(Kind::Stack, BTreeMap::from([(String::new(), bytes)]));
+            b
+        };
+        let c = compare("main", &with(512), &with(600), &limits(&["stack=+64"])).unwrap();
+        assert_eq!(c.regressions.len(), 1);
+        let r = &c.regressions[0];
+        assert_eq!((r.metric, r.delta, r.exceeded), (Kind::Stack, 88, true));
+        assert_eq!(label(r), "stack");
+        assert!(
+            !compare("main", &with(512), &with(570), &limits(&["stack=+64"]))
+                .unwrap()
+                .regressions[0]
+                .exceeded
+        );
+        // A baseline from a run that did not measure it: nothing to compare, no regression.
+        let c = compare("main", &baseline(1000, &[("crc32", 400)]), &with(600), &[]).unwrap();
+        assert!(c.regressions.is_empty() && c.improvements.is_empty());
+        let bmf = bmf(&with(600));
+        assert_eq!(bmf["app"]["stack-bytes"]["value"], 600);
     }
 
     #[test]

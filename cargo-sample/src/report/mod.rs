@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 pub use model::{
     Diagnostic, ExactFacts, Facts, Finding, JSON_VERSION, OUTSIDE, PcCount, Report, Row, RunFacts,
-    Severity, Stack, TimingFacts, stop_reason,
+    Severity, Stack, StackUse, TimingFacts, stop_reason,
 };
 pub use samples::Samples;
 
@@ -506,6 +506,7 @@ pub fn build_samples(
         cycles: None,
         timing: None,
         unwinding: None,
+        stack: None,
     }
 }
 
@@ -593,6 +594,7 @@ pub fn build_exact(
         cycles: None,
         timing: None,
         unwinding: None,
+        stack: None,
     }
 }
 

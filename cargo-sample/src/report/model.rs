@@ -335,6 +335,22 @@ pub struct Report {
     /// `--cycles`: the timing model and what it does not capture.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing: Option<TimingFacts>,
+    /// Exact runs on Cortex-M: how deep the main stack went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackUse>,
+}
+
+/// The deepest the main stack went in an exact run: the lowest address any instruction stored
+/// to between the top of the stack (the initial stack pointer) and the end of the image's
+/// RAM sections below it.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct StackUse {
+    /// Bytes from the top of the stack to the lowest address stored to (0: no store).
+    pub bytes: u32,
+    /// The top of the main stack (the initial stack pointer).
+    pub top: u32,
+    /// The lowest address the stack could reach without running into the image's data.
+    pub limit: u32,
 }
 
 /// How `--cycles` estimated, for the header and JSON.
@@ -542,6 +558,9 @@ pub enum Finding {
     Fault,
     /// Sampled stacks that stopped short of their root: inclusive shares are lower bounds.
     CutStacks,
+    /// The samples span more time than the whole run counted exactly: the timer's clock is not
+    /// the one assumed, and every period and duration derived from it is off.
+    ClockMismatch,
 }
 
 /// How much a finding matters.

@@ -162,6 +162,11 @@ pub(crate) fn code_range() -> (u32, u32) {
     (addr_of!(__stext) as u32, addr_of!(__etext) as u32)
 }
 
+/// The CRC of the code, computed for the first INFO record and kept for the last one: the
+/// image's code does not change while it runs, and a CRC of it costs about ten instructions a
+/// byte.
+static mut CODE_CRC: Option<u32> = None;
+
 /// The INFO record's contents for the state as it is now.
 ///
 /// # Safety
@@ -185,7 +190,7 @@ pub(crate) unsafe fn info_now(s: *mut State, taken: u32) -> Info {
             lost: 0,
             code_start,
             code_end,
-            code_crc: wire::crc32(code),
+            code_crc: *(*addr_of_mut!(CODE_CRC)).get_or_insert_with(|| wire::crc32(code)),
             config_addr: addr_of!(SAMPLER_RT_CONFIG) as u32,
             config_found: (*s).config_found,
             priority: (*s).priority,

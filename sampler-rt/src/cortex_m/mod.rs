@@ -156,19 +156,40 @@ pub fn start() {
             cfg.tag_addr
         };
         let constant = cfg.jitter_mask == 0;
-        let handler: unsafe extern "C" fn() = match (cfg.mode, constant, tag) {
-            (wire::MODE_HIST, true, _) if fast_hist => sample_hist,
-            (wire::MODE_HIST, true, _) => sample_hist_aligned,
-            (wire::MODE_HIST, false, _) => sample_hist_jitter,
-            _ if window != 0 => sample_stack,
-            (_, true, wire::TAG_XPSR) => sample_ring_xpsr,
-            (_, true, wire::TAG_WORD) => sample_ring_word,
-            (_, false, wire::TAG_XPSR) => sample_ring_jitter_xpsr,
-            (_, false, wire::TAG_WORD) => sample_ring_jitter_word,
-            (_, true, _) => sample_ring,
-            (_, false, _) => sample_ring_jitter,
+        type Variant = unsafe extern "C" fn();
+        // Each variant twice (see `handlers`): the frame in r12, or at the stack pointer.
+        let (variant, at_sp): (Variant, Variant) = match (cfg.mode, constant, tag) {
+            (wire::MODE_HIST, true, _) if fast_hist => (sample_hist, sample_hist_sp),
+            (wire::MODE_HIST, true, _) => (sample_hist_aligned, sample_hist_aligned_sp),
+            (wire::MODE_HIST, false, _) => (sample_hist_jitter, sample_hist_jitter_sp),
+            _ if window != 0 => (sample_stack, sample_stack_sp),
+            (_, true, wire::TAG_XPSR) => (sample_ring_xpsr, sample_ring_xpsr_sp),
+            (_, true, wire::TAG_WORD) => (sample_ring_word, sample_ring_word_sp),
+            (_, false, wire::TAG_XPSR) => (sample_ring_jitter_xpsr, sample_ring_jitter_xpsr_sp),
+            (_, false, wire::TAG_WORD) => (sample_ring_jitter_word, sample_ring_jitter_word_sp),
+            (_, true, _) => (sample_ring, sample_ring_sp),
+            (_, false, _) => (sample_ring_jitter, sample_ring_jitter_sp),
         };
-        (*s).handler = handler as usize as u32;
+        (*s).variant = variant as usize as u32;
+        // Straight from the entry to the variant when every exception frame it can find is at
+        // the stack pointer: the image never switches thread mode to the process stack (the
+        // host's reading) and thread mode is on the main stack now.
+        #[cfg(not(armv6m))]
+        {
+            let main_stack =
+                cfg.flags & wire::CONFIG_MAIN_STACK_ONLY != 0 && control() & CONTROL_SPSEL == 0;
+            (*s).after_check = if main_stack {
+                at_sp as usize as u32
+            } else {
+                sampler_rt_frame as *const () as u32
+            };
+            (*s).handler = (*s).after_check;
+        }
+        #[cfg(armv6m)]
+        {
+            let _ = at_sp;
+            (*s).handler = variant as usize as u32;
+        }
         let usable = match cfg.mode {
             wire::MODE_RING => RING_SLOTS > 0,
             wire::MODE_HIST => HIST_BINS > 0 && (1..=16).contains(&cfg.hist_shift),
@@ -226,10 +247,6 @@ unsafe fn setup_late(s: *mut State, cfg: &Config) {
             1
         };
         #[cfg(not(armv6m))]
-        let none = sampler_rt_frame as *const () as u32;
-        #[cfg(armv6m)]
-        let none = 0u32;
-        #[cfg(not(armv6m))]
         let (probe, reg): (u32, u32) = match cfg.timer {
             wire::TIMER_SYSTICK => (probe_systick as *const () as u32, SYST_RVR as u32),
             wire::TIMER_CMSDK => (
@@ -237,21 +254,20 @@ unsafe fn setup_late(s: *mut State, cfg: &Config) {
                 cfg.timer_base + CMSDK_VALUE,
             ),
             // Checked once the timer runs (`late_on_gptm`).
-            _ => (none, 0),
+            _ => (0, 0),
         };
         #[cfg(armv6m)]
-        let (probe, reg) = (none, 0u32);
-        (*s).probe = none;
+        let (probe, reg) = (0u32, 0u32);
         (*s).late_ticks = 0;
         LATE_HOW = 0;
         if cfg.late_ticks == 0 {
             return;
         }
         LATE_HOW = wire::LATE_NO_COUNT;
-        if probe != none {
+        if probe != 0 {
             (*s).probe_reg = reg;
             (*s).late_ticks = cfg.late_ticks;
-            (*s).probe = probe;
+            (*s).handler = probe;
             LATE_HOW = wire::LATE_CHECKED;
         }
     }
@@ -285,7 +301,7 @@ unsafe fn late_on_gptm(s: *mut State, cfg: &Config) {
         crate::without_interrupts(|| {
             (*s).probe_reg = cfg.timer_base + GPTM_TAILR;
             (*s).late_ticks = cfg.late_ticks;
-            (*s).probe = probe_gptm as *const () as u32;
+            (*s).handler = probe_gptm as *const () as u32;
         });
         LATE_HOW = wire::LATE_CHECKED;
     }
@@ -308,6 +324,21 @@ pub(crate) fn held_off_record() -> Option<[u32; 3]> {
             ]
         })
     }
+}
+
+/// CONTROL.SPSEL: thread mode runs on the process stack (reads 0 in handler mode).
+#[cfg(not(armv6m))]
+const CONTROL_SPSEL: u32 = 1 << 1;
+
+/// The CONTROL register.
+#[cfg(not(armv6m))]
+fn control() -> u32 {
+    let v: u32;
+    // SAFETY: reading a special register has no side effect.
+    unsafe {
+        core::arch::asm!("mrs {}, control", out(reg) v, options(nomem, nostack, preserves_flags))
+    };
+    v
 }
 
 /// Whether the core may make unaligned halfword accesses: ARMv7-M and later can, unless

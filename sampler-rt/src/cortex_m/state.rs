@@ -20,13 +20,16 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// The sampler's state. The first eight words are read by the assembly handlers, so their
 /// offsets are fixed; the host reads the whole block when it snapshots a running firmware.
 /// The ARMv7-M entry loads words 0-3 with one `ldm`, the last into `pc`: that load is the jump
-/// to the variant.
+/// to the variant (with the exception frame at the stack pointer), or to the frame finder or
+/// the lateness check, which go on to `variant` with the frame in r12.
 ///
 /// ```text
 ///  0 wptr        next ring slot to write
 ///  4 remaining   samples left before the slow path runs (ring end or limit)
 ///  8 rng         xorshift32 state
-/// 12 handler     address of the sampling variant (Thumb bit set)
+/// 12 handler     where the entry jumps (Thumb bit set): the variant itself when the
+///                interrupted code is always on the main stack, else the frame finder or
+///                the lateness check
 /// 16 jitter      random span in ticks (mask + 1; ARMv6-M: the mask itself)
 /// 20 reload      base reload value
 /// 24 reload_reg  address of the timer's reload register
@@ -46,8 +49,8 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// 80 tag_addr    TAG_WORD: the word recorded with each sample
 /// 84 tag_kind    byte 0: TAG_* (ring entries are (pc, tag) pairs unless TAG_NONE); byte 1:
 ///                words of stack window per sample (entries are then REC_STACKS entries)
-/// 88 probe       where the entry goes on: the lateness check for the pacing timer, or
-///                straight to the frame and the variant (no check)
+/// 88 variant     ARMv7-M: the variant that takes the exception frame in r12, where the
+///                frame finder and the lateness check go on
 /// 92 probe_reg   the timer register the check reads (see `handlers`)
 /// 96 late_ticks  a sample whose timer ran on more ticks than this since it expired is late
 /// 100 late_or    what a late sample's PC is or-ed with (1 ring, all ones bins, 0 stacks)
@@ -55,6 +58,8 @@ pub(crate) const HIST_BITS: u32 = if HIST_BINS == 0 {
 /// 108 late_flag  stacks: the sample being taken is late (read and cleared by the entry)
 /// 112 fake_pc, fake_xpsr: a late sample's marked PC and its xPSR, read by the variant in
 ///                place of the stacked ones
+/// 120 after_check where a sample on time goes on after the lateness check: the variant's
+///                twin at the stack pointer, or the frame finder
 /// ```
 ///
 /// In `MODE_HIST`, `wptr` holds `hist_base` and, at a constant period, `rng` holds `hist_word`,
@@ -89,7 +94,7 @@ pub struct State {
     pub(crate) last_bin: u32,
     pub(crate) tag_addr: u32,
     pub(crate) tag_kind: u32,
-    pub(crate) probe: u32,
+    pub(crate) variant: u32,
     pub(crate) probe_reg: u32,
     pub(crate) late_ticks: u32,
     pub(crate) late_or: u32,
@@ -97,6 +102,7 @@ pub struct State {
     pub(crate) late_flag: u32,
     pub(crate) fake_pc: u32,
     pub(crate) fake_xpsr: u32,
+    pub(crate) after_check: u32,
 }
 
 pub(crate) const STATE_MAGIC: u32 = wire::STATE_MAGIC;
@@ -124,13 +130,14 @@ const _: () = {
     assert!(offset_of!(State, last_bin) == off::LAST_BIN);
     assert!(offset_of!(State, tag_addr) == off::TAG_ADDR);
     assert!(offset_of!(State, tag_kind) == off::TAG_KIND);
-    assert!(offset_of!(State, probe) == off::PROBE);
+    assert!(offset_of!(State, variant) == off::VARIANT);
     assert!(offset_of!(State, probe_reg) == off::PROBE_REG);
     assert!(offset_of!(State, late_ticks) == off::LATE_TICKS);
     assert!(offset_of!(State, late_or) == off::LATE_OR);
     assert!(offset_of!(State, held_off) == off::HELD_OFF);
     assert!(offset_of!(State, late_flag) == off::LATE_FLAG);
     assert!(offset_of!(State, fake_pc) == off::FAKE_PC);
+    assert!(offset_of!(State, after_check) == off::AFTER_CHECK);
     assert!(size_of::<State>() == wire::STATE_LEN);
 };
 use wire::PHASE_IDLE;
@@ -166,7 +173,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     last_bin: 0,
     tag_addr: 0,
     tag_kind: 0,
-    probe: 0,
+    variant: 0,
     probe_reg: 0,
     late_ticks: 0,
     late_or: 0,
@@ -174,6 +181,7 @@ pub static mut SAMPLER_RT_STATE: State = State {
     late_flag: 0,
     fake_pc: 0,
     fake_xpsr: 0,
+    after_check: 0,
 };
 
 /// The ring of raw program counters. Not zeroed at boot: only the slots written are read.
@@ -354,6 +362,7 @@ pub(crate) fn defaults() -> Config {
         frame_records: 0,
         stack_top: 0,
         late_ticks: 0,
+        flags: 0,
     }
 }
 

@@ -5,9 +5,9 @@ use super::records::*;
 /// `"SCFG"` read as a little-endian `u32`: the first word of a valid configuration block.
 pub const CONFIG_MAGIC: u32 = u32::from_le_bytes(*b"SCFG");
 /// Version of the configuration block layout.
-pub const CONFIG_VERSION: u16 = 4;
+pub const CONFIG_VERSION: u16 = 5;
 /// Size of the configuration block in bytes.
-pub const CONFIG_LEN: usize = 60;
+pub const CONFIG_LEN: usize = 64;
 /// Name of the symbol of the configuration block in the firmware ELF.
 pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 
@@ -44,7 +44,8 @@ pub const CONFIG_SYMBOL: &str = "SAMPLER_RT_CONFIG";
 ///  52     4  late_ticks   Cortex-M: check each sample's lateness against the pacing timer's
 ///                         count; one taken more ticks than this after its timer expired was
 ///                         held off (0: no check)
-///  56     4  check        CONFIG_MAGIC mixed with the words at 4..56 (see `check_word`)
+///  56     4  flags        CONFIG_* bits: CONFIG_MAIN_STACK_ONLY
+///  60     4  check        CONFIG_MAGIC mixed with the words at 4..60 (see `check_word`)
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
@@ -84,7 +85,15 @@ pub struct Config {
     pub stack_top: u32,
     /// Cortex-M: the lateness, in timer ticks, above which a sample was held off (0: no check).
     pub late_ticks: u32,
+    /// `CONFIG_*` bits.
+    pub flags: u32,
 }
+
+/// Config flag: the image writes neither the process stack pointer nor CONTROL (no `msr psp`,
+/// no `msr control` anywhere in its code), so every exception frame the sampling interrupt
+/// finds is at the stack pointer: ARMv7-M then jumps from the entry straight to the variant,
+/// without reading EXC_RETURN (four instructions a sample less).
+pub const CONFIG_MAIN_STACK_ONLY: u32 = 1;
 
 /// The block as built into the firmware, before the host writes a run's: no magic (the
 /// firmware then uses its defaults), but the version and length of the layout this runtime
@@ -136,8 +145,9 @@ impl Config {
         put32(&mut b, 44, self.tag_addr);
         put32(&mut b, 48, self.stack_top);
         put32(&mut b, 52, self.late_ticks);
+        put32(&mut b, 56, self.flags);
         let words = words_of(&b);
-        put32(&mut b, 56, check_word(&words));
+        put32(&mut b, CONFIG_LEN - 4, check_word(&words));
         b
     }
 
@@ -151,7 +161,7 @@ impl Config {
         {
             return None;
         }
-        if check_word(&words_of(b)) != get32(b, 56) {
+        if check_word(&words_of(b)) != get32(b, CONFIG_LEN - 4) {
             return None;
         }
         Some(Config {
@@ -173,6 +183,7 @@ impl Config {
             frame_records: b[43],
             stack_top: get32(b, 48),
             late_ticks: get32(b, 52),
+            flags: get32(b, 56),
         })
     }
 }

@@ -101,6 +101,7 @@ mod tests {
             frame_records: 20,
             stack_top: 0x2001_0000,
             late_ticks: 17,
+            flags: CONFIG_MAIN_STACK_ONLY,
         };
         let b = c.encode();
         assert_eq!(Config::decode(&b), Some(c));

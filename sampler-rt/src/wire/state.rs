@@ -18,7 +18,7 @@ pub const PHASE_STOPPED: u8 = 2;
 pub const PHASE_DUMPED: u8 = 3;
 
 /// Size of the sampler's state block at [`STATE_SYMBOL`].
-pub const STATE_LEN: usize = 120;
+pub const STATE_LEN: usize = 124;
 /// `"SSTA"`: the last word of the state block once `start` ran.
 pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 
@@ -29,7 +29,7 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 ///  0 wptr        next ring slot        32 chunk      length of the current chunk
 ///  4 remaining   samples left in chunk 36 before     samples before the chunk
 ///  8 rng         xorshift32 state      40 limit      samples requested
-/// 12 handler     sampling variant      44 capacity   ring slots
+/// 12 handler     the entry's target    44 capacity   ring slots
 /// 16 jitter      span (v6: mask)       48 ring       ring address
 /// 20 reload      base reload value     52 mode, stop, timer, priority   (bytes)
 /// 24 reload_reg  timer register        56 sink, config_found, phase, arch (bytes)
@@ -41,9 +41,11 @@ pub const STATE_MAGIC: u32 = u32::from_le_bytes(*b"SSTA");
 ///                                                      stack window words (entries of
 ///                                                      REC_STACKS when not 0); byte 2:
 ///                                                      frame records per entry
-/// 88 probe       lateness check        92 probe_reg  the timer register it reads
+/// 88 variant     variant (frame in r12) 92 probe_reg  the timer register the check reads
 /// 96 late_ticks  lateness limit        100 late_or   or-ed into a held-off sample's PC
 /// 104 held_off   samples held off      108 late_flag 112 fake_pc  116 fake_xpsr
+/// 120 after_check where the lateness check goes on: `variant`'s twin at the stack pointer
+///                or the frame finder
 /// ```
 ///
 /// In `MODE_HIST` the first words mean other things: `wptr` holds `hist_base`, and `rng`
@@ -178,8 +180,9 @@ pub mod state_offsets {
     /// long as it changes, so a slow host loses nothing while a vanished one holds the
     /// firmware for a bounded time only.
     pub const HOST_BEAT: usize = 87;
-    /// `probe`: the entry's next step (the pacing timer's lateness check, or none).
-    pub const PROBE: usize = 88;
+    /// `variant`: ARMv7-M: the sampling variant that takes the exception frame in r12, where
+    /// the frame finder and the lateness checks go on (`handler` is the entry's first target).
+    pub const VARIANT: usize = 88;
     /// `probe_reg`: the timer register the lateness check reads.
     pub const PROBE_REG: usize = 92;
     /// `late_ticks`: the lateness above which a sample is held off.
@@ -192,6 +195,9 @@ pub mod state_offsets {
     pub const LATE_FLAG: usize = 108;
     /// `fake_pc` (and `fake_xpsr` after it): a late sample's marked PC and its xPSR.
     pub const FAKE_PC: usize = 112;
+    /// `after_check`: where a sample on time goes on after the lateness check: the variant's
+    /// twin that reads the frame at the stack pointer, or the frame finder.
+    pub const AFTER_CHECK: usize = 120;
     /// The ARMv8-A block's beat (a byte of its padding after `mode`).
     pub const A64_HOST_BEAT: usize = 66;
 }

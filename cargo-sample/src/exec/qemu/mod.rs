@@ -77,6 +77,9 @@ pub struct RunSpec {
     /// With the call graph: time sampler-rt's lap windows too, given the entries of
     /// `Region::start`, `Lap::drop` and `Region::iterate`: [`Outcome::lap_windows`].
     pub lap_fns: Option<[u32; 3]>,
+    /// With the plugin: the main stack's `(limit, top)`, to find the lowest address stored
+    /// to in it: [`Outcome::stack`].
+    pub stack: Option<(u32, u32)>,
 }
 
 /// A live capture through the monitor.
@@ -140,6 +143,8 @@ pub struct Outcome {
     pub exception_chains: Option<Vec<u8>>,
     /// With [`RunSpec::lap_fns`]: the lap windows' counts (a lap-windows file).
     pub lap_windows: Option<Vec<u8>>,
+    /// With [`RunSpec::stack`]: the lowest address stored to (a stack-depth file).
+    pub stack: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }

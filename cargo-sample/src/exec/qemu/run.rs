@@ -112,6 +112,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             call_graph: None,
             exception_chains: None,
             lap_windows: None,
+            stack: None,
         },
     ))
 }
@@ -158,6 +159,12 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
                         work.join(crate::dump::laps::WINDOWS_FILE).display()
                     ));
                 }
+            }
+            if let Some((limit, top)) = opts.stack {
+                graph.push_str(&format!(
+                    ",stack={limit:x}:{top:x},stackout={}",
+                    work.join(crate::dump::exact::STACK_FILE).display()
+                ));
             }
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
@@ -515,6 +522,10 @@ fn left_behind(
         .lap_fns
         .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
         .and_then(|_| std::fs::read(work.join(crate::dump::laps::WINDOWS_FILE)).ok());
+    out.stack = opts
+        .stack
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::exact::STACK_FILE)).ok());
     out.exception_chains = opts
         .call_graph
         .as_ref()

@@ -76,6 +76,40 @@ fn no_samples(input: &Input<'_>) -> String {
     }
 }
 
+/// The run's facts against each other: the samples, each a mean period apart at the timer's
+/// assumed clock, span at most the whole run, which `--truth` counted exactly (the sampler's
+/// own instructions left out, so the span may exceed it by the sampler's share; half again is
+/// far beyond that). A span longer than that means the timer ticks faster than assumed.
+fn clock_mismatch(input: &Input<'_>) -> Option<Diagnostic> {
+    let f = input.facts;
+    let ran = input.exact_total? as f64;
+    if f.on_events || ran <= 0.0 || input.total < 10 || f.duration_units <= 1.5 * ran {
+        return None;
+    }
+    let ratio = f.duration_units / ran;
+    let clock = if f.timer_hz > 0 {
+        format!(
+            ": it runs at about {:.3} MHz, not {:.3} MHz",
+            ratio * f.timer_hz as f64 / 1e6,
+            f.timer_hz as f64 / 1e6
+        )
+    } else {
+        String::new()
+    };
+    Some(Diagnostic::warning(
+        Finding::ClockMismatch,
+        format!(
+            "the timer's clock is not the one assumed{clock}. {} samples a mean period of              {:.0} {unit} apart span {:.3e} {unit}, but the whole run is {:.3e} {unit} counted              exactly: the real period is about {:.0} {unit}, {ratio:.1} times shorter. The shares              stand; every period, duration and rate derived from the clock does not. Give the              timer's clock (a timer the machine knows by name, or `sampler_rt::Timer`'s `hz`)",
+            input.total,
+            f.period_units,
+            f.duration_units,
+            ran,
+            f.period_units / ratio,
+            unit = f.unit,
+        ),
+    ))
+}
+
 /// Everything the report should say about a sampled profile.
 pub fn sampled(
     input: &Input<'_>,
@@ -114,6 +148,9 @@ pub fn sampled(
         );
     }
     let f = input.facts;
+    if let Some(d2) = clock_mismatch(input) {
+        d.push(d2);
+    }
     if f.overwritten > 0 {
         d.push(Diagnostic::warning(
             Finding::Overwritten,
@@ -454,6 +491,39 @@ mod tests {
             urgent,
         };
         sampled(&input, &mut sym, code.then_some(&mut disasm))
+    }
+
+    #[test]
+    fn samples_spanning_more_than_the_whole_run_name_the_timers_real_clock() {
+        let per_pc = HashMap::new();
+        // 1 684 instructions a period counted, 10 000 assumed: a 168 MHz clock that is 1 GHz.
+        let mut f = facts(10_000, 0, 0);
+        f.timer_hz = 168_000_000;
+        f.duration_units = 10_000.0 * 10_000.0;
+        let input = |exact: Option<u64>| Input {
+            pcs: &[],
+            total: 10_000,
+            binned: false,
+            per_pc: &per_pc,
+            facts: &f,
+            functions: &[],
+            vectors: &[],
+            exact_total: exact,
+            urgent: None,
+        };
+        let d = clock_mismatch(&input(Some(16_839_925))).unwrap();
+        assert_eq!(d.kind, Finding::ClockMismatch);
+        assert!(d.message.contains("about 997.6"), "{}", d.message);
+        assert!(
+            d.message.contains("about 1684 instructions"),
+            "{}",
+            d.message
+        );
+        // A run that agrees, one longer than its samples (code before `start`), and one
+        // without exact counts: nothing to say.
+        assert!(clock_mismatch(&input(Some(100_500_000))).is_none());
+        assert!(clock_mismatch(&input(Some(400_000_000))).is_none());
+        assert!(clock_mismatch(&input(None)).is_none());
     }
 
     fn row(name: &str, percent: f64) -> Row {

@@ -20,6 +20,28 @@ pub fn load_exact_report(
     meta: &RunMeta,
     opts: report::Options,
 ) -> Result<report::Report> {
+    let mut report = counts_report(dir, meta, opts)?;
+    report.stack = read_stack(dir)?;
+    Ok(report)
+}
+
+/// How deep the main stack went, if the run measured it.
+fn read_stack(dir: &Path) -> Result<Option<report::StackUse>> {
+    let path = dir.join(crate::dump::exact::STACK_FILE);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(None);
+    };
+    let (limit, top, lowest) = crate::dump::exact::parse_stack(&bytes)
+        .with_context(|| format!("decoding {}", path.display()))?;
+    Ok(Some(report::StackUse {
+        bytes: lowest.map_or(0, |a| top - a),
+        top,
+        limit,
+    }))
+}
+
+/// The views of the run's counts (and call graph).
+fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<report::Report> {
     let (elf_path, elf_bytes) = runs::elf_of(dir)?;
     let counts_path = dir.join(crate::dump::exact::FILE);
     let bytes = std::fs::read(&counts_path).with_context(|| {

@@ -8,14 +8,17 @@ use super::state::*;
 use crate::wire;
 
 // ---------------------------------------------------------------------------------------------
-// Handlers. The entry finds the exception frame (MSP or PSP by bit 2 of EXC_RETURN) and jumps
-// to the variant `start` chose, with r1 = &SAMPLER_RT_STATE and the frame in r12 (ARMv7-M: the
-// variant loads the stacked PC at frame + 24, and the stacked xPSR at + 28 if it records it) or
-// the interrupted PC in r0 (ARMv6-M). r0-r3 and r12 are stacked by the core.
+// Handlers. The ARMv7-M entry loads the state's first words (r0 = wptr, r2 = remaining, r3 =
+// rng) and jumps to `handler` with r1 = &SAMPLER_RT_STATE, all in two instructions. When the
+// interrupted code is always on the main stack (the host found no `msr psp`/`msr control` in
+// the image and thread mode was on MSP at `start`), `handler` is the variant's `_sp` twin,
+// which reads the exception frame at the stack pointer. Otherwise it is the frame finder (or
+// the lateness check), which puts the frame in r12 (MSP or PSP by bit 2 of EXC_RETURN) and goes
+// on to `variant`, the twin that reads the frame there. ARMv6-M: the entry finds the frame
+// itself and hands the variant the interrupted PC in r0. r0-r3 and r12 are stacked by the core.
 
 /// The sampling interrupt's entry (the SysTick vector, or the tail of a device timer's
-/// handler): on to the lateness check `start` chose for the pacing timer (see
-/// [`probe_systick`]), or straight to [`sampler_rt_frame`] when there is none.
+/// handler): on to `handler` (see above).
 #[cfg(not(armv6m))]
 #[doc(hidden)]
 #[unsafe(no_mangle)]
@@ -23,37 +26,36 @@ use crate::wire;
 pub unsafe extern "C" fn sampler_rt_entry() {
     naked_asm!(
         "ldr r1, ={state}",
-        "ldr pc, [r1, #{probe}]",
+        "ldm.w r1, {{r0, r2, r3, pc}}",
         ".ltorg",
         state = sym SAMPLER_RT_STATE,
-        probe = const wire::state_offsets::PROBE,
     )
 }
 
-/// The common path of the entry, r1 = the state: find the exception frame, load the
-/// variant's words and jump to it.
+/// After a lateness check, r1 = the state: reload the state's first words and go on to
+/// `after_check` (the variant's twin at the stack pointer, or the frame finder).
 #[cfg(not(armv6m))]
 macro_rules! to_variant {
     () => {
-        concat!(
-            "tst lr, #4\n",
-            "ite eq\n",
-            "mrseq r12, msp\n",
-            "mrsne r12, psp\n",
-            // r12 = the exception frame; r0 = wptr, r2 = remaining, r3 = rng, and jump to the
-            // variant, which loads the stacked PC (and the xPSR when it records it) itself.
-            "ldm.w r1, {{r0, r2, r3, pc}}\n",
-        )
+        concat!("ldm.w r1, {{r0, r2, r3}}\n", "ldr pc, [r1, #{after}]\n",)
     };
 }
 
-/// No lateness check: the frame and the variant.
+/// The frame finder, `handler` when no lateness check runs and the interrupted code may be on
+/// the process stack: the entry loaded r0, r2 and r3 already.
 #[cfg(not(armv6m))]
 #[doc(hidden)]
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
 pub(crate) unsafe extern "C" fn sampler_rt_frame() {
-    naked_asm!(to_variant!())
+    naked_asm!(
+        "tst lr, #4",
+        "ite eq",
+        "mrseq r12, msp",
+        "mrsne r12, psp",
+        "ldr pc, [r1, #{variant}]",
+        variant = const wire::state_offsets::VARIANT,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,7 +65,7 @@ pub(crate) unsafe extern "C" fn sampler_rt_frame() {
 // more than `late_ticks` after (the normal entry latency and a margin, set by the host) goes
 // to [`sampler_rt_late`]. Each check reads `probe_reg` (the register named below) and
 // `late_ticks` with one `ldrd`, the timer with one more load, and costs 6 or 7 instructions
-// and the entry's `ldr pc`. A down-counter reads 0 for the tick after it expires (it reloads
+// and two to go on (the frame finder's five more where the frame may be on PSP). A down-counter reads 0 for the tick after it expires (it reloads
 // on the next one): a count of 0 is a sample right on time, not one a whole period late (a
 // tick is 40 instructions at `-icount shift=0`).
 
@@ -81,6 +83,7 @@ pub(crate) unsafe extern "C" fn probe_systick() {
         "1:",
         to_variant!(),
         reg = const wire::state_offsets::PROBE_REG,
+        after = const wire::state_offsets::AFTER_CHECK,
         late = sym sampler_rt_late,
     )
 }
@@ -100,6 +103,7 @@ pub(crate) unsafe extern "C" fn probe_cmsdk() {
         "1:",
         to_variant!(),
         reg = const wire::state_offsets::PROBE_REG,
+        after = const wire::state_offsets::AFTER_CHECK,
         late = sym sampler_rt_late,
     )
 }
@@ -120,6 +124,7 @@ pub(crate) unsafe extern "C" fn probe_gptm() {
         "1:",
         to_variant!(),
         reg = const wire::state_offsets::PROBE_REG,
+        after = const wire::state_offsets::AFTER_CHECK,
         late = sym sampler_rt_late,
     )
 }
@@ -146,15 +151,18 @@ pub(crate) unsafe extern "C" fn sampler_rt_late() {
         "orrs r2, r0",
         "strd r2, r3, [r1, #{fake}]",
         "add r12, r1, #{fake} - 24",
-        "ldm.w r1, {{r0, r2, r3, pc}}",
+        "ldm.w r1, {{r0, r2, r3}}",
+        "ldr pc, [r1, #{variant}]",
         "1:",
         "movs r0, #1",
         "str r0, [r1, #{flag}]",
-        "ldm.w r1, {{r0, r2, r3, pc}}",
+        "ldm.w r1, {{r0, r2, r3}}",
+        "ldr pc, [r1, #{variant}]",
         held = const wire::state_offsets::HELD_OFF,
         or = const wire::state_offsets::LATE_OR,
         fake = const wire::state_offsets::FAKE_PC,
         flag = const wire::state_offsets::LATE_FLAG,
+        variant = const wire::state_offsets::VARIANT,
     )
 }
 

@@ -7,29 +7,58 @@ use super::super::dump::sampler_rt_slow;
 use super::super::state::*;
 use crate::wire;
 
-/// Ring, constant period (ARMv7-M): 5 instructions after the entry's 7.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+/// An ARMv7-M variant and its `_sp` twin: the same code but for the first instruction, which
+/// reads the exception frame in r12 (`$name`, reached through the frame finder or a lateness
+/// check) or at the stack pointer (`$sp`, the entry's direct target; see `handlers`).
+macro_rules! twins {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $sp:ident,
+        $frame:literal, $at_sp:literal,
+        [$($line:literal),* $(,)?]
+        $(, $($op:tt)+)?
+    ) => {
+        $(#[$doc])*
+        #[cfg(not(armv6m))]
+        #[unsafe(naked)]
+        pub(crate) unsafe extern "C" fn $name() {
+            naked_asm!($frame, $($line,)* $($($op)+)?)
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] with the exception frame at the stack pointer.")]
+        #[cfg(not(armv6m))]
+        #[unsafe(naked)]
+        pub(crate) unsafe extern "C" fn $sp() {
+            naked_asm!($at_sp, $($line,)* $($($op)+)?)
+        }
+    };
+}
+
+twins!(
+    /// Ring, constant period (ARMv7-M): 6 instructions after the entry's 2.
+    sample_ring,
+    sample_ring_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "str r12, [r0], #4",
         "subs r2, #1",
         "stm r1, {{r0, r2}}",
         "beq {slow}",
         "bx lr",
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    slow = sym sampler_rt_slow,
+);
 
-/// Ring of stack samples (ARMv7-M, either period): the exception frame, EXC_RETURN and the
-/// interrupted r7 (the frame pointer the call-frame information may name) go to
-/// [`sampler_rt_stack`], which writes the entry; the slow path follows when the chunk is full.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_stack() {
-    naked_asm!(
-        "mov r0, r12",
+twins!(
+    /// Ring of stack samples (ARMv7-M, either period): the exception frame, EXC_RETURN and the
+    /// interrupted r7 (the frame pointer the call-frame information may name) go to
+    /// [`sampler_rt_stack`], which writes the entry; the slow path follows when the chunk is full.
+    sample_stack,
+    sample_stack_sp,
+    "mov r0, r12",
+    "mov r0, sp",
+    [
         "mov r1, lr",
         "mov r2, r7",
         "push {{r3, lr}}",
@@ -38,10 +67,10 @@ pub(crate) unsafe extern "C" fn sample_stack() {
         "cmp r0, #0",
         "bne {slow}",
         "bx lr",
-        entry = sym sampler_rt_stack,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    entry = sym sampler_rt_stack,
+    slow = sym sampler_rt_slow,
+);
 
 /// Ring of stack samples (ARMv6-M, either period): the entry handed over the stacked PC only,
 /// so the frame is found again from EXC_RETURN (bit 2: MSP or PSP) before the same
@@ -165,28 +194,30 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
     }
 }
 
-/// Ring of (PC, stacked xPSR) pairs, constant period (ARMv7-M): one `ldrd` loads both, one
-/// `strd` stores both, so the tag costs no instruction.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring_xpsr() {
-    naked_asm!(
-        "ldrd r12, r3, [r12, #24]",
+twins!(
+    /// Ring of (PC, stacked xPSR) pairs, constant period (ARMv7-M): one `ldrd` loads both, one
+    /// `strd` stores both, so the tag costs no instruction.
+    sample_ring_xpsr,
+    sample_ring_xpsr_sp,
+    "ldrd r12, r3, [r12, #24]",
+    "ldrd r12, r3, [sp, #24]",
+    [
         "strd r12, r3, [r0], #8",
         "subs r2, #1",
         "stm r1, {{r0, r2}}",
         "beq {slow}",
         "bx lr",
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    slow = sym sampler_rt_slow,
+);
 
-/// Ring of (PC, word at `tag_addr`) pairs, constant period (ARMv7-M): two loads more.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring_word() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Ring of (PC, word at `tag_addr`) pairs, constant period (ARMv7-M): two loads more.
+    sample_ring_word,
+    sample_ring_word_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "ldr r3, [r1, #{tag_addr}]",
         "ldr r3, [r3]",
         "strd r12, r3, [r0], #8",
@@ -194,29 +225,32 @@ pub(crate) unsafe extern "C" fn sample_ring_word() {
         "stm r1, {{r0, r2}}",
         "beq {slow}",
         "bx lr",
-        tag_addr = const wire::state_offsets::TAG_ADDR,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    tag_addr = const wire::state_offsets::TAG_ADDR,
+    slow = sym sampler_rt_slow,
+);
 
-/// Ring, random period (ARMv7-M): xorshift32, then reload = base + ((rng * span) >> 32) by one
-/// `umlal` (its low accumulator word is the handler address, whose carry into the high word
-/// happens with probability below 1e-6). 12 or 13 instructions after the entry's 7.
-///
-/// Why the dither: the timer fires on a grid of its own ticks, and one tick may be several
-/// instructions (40 at `-icount shift=0` on a 25 MHz QEMU machine; 8 cycles on a SysTick fed
-/// from HCLK/8). A random number of ticks moves a sample by whole grid steps only; what moves
-/// it inside a step is the time the handler itself takes. With a handler of fixed length H the
-/// program's phase against the grid advances by H per sample and visits only
-/// `grid / gcd(grid, H)` of its positions: a 20-instruction handler on a 40-instruction grid
-/// saw 2 of 40, and the code right after each call was over-sampled by 7 sigma. Taking one
-/// extra instruction on a random half of the samples makes the phase a random walk that covers
-/// every position whatever the grid.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring_jitter() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Ring, random period (ARMv7-M): xorshift32, then reload = base + ((rng * span) >> 32) by one
+    /// `umlal` (its low accumulator word is the `handler` address, whose carry into the high
+    /// word adds a tick with probability address / 2^32: 1e-6 for code at 0x1000, 1/32 at
+    /// 0x0800_0000, a bias of a thirtieth of a tick at most in the mean period). 13 or 14
+    /// instructions after the entry's 2.
+    ///
+    /// Why the dither: the timer fires on a grid of its own ticks, and one tick may be several
+    /// instructions (40 at `-icount shift=0` on a 25 MHz QEMU machine; 8 cycles on a SysTick fed
+    /// from HCLK/8). A random number of ticks moves a sample by whole grid steps only; what moves
+    /// it inside a step is the time the handler itself takes. With a handler of fixed length H the
+    /// program's phase against the grid advances by H per sample and visits only
+    /// `grid / gcd(grid, H)` of its positions: a 20-instruction handler on a 40-instruction grid
+    /// saw 2 of 40, and the code right after each call was over-sampled by 7 sigma. Taking one
+    /// extra instruction on a random half of the samples makes the phase a random walk that covers
+    /// every position whatever the grid.
+    sample_ring_jitter,
+    sample_ring_jitter_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "str r12, [r0], #4",
         "eor r3, r3, r3, lsl #13",
         "eor r3, r3, r3, lsr #17",
@@ -234,18 +268,19 @@ pub(crate) unsafe extern "C" fn sample_ring_jitter() {
         "umlal r0, r2, r3, r1",
         "str r2, [r12]",
         "bx lr",
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    slow = sym sampler_rt_slow,
+);
 
-/// Ring of (PC, stacked xPSR) pairs, random period (ARMv7-M): the pair is loaded into r12 and
-/// r2 and stored with one `strd`, then the count of samples left is loaded again: one
-/// instruction more than [`sample_ring_jitter`].
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring_jitter_xpsr() {
-    naked_asm!(
-        "ldrd r12, r2, [r12, #24]",
+twins!(
+    /// Ring of (PC, stacked xPSR) pairs, random period (ARMv7-M): the pair is loaded into r12 and
+    /// r2 and stored with one `strd`, then the count of samples left is loaded again: one
+    /// instruction more than [`sample_ring_jitter`].
+    sample_ring_jitter_xpsr,
+    sample_ring_jitter_xpsr_sp,
+    "ldrd r12, r2, [r12, #24]",
+    "ldrd r12, r2, [sp, #24]",
+    [
         "strd r12, r2, [r0], #8",
         "ldr r2, [r1, #4]",
         "eor r3, r3, r3, lsl #13",
@@ -261,17 +296,18 @@ pub(crate) unsafe extern "C" fn sample_ring_jitter_xpsr() {
         "umlal r0, r2, r3, r1",
         "str r2, [r12]",
         "bx lr",
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    slow = sym sampler_rt_slow,
+);
 
-/// Ring of (PC, word at `tag_addr`) pairs, random period (ARMv7-M): three instructions more
-/// than [`sample_ring_jitter`].
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_ring_jitter_word() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Ring of (PC, word at `tag_addr`) pairs, random period (ARMv7-M): three instructions more
+    /// than [`sample_ring_jitter`].
+    sample_ring_jitter_word,
+    sample_ring_jitter_word_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "ldr r2, [r1, #{tag_addr}]",
         "ldr r2, [r2]",
         "strd r12, r2, [r0], #8",
@@ -289,21 +325,22 @@ pub(crate) unsafe extern "C" fn sample_ring_jitter_word() {
         "umlal r0, r2, r3, r1",
         "str r2, [r12]",
         "bx lr",
-        tag_addr = const wire::state_offsets::TAG_ADDR,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    tag_addr = const wire::state_offsets::TAG_ADDR,
+    slow = sym sampler_rt_slow,
+);
 
-/// Histogram, constant period (ARMv7-M): 11 instructions after the entry's 7. The entry loaded
-/// r0 = the first bin's address, r2 = samples left, r3 = `hist_word` (the counters' address,
-/// whose low byte is the shift). The index is clamped with `usat`: an address below the bins
-/// wraps to a huge offset, so every address outside them lands in the last counter. Counters
-/// saturate at 65535 (`usat` again) instead of wrapping to zero.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_hist() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Histogram, constant period (ARMv7-M): 12 instructions after the entry's 2. The entry loaded
+    /// r0 = the first bin's address, r2 = samples left, r3 = `hist_word` (the counters' address,
+    /// whose low byte is the shift). The index is clamped with `usat`: an address below the bins
+    /// wraps to a huge offset, so every address outside them lands in the last counter. Counters
+    /// saturate at 65535 (`usat` again) instead of wrapping to zero.
+    sample_hist,
+    sample_hist_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "sub r12, r12, r0",
         "lsr r12, r12, r3",
         "usat r12, #{bits}, r12",
@@ -315,18 +352,19 @@ pub(crate) unsafe extern "C" fn sample_hist() {
         "str r2, [r1, #4]",
         "beq {slow}",
         "bx lr",
-        bits = const HIST_BITS,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    bits = const HIST_BITS,
+    slow = sym sampler_rt_slow,
+);
 
-/// Histogram, constant period, counters at the array's start (ARMv7-M with unaligned accesses
-/// trapped and an odd shift): one load more than [`sample_hist`].
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_hist_aligned() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Histogram, constant period, counters at the array's start (ARMv7-M with unaligned accesses
+    /// trapped and an odd shift): one load more than [`sample_hist`].
+    sample_hist_aligned,
+    sample_hist_aligned_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "sub r12, r12, r0",
         "lsr r12, r12, r3",
         "usat r12, #{bits}, r12",
@@ -339,20 +377,21 @@ pub(crate) unsafe extern "C" fn sample_hist_aligned() {
         "str r2, [r1, #4]",
         "beq {slow}",
         "bx lr",
-        bits = const HIST_BITS,
-        bins = const wire::state_offsets::BINS,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    bits = const HIST_BITS,
+    bins = const wire::state_offsets::BINS,
+    slow = sym sampler_rt_slow,
+);
 
-/// Histogram, random period (ARMv7-M): the bin as in [`sample_hist_aligned`], then the random
-/// period and phase dither of [`sample_ring_jitter`]. The entry loaded r0 = the first bin's
-/// address, r2 = samples left, r3 = the random state.
-#[cfg(not(armv6m))]
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn sample_hist_jitter() {
-    naked_asm!(
-        "ldr r12, [r12, #24]",
+twins!(
+    /// Histogram, random period (ARMv7-M): the bin as in [`sample_hist_aligned`], then the random
+    /// period and phase dither of [`sample_ring_jitter`]. The entry loaded r0 = the first bin's
+    /// address, r2 = samples left, r3 = the random state.
+    sample_hist_jitter,
+    sample_hist_jitter_sp,
+    "ldr r12, [r12, #24]",
+    "ldr r12, [sp, #24]",
+    [
         "sub r12, r12, r0",
         "ldr r0, [r1, #{word}]",
         "lsr r12, r12, r0",
@@ -378,12 +417,12 @@ pub(crate) unsafe extern "C" fn sample_hist_jitter() {
         "umlal r0, r2, r3, r1",
         "str r2, [r12]",
         "bx lr",
-        bits = const HIST_BITS,
-        word = const wire::state_offsets::HIST_WORD,
-        bins = const wire::state_offsets::BINS,
-        slow = sym sampler_rt_slow,
-    )
-}
+    ],
+    bits = const HIST_BITS,
+    word = const wire::state_offsets::HIST_WORD,
+    bins = const wire::state_offsets::BINS,
+    slow = sym sampler_rt_slow,
+);
 
 /// Ring, constant period (ARMv6-M).
 #[cfg(armv6m)]
@@ -497,6 +536,16 @@ pub(crate) use sample_ring_jitter as sample_ring_jitter_word;
 /// The ARMv6-M histogram handler also serves both ARMv7-M fallbacks' roles there.
 #[cfg(armv6m)]
 pub(crate) use sample_hist as sample_hist_aligned;
+
+// ARMv6-M's entry finds the frame itself: no `_sp` twins there.
+#[cfg(armv6m)]
+pub(crate) use {
+    sample_hist as sample_hist_sp, sample_hist as sample_hist_aligned_sp,
+    sample_hist_jitter as sample_hist_jitter_sp, sample_ring as sample_ring_sp,
+    sample_ring as sample_ring_xpsr_sp, sample_ring as sample_ring_word_sp,
+    sample_ring_jitter as sample_ring_jitter_sp, sample_ring_jitter as sample_ring_jitter_xpsr_sp,
+    sample_ring_jitter as sample_ring_jitter_word_sp, sample_stack as sample_stack_sp,
+};
 
 /// Histogram, random period (ARMv6-M).
 #[cfg(armv6m)]

@@ -44,7 +44,10 @@ fn within_sigma(r: &Value, k: f64) -> Vec<String> {
 #[test]
 fn small_bins_are_exact_and_large_ones_give_time_to_code_that_never_ran() {
     // Two-byte bins hold one Thumb instruction each: nothing to split. (Over the whole code,
-    // sampler-rt's included, they take more counters than the 4096 built in by default.)
+    // sampler-rt's included, they take more counters than the 4096 built in by default: a
+    // build of its own, in a target directory of its own so that the other tests' builds of
+    // `hot-loops` stay as they are.)
+    let target = scenarios().join("target/bins-8192");
     let out = cargo_sample_env(
         &scenarios(),
         &[
@@ -61,7 +64,10 @@ fn small_bins_are_exact_and_large_ones_give_time_to_code_that_never_ran() {
             "10000",
             "--truth",
         ],
-        &[("SAMPLER_RT_HIST_BINS", "8192")],
+        &[
+            ("SAMPLER_RT_HIST_BINS", "8192"),
+            ("CARGO_TARGET_DIR", target.to_str().unwrap()),
+        ],
     );
     assert!(
         out.status.success(),
@@ -304,33 +310,49 @@ fn the_advisor_predicts_the_error_a_bin_run_makes() {
         command.contains("--mode hist") && command.contains("--bin-size"),
         "{command}"
     );
-    // A real bin run of the same ELF makes the predicted errors, up to sampling noise.
+    // Real bin runs of the same ELF make the predicted errors, up to sampling noise: three
+    // seeds pooled, as the density split (bins shared by three 14-byte functions, none of them
+    // with a bin of its own) amplifies the bins' binomial noise about threefold (hot_b over
+    // seeds 1 to 4 and the default: +27.3, +29.0, +27.4, +28.6, +30.1 points).
     let n = 10_000.0;
-    let r = profile(
-        "hot-loops",
-        &[
-            "--mode",
-            "hist",
-            "--bin-size",
-            "16",
-            "--samples",
-            "10000",
-            "--truth",
-        ],
-    );
+    let runs: Vec<Value> = ["1", "2", "3"]
+        .iter()
+        .map(|seed| {
+            profile(
+                "hot-loops",
+                &[
+                    "--mode",
+                    "hist",
+                    "--bin-size",
+                    "16",
+                    "--samples",
+                    "10000",
+                    "--truth",
+                    "--seed",
+                    seed,
+                ],
+            )
+        })
+        .collect();
     for e in unaligned["errors"].as_array().unwrap() {
         let (name, predicted) = (e[0].as_str().unwrap(), e[1].as_f64().unwrap());
         if predicted.abs() < 0.5 {
             continue;
         }
-        let row = r["functions"]
-            .as_array()
-            .unwrap()
+        let rows: Vec<&Value> = runs
             .iter()
-            .find(|row| row["name"] == name)
-            .unwrap_or_else(|| panic!("{name} not in the bin run"));
-        let observed = row["error_points"].as_f64().unwrap();
-        let s = sigma_points(row["percent"].as_f64().unwrap().max(1.0), n);
+            .map(|r| {
+                r["functions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|row| row["name"] == name)
+                    .unwrap_or_else(|| panic!("{name} not in the bin run"))
+            })
+            .collect();
+        let mean = |k: &str| rows.iter().map(|r| r[k].as_f64().unwrap()).sum::<f64>() / 3.0;
+        let observed = mean("error_points");
+        let s = 3.0 * sigma_points(mean("percent").max(1.0), n) / 3f64.sqrt();
         assert!(
             (observed - predicted).abs() < 4.0 * s + 0.3,
             "{name}: predicted {predicted:+.2} points, observed {observed:+.2} (sigma {s:.2})"

@@ -333,6 +333,57 @@ fn crates_init_cannot_handle_are_left_as_they_were_with_the_place_named() {
     assert_eq!(before, snapshot(dir));
 }
 
+/// An entry init does not recognise: an `extern "C"` function that the image's own assembly
+/// calls. Init writes the dependency and the feature all the same, names the function the
+/// assembly can call and says where the calls go; `--entry NAME` then puts the call there, and
+/// the crate profiles as any other.
+#[test]
+fn an_extern_c_entry_called_from_assembly_is_taken_by_name() {
+    let copy = copy_crate("tests/crates/quickstart");
+    let dir = copy.path();
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let asm = src
+        .replace("use cortex_m_rt::entry;\n", "use cortex_m_rt as _;\n")
+        .replace(
+            "// The entry point need not be called `main`.\n#[entry]\nfn start() -> ! {",
+            "// cortex-m-rt's reset handler calls `main`, which is this image's own assembly.\n\
+             core::arch::global_asm!(\".global main\", \".thumb_func\", \"main:\", \"b kmain\");\n\n\
+             #[unsafe(no_mangle)]\npub extern \"C\" fn kmain() -> ! {",
+        );
+    assert_ne!(asm, src);
+    std::fs::write(&main, &asm).unwrap();
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no entry point found"), "{stderr}");
+    assert!(stderr.contains("`kmain` (line"), "{stderr}");
+    assert!(stderr.contains("`--entry NAME`"), "{stderr}");
+    assert!(
+        stderr.contains("sampler_rt::start();") && stderr.contains("sampler_rt::flush();"),
+        "{stderr}"
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("sampler-rt = {"), "{manifest}");
+    assert!(
+        manifest.contains("sample = [\"dep:sampler-rt\"]"),
+        "{manifest}"
+    );
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), asm);
+
+    let out = cargo_sample_in_copy(dir, &["init", "--entry", "nowhere"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no function `nowhere`"), "{stderr}");
+    let diff = init(dir, &["--entry", "kmain"]);
+    assert!(
+        diff.contains("pub extern \"C\" fn kmain() -> ! {\n+    #[cfg(feature = \"sample\")]\n+    sampler_rt::start();"),
+        "{diff}"
+    );
+    let r = profile_against_exact(dir, &[], 3000);
+    assert!(share(&r, "functions", "quickstart_app::sort") > 20.0);
+}
+
 #[test]
 fn an_explicit_runtime_replaces_the_one_a_set_up_crate_has() {
     let copy = copy_crate("tests/crates/quickstart");

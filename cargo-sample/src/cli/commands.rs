@@ -202,6 +202,11 @@ pub struct InitArgs {
     /// Source file whose entry point gets the `start()` call (default: each binary's).
     #[arg(long, value_name = "FILE")]
     pub main: Option<PathBuf>,
+    /// The function where the firmware starts, by name: the `start()` call goes at its top
+    /// (for an entry init does not recognise, such as an `extern "C"` function that the
+    /// image's own assembly calls).
+    #[arg(long, value_name = "FN")]
+    pub entry: Option<String>,
     /// Fix the size of sampler-rt's ring for this crate (`[package.metadata.sample]
     /// ring-slots`), instead of letting cargo-sample fit it to the part's RAM.
     #[arg(long, value_name = "SAMPLES")]

@@ -6,7 +6,8 @@
 //! - RTIC v2: `#[init]` inside `#[rtic::app(...)] mod app`, which runs with interrupts masked, so
 //!   the sampler's first interrupt comes when RTIC enables them;
 //! - Embassy: `#[embassy_executor::main] async fn main(spawner: Spawner)`;
-//! - otherwise a top-level `fn main`.
+//! - otherwise a top-level `fn main`;
+//! - or the function `--entry` names (an `extern "C"` entry that the image's assembly calls).
 
 use syn::visit::Visit;
 
@@ -17,6 +18,8 @@ pub enum Shape {
     RticInit,
     Embassy,
     PlainMain,
+    /// The function named on the command line.
+    Named,
 }
 
 impl Shape {
@@ -26,6 +29,7 @@ impl Shape {
             Shape::RticInit => "RTIC's `#[init]` (interrupts are enabled after it)",
             Shape::Embassy => "the `#[embassy_executor::main]` function",
             Shape::PlainMain => "`fn main`",
+            Shape::Named => "the function named with `--entry`",
         }
     }
 }
@@ -91,6 +95,11 @@ struct Finder<'s> {
     starts_at: Option<usize>,
     /// Inside an RTIC app module.
     in_rtic_app: bool,
+    /// `--entry`: the function to take by name.
+    named: Option<&'s str>,
+    /// Functions with a foreign ABI and an unmangled name (what assembly can call), with
+    /// their lines: the likely entry when no other is found.
+    foreign: Vec<(String, usize)>,
 }
 
 impl Finder<'_> {
@@ -157,7 +166,20 @@ impl<'ast> Visit<'ast> for Finder<'_> {
         if is_test_only(&f.attrs) {
             return;
         }
-        let shape = if self.in_rtic_app && has_attr(&f.attrs, |p| p.is_ident("init")) {
+        let unmangled = has_attr(&f.attrs, |p| p.is_ident("no_mangle"))
+            || f.attrs.iter().any(|a| {
+                matches!(&a.meta, syn::Meta::List(l) if l.path.is_ident("unsafe")
+                    && l.tokens.to_string().contains("no_mangle"))
+            });
+        if f.sig.abi.is_some() && unmangled {
+            self.foreign
+                .push((f.sig.ident.to_string(), f.sig.ident.span().start().line));
+        }
+        let shape = if self.named.is_some_and(|n| f.sig.ident == n) {
+            Some(Shape::Named)
+        } else if self.named.is_some() {
+            None
+        } else if self.in_rtic_app && has_attr(&f.attrs, |p| p.is_ident("init")) {
             Some(Shape::RticInit)
         } else if has_attr(&f.attrs, |p| {
             let t = path_text(p);
@@ -197,6 +219,11 @@ impl<'ast> Visit<'ast> for Finder<'_> {
 
 /// Find the entry point of `src`. `Err` carries the parser's message.
 pub fn find(src: &str) -> Result<Found, String> {
+    find_named(src, None)
+}
+
+/// [`find`], or with `named` the function of that name only.
+pub fn find_named(src: &str, named: Option<&str>) -> Result<Found, String> {
     let file = syn::parse_file(src).map_err(|e| {
         let lc = e.span().start();
         format!("line {}: {e}", lc.line)
@@ -209,6 +236,8 @@ pub fn find(src: &str) -> Result<Found, String> {
         entries: Vec::new(),
         starts_at: None,
         in_rtic_app: false,
+        named,
+        foreign: Vec::new(),
     };
     f.visit_file(&file);
     if let Some(line) = f.starts_at {
@@ -216,6 +245,7 @@ pub fn find(src: &str) -> Result<Found, String> {
     }
     // The most specific shape wins: an RTIC init or an attributed entry over a plain `main`.
     for shape in [
+        Shape::Named,
         Shape::RticInit,
         Shape::CortexMRt,
         Shape::Embassy,
@@ -234,6 +264,27 @@ pub fn find(src: &str) -> Result<Found, String> {
         }
     }
     Ok(Found::None)
+}
+
+/// Functions of `src` with a foreign ABI and an unmangled name (`#[no_mangle] extern "C" fn`),
+/// with their 1-based lines: what an image's own assembly calls as its entry.
+pub fn foreign_entries(src: &str) -> Vec<(String, usize)> {
+    let Ok(file) = syn::parse_file(src) else {
+        return Vec::new();
+    };
+    let mut line_starts = vec![0];
+    line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
+    let mut f = Finder {
+        src,
+        line_starts,
+        entries: Vec::new(),
+        starts_at: None,
+        in_rtic_app: false,
+        named: None,
+        foreign: Vec::new(),
+    };
+    f.visit_file(&file);
+    f.foreign
 }
 
 /// The lines inserted, at `indent`.
@@ -430,6 +481,29 @@ mod tests {
         // Nothing to do, or a file that does not parse: unchanged.
         assert_eq!(flush_before_exits("fn main() {}\n", "sample").1, 0);
         assert_eq!(flush_before_exits("fn broken( {", "sample").1, 0);
+    }
+
+    #[test]
+    fn an_extern_c_entry_is_named_and_taken_by_name() {
+        let src = "core::arch::global_asm!(\"b kmain\");\n\n#[unsafe(no_mangle)]\npub extern \"C\" fn kmain() -> ! {\n    loop {}\n}\n\n#[no_mangle]\nextern \"C\" fn irq() {}\n\nextern \"C\" fn hidden() {}\n";
+        assert_eq!(find(src).unwrap(), Found::None);
+        assert_eq!(
+            foreign_entries(src),
+            vec![("kmain".to_owned(), 4), ("irq".to_owned(), 9)]
+        );
+        let Found::One(e) = find_named(src, Some("kmain")).unwrap() else {
+            panic!("kmain not found by name");
+        };
+        assert_eq!((e.shape, e.line), (Shape::Named, 4));
+        let out = insert(src, &e, "sample").unwrap();
+        assert!(out.contains("fn kmain() -> ! {\n    #[cfg(feature = \"sample\")]\n    sampler_rt::start();\n    loop {}"), "{out}");
+        // A name wins over the shapes init knows, and a missing one finds nothing.
+        let both = "#[entry]\nfn main() -> ! { loop {} }\nfn boot() { }\n";
+        let Found::One(e) = find_named(both, Some("boot")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(e.function, "boot");
+        assert_eq!(find_named(both, Some("nowhere")).unwrap(), Found::None);
     }
 
     #[test]

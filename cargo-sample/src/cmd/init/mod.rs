@@ -312,13 +312,19 @@ struct Change {
 /// The edits of the entry points (the start call, a flush before each semihosting exit), the
 /// shapes of the entries found, and how many flushes were added; anything undecidable stops
 /// everything before a file is written.
+/// Each entry file's edit, the shapes found, the semihosting exits flushed, and what init could
+/// not do itself (the start call goes in by hand there).
+#[allow(clippy::type_complexity)]
 fn entry_changes(
     pkg: &Package,
     args: &InitArgs,
     pkg_dir: &Path,
-) -> Result<(Vec<Change>, Vec<entry::Shape>, usize)> {
+) -> Result<(Vec<Change>, Vec<entry::Shape>, usize, Vec<String>)> {
     let mut changes = Vec::new();
+    // What stops init (nothing is written), and the entries it cannot find (the rest is
+    // written, the start call goes in by hand).
     let mut by_hand = Vec::new();
+    let mut not_found = Vec::new();
     let mut shapes = Vec::new();
     let mut flushes = 0usize;
     for (target, file) in entry_files(pkg, args)? {
@@ -335,7 +341,7 @@ fn entry_changes(
             *flushes += n;
             out
         };
-        match entry::find(&text) {
+        match entry::find_named(&text, args.entry.as_deref()) {
             Ok(entry::Found::AlreadyStarts(_)) => {
                 let new = flushed(text.clone(), &mut flushes);
                 changes.push(Change {
@@ -370,11 +376,28 @@ fn entry_changes(
                     at.join(", ")
                 ));
             }
-            Ok(entry::Found::None) => by_hand.push(format!(
-                "{shown}: no entry point found for `{target}` (no `#[entry]`, RTIC `#[init]`, \
-                 `#[embassy_executor::main]` or `fn main`); add the call at the top of the \
-                 function where your firmware starts"
+            Ok(entry::Found::None) if args.entry.is_some() => by_hand.push(format!(
+                "{shown}: no function `{}` for `{target}`",
+                args.entry.as_deref().unwrap_or_default()
             )),
+            Ok(entry::Found::None) => {
+                let foreign = entry::foreign_entries(&text);
+                not_found.push(format!(
+                    "{shown}: no entry point found for `{target}` (no `#[entry]`, RTIC `#[init]`, \
+                     `#[embassy_executor::main]` or `fn main`){}",
+                    match foreign.as_slice() {
+                        [] => String::new(),
+                        list => format!(
+                            "; the functions your assembly can call are {}: if one is where the \
+                             firmware starts, run init again with `--entry NAME`",
+                            list.iter()
+                                .map(|(n, l)| format!("`{n}` (line {l})"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    }
+                ))
+            }
             Err(e) => by_hand.push(format!(
                 "{shown}: {e} (the file does not parse); fix it first, or add the call by hand"
             )),
@@ -387,7 +410,20 @@ fn entry_changes(
             entry::call_lines(&args.feature_name, "    ")
         );
     }
-    Ok((changes, shapes, flushes))
+    Ok((changes, shapes, flushes, not_found))
+}
+
+/// Where the two calls go when init could not put the first one in itself.
+fn by_hand_note(by_hand: &[String], feature: &str) -> String {
+    format!(
+        "the sampler's start was not added: {}\nAt the top of the function where the firmware \
+         starts (after the stack and `.data`/`.bss` are set up), add:\n{}and before the program \
+         ends (a semihosting exit, or the end of the run you want profiled):\n    \
+         #[cfg(feature = \"{feature}\")]\n    sampler_rt::flush();\n\
+         (`sampler_rt::exit(code)` does both the flush and the exit.)",
+        by_hand.join("\n"),
+        entry::call_lines(feature, "    ")
+    )
 }
 
 /// What init changes in a file, as a unified diff (`--- name`, `+++ name`, hunks with three
@@ -447,14 +483,21 @@ pub fn init(args: &InitArgs) -> Result<()> {
         });
     }
 
-    let (edits, shapes, flushes) = entry_changes(pkg, args, &pkg_dir)?;
+    let (edits, shapes, flushes, by_hand) = entry_changes(pkg, args, &pkg_dir)?;
     changes.extend(edits);
     changes.retain(|c| c.old != c.new);
+    // The dependency and the feature are written all the same: the start call is then the
+    // one line left to add.
+    if !by_hand.is_empty() {
+        term::warn(by_hand_note(&by_hand, &args.feature_name));
+    }
     if changes.is_empty() {
-        term::status(
-            "Unchanged",
-            format!("`{}` is already set up for `cargo sample`", pkg.name),
-        );
+        if by_hand.is_empty() {
+            term::status(
+                "Unchanged",
+                format!("`{}` is already set up for `cargo sample`", pkg.name),
+            );
+        }
         return Ok(());
     }
     for c in &changes {
@@ -500,9 +543,14 @@ pub fn init(args: &InitArgs) -> Result<()> {
     term::status(
         "Ready",
         format!(
-            "`{}`: profile it with `{}`",
+            "`{}`: profile it with `{}`{}",
             pkg.name,
-            profile_command(pkg, args, members.len() > 1)
+            profile_command(pkg, args, members.len() > 1),
+            if by_hand.is_empty() {
+                ""
+            } else {
+                " once the start call is in (above)"
+            }
         ),
     );
     Ok(())

@@ -160,6 +160,35 @@ fn regions_come_beside_the_sampled_profile_and_say_when_they_cannot_be_timed() {
     assert_eq!(region(&r, "sum_array")["calls"], 0);
 }
 
+/// sampler-rt's lap code runs in the firmware's own context while it samples: samples land in
+/// it, so the exact count keeps it too (it used to leave out everything named `sampler_rt`,
+/// and the lap rows read "sampled, 0.00 % exact", +inf sigma). Its rows then agree within the
+/// noise, and no disagreement is reported.
+#[test]
+fn the_samplers_lap_code_is_counted_where_samples_can_see_it() {
+    let (r, _) = profile_in("laps", &["--truth", "-n", "20000"]);
+    let mut lap_rows = 0;
+    for row in r["functions"].as_array().unwrap() {
+        let name = row["name"].as_str().unwrap();
+        if !name.starts_with("sampler_rt::laps::") {
+            continue;
+        }
+        lap_rows += 1;
+        let exact = row["exact_percent"].as_f64().unwrap();
+        if row["samples"].as_u64().unwrap() > 0 {
+            assert!(exact > 0.0, "{row}");
+        }
+    }
+    assert!(lap_rows >= 3, "{}", r["functions"]);
+    let kinds: Vec<&str> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.contains(&"disagrees-with-exact"), "{kinds:?}");
+}
+
 #[test]
 fn laps_timed_while_sampling_are_markers_among_the_samples_of_the_firefox_timeline() {
     let (r, run) = profile_in("laps", &["--timer", "cmsdk", "-n", "2000"]);

@@ -228,7 +228,7 @@ impl Symbolizer {
         let sampler = functions
             .iter()
             .filter(|f| {
-                f.2.contains("sampler_rt")
+                (f.2.contains("sampler_rt") && !sampler_api_sampled(&f.2))
                     || entry.is_some_and(|e| {
                         f.1 - f.0 <= 24 && branches_to(&file, f.0, f.1).contains(&e)
                     })
@@ -451,6 +451,30 @@ impl Symbolizer {
     }
 }
 
+/// Whether a sampler-rt function runs in the firmware's own context while the sampler samples
+/// (lap timing, benchmarks, tags, PMU regions): samples land in it as in any of the firmware's
+/// code, so its time is the firmware's, and the exact count keeps it. The code that writes
+/// those records into the dump runs once sampling has stopped, and stays the sampler's.
+fn sampler_api_sampled(name: &str) -> bool {
+    const SAMPLED: [&str; 5] = [
+        "sampler_rt::laps::",
+        "sampler_rt::bench::",
+        "sampler_rt::tags::",
+        "sampler_rt::pmu::",
+        "sampler_rt::without_interrupts",
+    ];
+    const AT_THE_END: [&str; 7] = [
+        "write_record",
+        "write_trace",
+        "write_names",
+        "record_len",
+        "trace_len",
+        "::hooks::",
+        "::finish",
+    ];
+    SAMPLED.iter().any(|p| name.contains(p)) && !AT_THE_END.iter().any(|p| name.contains(p))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -481,6 +505,35 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_samplers_api_that_runs_while_it_samples_is_the_firmwares_time() {
+        for sampled in [
+            "sampler_rt::laps::Region::time",
+            "sampler_rt::laps::Region::iterate",
+            "<sampler_rt::laps::Lap as core::ops::drop::Drop>::drop",
+            "sampler_rt::bench::run",
+            "sampler_rt::tags::set_tag",
+            "sampler_rt::pmu::trace",
+            "sampler_rt::pmu::Region::measure",
+            "sampler_rt::without_interrupts",
+        ] {
+            assert!(sampler_api_sampled(sampled), "{sampled}");
+        }
+        for own in [
+            "sampler_rt_slow",
+            "sampler_rt::cortex_m::dump::send_dump",
+            "sampler_rt::wire::records::DumpWriter::put",
+            "sampler_rt::laps::write_record",
+            "sampler_rt::tags::write_names",
+            "sampler_rt::pmu::hooks::write_trace",
+            "sampler_rt::pmu::finish",
+            "sampler_rt::start",
+            "sampler_rt::a64::vectors::sample",
+        ] {
+            assert!(!sampler_api_sampled(own), "{own}");
+        }
+    }
 
     fn fixture() -> Symbolizer {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hot-loops.elf");

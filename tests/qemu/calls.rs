@@ -361,6 +361,55 @@ fn armv8a_stacks_match_the_exact_call_graph() {
     );
 }
 
+/// A kernel shaped like the ones on GitHub (`examples/aarch64-kernel`): its own `start.s` with
+/// a plain `_start` label calling an `extern "C"` entry, its own linker script naming the
+/// stack's two ends `__stack_start` (the bottom) and `__stack_end` (the top), cargo's default
+/// release profile. Every stack reaches `_start`, and the inclusive shares and `matmul`'s
+/// caller agree with the exact graph. (The bottom was taken for the top: every window was
+/// empty and every stack "cut short by the window".)
+#[test]
+fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry() {
+    // A window over the whole stack (under 140 words deep): nothing may be cut short.
+    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aarch64-kernel");
+    let args = [
+        "--release",
+        "--stacks",
+        "255",
+        "--truth",
+        "-n",
+        "5000",
+        "--callers",
+        "matmul",
+        "--format",
+        "json",
+    ];
+    let out = cargo_sample(&kernel, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (r, dir): (Value, PathBuf) = (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        run_dir_of(&out.stderr),
+    );
+    let n = r["samples"].as_f64().unwrap();
+    let u = &r["unwinding"];
+    assert_eq!(u["complete"].as_f64().unwrap(), n, "{u}");
+    assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
+    edges_within_3_sigma(&r, "callers");
+    let rows = r["callers"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["name"], "kernel_main");
+    let folded: Vec<String> = folded_stacks(&dir).into_keys().collect();
+    assert!(
+        folded
+            .iter()
+            .any(|s| s.starts_with("_start;kernel_main;primes_below")),
+        "{folded:?}"
+    );
+}
+
 #[test]
 fn sampled_stacks_match_the_exact_call_graph_within_3_sigma() {
     // The same run samples with stacks and follows every call: inclusive shares and the

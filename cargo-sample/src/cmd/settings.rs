@@ -34,10 +34,13 @@ const STACK_TOPS: [&str; 6] = [
 /// The top of the stack of an ARMv8-A image (no vector table says it there): every window of
 /// `--stacks` ends below it.
 pub(crate) fn stack_top(elf_bytes: &[u8]) -> Result<u32> {
+    // Scripts that name both ends (`__stack_start` and `__stack_end`) differ on which is the
+    // top: the higher one is.
     STACK_TOPS
         .iter()
-        .find_map(|n| crate::image::elf::symbol_address(elf_bytes, n))
-        .and_then(|a| u32::try_from(a).ok())
+        .filter_map(|n| crate::image::elf::symbol_address(elf_bytes, n))
+        .filter_map(|a| u32::try_from(a).ok())
+        .max()
         .with_context(|| {
             format!(
                 "`--stacks` on ARMv8-A needs the top of the stack, and the ELF has none of the \

@@ -282,9 +282,23 @@ impl Unwinder {
             .filter_map(|r| Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?)))
             .collect();
         // ARMv8-A has no reset vector in the image: its ELF entry point stands for it.
-        let entry = reset.or(entry_point.filter(|_| a64)).and_then(|r| {
+        let entry = reset.or(entry_point.filter(|_| a64)).map(|r| {
             let r = r & !1;
-            functions.iter().copied().find(|f| f.0 <= r && r < f.1)
+            functions
+                .iter()
+                .copied()
+                .find(|f| f.0 <= r && r < f.1)
+                // A start-up label with no symbol size (hand-written assembly): up to the next
+                // function, or 4 KiB.
+                .unwrap_or_else(|| {
+                    let next = functions
+                        .iter()
+                        .map(|f| f.0)
+                        .filter(|&s| s > r)
+                        .min()
+                        .unwrap_or(r.saturating_add(0x1000));
+                    (r, next.min(r.saturating_add(0x1000)))
+                })
         });
         Unwinder {
             rows,
@@ -424,9 +438,19 @@ impl Unwinder {
                     "the return address at {look:#010x} was neither saved nor in LR"
                 ))
             })?,
-            Loc::At(o) => mem
-                .saved(cfa.wrapping_add(o as u32))
-                .ok_or(End::Truncated)?,
+            Loc::At(o) => mem.saved(cfa.wrapping_add(o as u32)).ok_or_else(|| {
+                // A window of no words is no window cut short: the sampler kept nothing
+                // because the stack pointer was at or above the top it was given.
+                if mem.window.is_empty() && mem.sparse.is_empty() {
+                    End::Failed(
+                        "no stack was kept: the stack pointer was at or above the top of the \
+                         stack the sampler was given"
+                            .into(),
+                    )
+                } else {
+                    End::Truncated
+                }
+            })?,
         };
         (u.r7, u.r11) = (restore(row.r7, u.r7), restore(row.r11, u.r11));
         if ra >= 0xFFFF_FF00 && !self.a64 {

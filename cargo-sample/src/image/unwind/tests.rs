@@ -184,3 +184,71 @@ fn garbage_is_a_failure_with_a_reason_not_a_panic() {
     assert!(matches!(r.end, End::Failed(ref why) if why.contains("not an ELF")));
     assert_eq!(r.frames.len(), 1);
 }
+
+/// A sample that kept no stack at all (its stack pointer at or above the top the sampler was
+/// given) fails with that reason, not as a window cut short; and a start-up label without a
+/// symbol size still ends a stack as the entry.
+#[test]
+fn an_empty_window_and_an_unsized_entry_are_told_for_what_they_are() {
+    use object::{Object, ObjectSymbol};
+    let elf = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/hot-loops.elf"
+    ))
+    .unwrap();
+    let f = object::File::parse(&*elf).unwrap();
+    let sized: Vec<(u64, u64, String)> = f
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .map(|s| {
+            (
+                s.address() & !1,
+                (s.address() & !1) + s.size(),
+                s.name().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let ranges = |skip: &str| -> Vec<CodeRange> {
+        sized
+            .iter()
+            .filter(|s| s.2 != skip)
+            .map(|s| CodeRange {
+                start: s.0,
+                end: s.1,
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    // `run` keeps its return address on the stack (it calls the hot loops).
+    let run = sized
+        .iter()
+        .find(|s| s.2.contains("hot_loops3run"))
+        .unwrap();
+    let mut u = Unwinder::new(&elf, &ranges(""), Some(0xC1));
+    let pc = (run.0 + (run.1 - run.0) / 2) as u32 & !1;
+    let context = |window: &'static [u32]| Context {
+        pc,
+        lr: 0,
+        sp: 0x2000_0000,
+        r7: 0,
+        window,
+        records: &[],
+        frames_inline: false,
+    };
+    let r = u.unwind(&context(&[]));
+    assert!(
+        matches!(&r.end, End::Failed(why) if why.starts_with("no stack was kept")),
+        "{:?}",
+        r.end
+    );
+    assert_eq!(u.unwind(&context(&[0; 1])).end, End::Truncated);
+    // The reset handler without its symbol: a PC in it is the entry all the same.
+    let reset = sized.iter().find(|s| s.0 <= 0xC0 && 0xC0 < s.1).unwrap();
+    let mut u = Unwinder::new(&elf, &ranges(&reset.2), Some(0xC1));
+    let r = u.unwind(&Context {
+        pc: 0xC4,
+        ..context(&[])
+    });
+    assert_eq!(r.end, End::Complete);
+}

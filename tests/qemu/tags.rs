@@ -198,6 +198,57 @@ fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
     }
 }
 
+/// RTIC v1 (`examples/rtic-v1`: cortex-m-rtic 1.1, a SysTick monotonic, software tasks on two
+/// dispatchers, a hardware task): its software tasks are plain functions with a free queue,
+/// and every task calls the app module's `crc`. Each interrupt is named by the task it runs,
+/// in the sampled tags and in the exact run's table, never by a helper the task calls or by
+/// RTIC's `monotonics` module (they read `sensor, crc and software tasks monotonics (QEI0, IRQ
+/// 13)`), and the shares agree with the exact counts.
+#[test]
+fn rtic_v1_tasks_are_named_by_what_they_are() {
+    let expected = [
+        "software task sensor (dispatcher QEI0, IRQ 13)",
+        "software task logger (dispatcher SSI0, IRQ 7)",
+        "button (GPIOA, IRQ 0)",
+        "thread mode",
+    ];
+    let (r, _) = profile_example(
+        "rtic-v1",
+        &[
+            "--release",
+            "--tag",
+            "exception",
+            "--truth",
+            "--samples",
+            "3000",
+        ],
+    );
+    let tags = rows(&r, "tags");
+    for name in expected {
+        assert!(tags.contains_key(name), "no {name} in {tags:?}");
+    }
+    for row in r["tags"].as_array().unwrap() {
+        let s = row["error_sigma"].as_f64().unwrap();
+        assert!(s.abs() < 3.0, "{row}");
+    }
+    let (r, _) = profile_example("rtic-v1", &["--release", "--exact"]);
+    let names: Vec<&str> = r["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for name in expected {
+        assert!(names.contains(&name), "no {name} in {names:?}");
+    }
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("crc") && !n.contains("monotonics")),
+        "{names:?}"
+    );
+}
+
 /// Every RTIC task's share by `--tag exception` against an exact count of the instructions
 /// each exception ran (QEMU's exec log with its interrupt log: an oracle independent of the
 /// per-address plugin), within 3 sigma; an application whose SysTick monotonic owns SysTick,

@@ -43,10 +43,42 @@ pub fn is_rtic(sym: &Symbolizer) -> bool {
     sym.any_function(|f| f.starts_with("rtic::") || f.contains("__rtic_"))
 }
 
-/// The RTIC tasks the handler at `start` runs: the functions of the application's `app`
-/// module among its inline frames and its direct calls (one level down).
+/// RTIC v1's software tasks: each has a free queue, `app::__rtic_internal_NAME_FQ`, which v2
+/// has not (its software tasks are async functions).
+fn v1_software_tasks(sym: &Symbolizer) -> Vec<String> {
+    sym.object_names()
+        .filter_map(|o| {
+            let (_, rest) = o.split_once("::app::__rtic_internal_")?;
+            let task = rest.strip_suffix("_FQ")?;
+            (!task.is_empty()).then(|| task.to_owned())
+        })
+        .collect()
+}
+
+/// The task of the app module a frame's function belongs to (`app::control` → `control`,
+/// `app::sensor::{{closure}}` → `sensor`), with whether it is the function itself (a plain
+/// function) or a body inside it (an async task's future); `None` outside the app module and
+/// for RTIC's generated code.
+fn app_task(function: &str) -> Option<(&str, bool)> {
+    let (_, rest) = function.split_once("::app::")?;
+    let task = rest.split("::").next().unwrap_or(rest);
+    if task.is_empty()
+        || task.starts_with("__")
+        || task.starts_with('<')
+        || task == "idle"
+        || task == "monotonics"
+        || task == "rtic_ext"
+    {
+        return None;
+    }
+    Some((task, rest == task))
+}
+
+/// The RTIC tasks the handler at `start` runs: at each of its instructions, the outermost
+/// function of the application's `app` module in the inline chain (what the handler itself
+/// called or inlined: a function that task calls in turn, inlined deeper, is its helper, not a
+/// task), and the targets of the calls the handler makes from its own code.
 pub fn tasks_of(sym: &mut Symbolizer, code: &mut Code, start: u64) -> Tasks {
-    let mut names: Vec<String> = Vec::new();
     let Some(crate::image::CodeRange { start: lo, end: hi }) = sym.range_of(start) else {
         return Tasks::default();
     };
@@ -55,49 +87,64 @@ pub fn tasks_of(sym: &mut Symbolizer, code: &mut Code, start: u64) -> Tasks {
         .iter()
         .map(|i| (i.addr, i.target))
         .collect();
-    for (addr, target) in insns {
-        for f in &sym.resolve(addr).frames {
-            names.push(f.function.clone());
-        }
-        if let Some(t) = target
-            && !(lo..hi).contains(&(t as u64))
-            && let Some(f) = sym.function_of(t as u64)
-        {
-            names.push(f.to_owned());
-        }
-    }
     // The handler itself is generated in the app module too (`app::GPIOA`).
     let own = sym
         .function_of(start)
         .map(|f| f.rsplit("::").next().unwrap_or(f).to_owned());
-    // A hardware task is a plain function of the app module (`app::control`); a software task
-    // is an async function, seen only through its future's body (`app::sensor::{{closure}}`).
-    // A hardware task's `lock` closures are its own closures, not software tasks.
-    let mut plain: Vec<String> = Vec::new();
-    let mut bodies: Vec<String> = Vec::new();
-    for n in names {
-        let Some((_, rest)) = n.split_once("::app::") else {
-            continue;
-        };
-        let task = rest.split("::").next().unwrap_or(rest);
-        if task.is_empty()
-            || task.starts_with("__")
-            || task.starts_with('<')
-            || task == "idle"
-            || own.as_deref() == Some(task)
-        {
-            continue;
+    let v1_software = v1_software_tasks(sym);
+    // (task, plain function) in the order met.
+    let mut found: Vec<(String, bool)> = Vec::new();
+    let mut note = |task: &str, plain: bool| {
+        if own.as_deref() == Some(task) {
+            return false;
         }
-        let list = if rest == task {
-            &mut plain
-        } else {
-            &mut bodies
-        };
-        if !list.iter().any(|t| t == task) {
-            list.push(task.to_owned());
+        if !found.iter().any(|(t, p)| t == task && *p == plain) {
+            found.push((task.to_owned(), plain));
+        }
+        true
+    };
+    for (addr, target) in insns {
+        // Innermost first: the outermost app function is the last one.
+        let outer = sym
+            .resolve(addr)
+            .frames
+            .iter()
+            .rev()
+            .find_map(|f| app_task(&f.function).filter(|(t, _)| own.as_deref() != Some(*t)))
+            .map(|(t, p)| (t.to_owned(), p));
+        match outer {
+            Some((task, plain)) => {
+                note(&task, plain);
+            }
+            // A call from the handler's own code: its target, if an app function, is a task.
+            None => {
+                if let Some(t) = target
+                    && !(lo..hi).contains(&(t as u64))
+                    && let Some(f) = sym.function_of(t as u64)
+                    && let Some((task, plain)) = app_task(f)
+                {
+                    let task = task.to_owned();
+                    note(&task, plain);
+                }
+            }
         }
     }
-    let software = bodies.into_iter().filter(|b| !plain.contains(b)).collect();
+    // A hardware task is a plain function of the app module (`app::control`); a software task
+    // is an async function, seen only through its future's body (`app::sensor::{{closure}}`),
+    // or in RTIC v1 a plain function with a free queue. A hardware task's `lock` closures are
+    // its own closures, not software tasks.
+    let plain: Vec<String> = found
+        .iter()
+        .filter(|(t, p)| *p && !v1_software.contains(t))
+        .map(|(t, _)| t.clone())
+        .collect();
+    let mut software: Vec<String> = Vec::new();
+    for (t, p) in &found {
+        let sw = (!p && !plain.contains(t)) || (*p && v1_software.contains(t));
+        if sw && !software.contains(t) {
+            software.push(t.clone());
+        }
+    }
     Tasks {
         hardware: plain,
         software,

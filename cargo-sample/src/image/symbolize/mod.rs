@@ -359,6 +359,11 @@ impl Symbolizer {
         self.functions.iter().any(|f| test(&f.2))
     }
 
+    /// The names of the image's data objects.
+    pub fn object_names(&self) -> impl Iterator<Item = &str> {
+        self.objects.iter().map(|o| o.2.as_str())
+    }
+
     /// The code of the functions called `name`.
     pub fn ranges_of(&self, name: &str) -> Vec<CodeRange> {
         self.functions

@@ -306,10 +306,9 @@ fn stacks_in_example(example: &str, extra: &[&str], callers: &str) -> (Value, Pa
     let out = cargo_sample(&dir, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    (
-        serde_json::from_slice(&out.stdout).unwrap(),
-        run_dir_of(&out.stderr),
-    )
+    let r = serde_json::from_slice(&out.stdout).unwrap();
+    assert_graph_invariants(&r);
+    (r, run_dir_of(&out.stderr))
 }
 
 #[test]
@@ -393,6 +392,7 @@ fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry
         serde_json::from_slice(&out.stdout).unwrap(),
         run_dir_of(&out.stderr),
     );
+    assert_graph_invariants(&r);
     let n = r["samples"].as_f64().unwrap();
     let u = &r["unwinding"];
     assert_eq!(u["complete"].as_f64().unwrap(), n, "{u}");
@@ -401,6 +401,23 @@ fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry
     let rows = r["callers"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["name"], "kernel_main");
+    // Its one caller holds all of it, in both columns.
+    let matmul = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "matmul")
+        .unwrap();
+    for (edge, of) in [
+        ("percent", "inclusive_percent"),
+        ("exact_percent", "exact_inclusive_percent"),
+    ] {
+        let (a, b) = (
+            rows[0][edge].as_f64().unwrap(),
+            matmul[of].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 1e-6, "{edge} {a} against {of} {b}");
+    }
     let folded: Vec<String> = folded_stacks(&dir).into_keys().collect();
     assert!(
         folded

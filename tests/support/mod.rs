@@ -54,6 +54,57 @@ pub fn cargo_sample_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Outp
     c.output().expect("running cargo-sample")
 }
 
+/// What every report's call graph must hold, sampled or exact, on every architecture: a
+/// function's inclusive share is at least its self share and at most 100 %, in the sampled
+/// column and in the exact one; a function's callers hold no more of it than its inclusive
+/// share. Every report the tests load through [`profile_in`] and [`profile_example`] is held
+/// to it. (Within 0.05 points: the exact self shares count from reset, the exact graph from the
+/// first block it follows, so code that runs only before it, `.bss` cleared by
+/// `__aeabi_memclr4`, has a self share of a few millionths and no inclusive one.)
+pub fn assert_graph_invariants(r: &Value) {
+    const EPS: f64 = 0.05;
+    let Some(rows) = r["functions"].as_array() else {
+        return;
+    };
+    for f in rows {
+        let name = &f["name"];
+        let self_share = f["percent"].as_f64().unwrap_or(0.0);
+        if let Some(inc) = f["inclusive_percent"].as_f64() {
+            assert!(
+                inc + EPS >= self_share && inc <= 100.0 + EPS,
+                "{name}: inclusive {inc} % against self {self_share} %"
+            );
+        }
+        if let Some(x) = f["exact_inclusive_percent"].as_f64() {
+            let exact_self = f["exact_percent"].as_f64().unwrap_or(0.0);
+            assert!(
+                x + EPS >= exact_self && x <= 100.0 + EPS,
+                "{name}: exact inclusive {x} % against exact self {exact_self} %"
+            );
+        }
+    }
+    if let Some(function) = r["callers"]["function"].as_str()
+        && let Some(row) = rows.iter().find(|f| f["name"] == function)
+    {
+        let callers: Vec<&Value> = r["callers"]["rows"]
+            .as_array()
+            .map(|v| v.iter().filter(|c| c["name"] != function).collect())
+            .unwrap_or_default();
+        for (key, of) in [
+            ("percent", "inclusive_percent"),
+            ("exact_percent", "exact_inclusive_percent"),
+        ] {
+            if let Some(inc) = row[of].as_f64() {
+                let sum: f64 = callers.iter().filter_map(|c| c[key].as_f64()).sum();
+                assert!(
+                    sum <= inc + EPS,
+                    "the callers of {function} hold {sum} % ({key}), more than its {inc} % ({of})"
+                );
+            }
+        }
+    }
+}
+
 /// Run a scenario and return its JSON report.
 pub fn profile(bin: &str, extra: &[&str]) -> Value {
     profile_in(bin, extra).0
@@ -75,6 +126,7 @@ pub fn profile_example(name: &str, args: &[&str]) -> (Value, PathBuf) {
     );
     let report = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    assert_graph_invariants(&report);
     (report, run_dir_of(&out.stderr))
 }
 
@@ -90,6 +142,7 @@ pub fn profile_in(bin: &str, extra: &[&str]) -> (Value, PathBuf) {
     );
     let report = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    assert_graph_invariants(&report);
     (report, run_dir_of(&out.stderr))
 }
 

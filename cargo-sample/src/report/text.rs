@@ -400,6 +400,18 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         )
     };
     let _ = writeln!(s, "\n{}", paint("1", &head));
+    if inclusive || sampled_inclusive {
+        let note = format!(
+            "  inclusive: the function, what it called, and the exceptions that interrupted it \
+             while it ran (a handler's time counts under the code it interrupted){}",
+            if exact_inclusive {
+                ", in both columns"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(s, "{}", paint("2", &note));
+    }
     let mut shown = 0;
     let mut hidden = (0usize, 0u64);
     for row in rows {

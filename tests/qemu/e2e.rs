@@ -593,6 +593,39 @@ fn an_stm32_general_purpose_timer_paces_the_sampler_on_netduinoplus2() {
     assert_within_3_sigma(&r, &["work_a", "work_b", "delay"], "stm32f4-delay on TIM2");
 }
 
+/// A general-purpose timer cargo-sample does not name, given by address (TIM3,
+/// `stm32:0x40000400:29`, its handler defined by the firmware with `timer_interrupt!`): it runs
+/// on the clock QEMU gives the STM32's timers (1 GHz), not on the 168 MHz core clock, so the run
+/// takes as many samples as its length over the period says, and nothing reports a clock
+/// mismatch. (On the core clock the period was 6 times too long and so was the run's length.)
+#[test]
+fn an_stm32_timer_given_by_address_runs_on_qemus_timer_clock() {
+    let (r, _) = profile_example(
+        "stm32f4-delay",
+        &[
+            "--release",
+            "--truth",
+            "--features",
+            "tim3",
+            "--timer",
+            "stm32:0x40000400:29",
+        ],
+    );
+    assert_eq!(r["timer_hz"], 1_000_000_000, "{}", r["timer"]);
+    let samples = r["samples"].as_f64().unwrap();
+    let expected = r["exact_instructions"].as_f64().unwrap() / 10_000.0;
+    assert!(
+        (samples - expected).abs() < 0.05 * expected,
+        "{samples} samples, {expected} periods"
+    );
+    assert!(
+        !kinds(&r).contains(&"clock-mismatch".to_owned()),
+        "{:#?}",
+        r["diagnostics"]
+    );
+    assert_within_3_sigma(&r, &["work_a", "work_b", "delay"], "stm32f4-delay on TIM3");
+}
+
 /// Any timer, driven by the firmware: `sampler_rt::start_with_timer` with start, stop, the
 /// reload and flag registers of CMSDK timer 1 and `timer_interrupt!`. The header names the
 /// firmware's timer with its clock, the run's length follows from the period, the shares hold.

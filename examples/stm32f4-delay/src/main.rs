@@ -64,6 +64,10 @@ fn main() -> ! {
     loop {}
 }
 
+// TIM3 paces the sampler when asked by address (its status register is cleared by writing 0).
+#[cfg(feature = "tim3")]
+sampler_rt::timer_interrupt!(TIM3, ack = 0);
+
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     debug::exit(debug::EXIT_FAILURE);

@@ -96,7 +96,9 @@ unsafe extern "C" {
 pub static __INTERRUPTS: [Vector; 82] = [
     Vector { handler: WWDG },
     Vector { handler: PVD },
-    Vector { handler: TAMP_STAMP },
+    Vector {
+        handler: TAMP_STAMP,
+    },
     Vector { handler: RTC_WKUP },
     Vector { handler: FLASH },
     Vector { handler: RCC },
@@ -105,22 +107,42 @@ pub static __INTERRUPTS: [Vector; 82] = [
     Vector { handler: EXTI2 },
     Vector { handler: EXTI3 },
     Vector { handler: EXTI4 },
-    Vector { handler: DMA1_STREAM0 },
-    Vector { handler: DMA1_STREAM1 },
-    Vector { handler: DMA1_STREAM2 },
-    Vector { handler: DMA1_STREAM3 },
-    Vector { handler: DMA1_STREAM4 },
-    Vector { handler: DMA1_STREAM5 },
-    Vector { handler: DMA1_STREAM6 },
+    Vector {
+        handler: DMA1_STREAM0,
+    },
+    Vector {
+        handler: DMA1_STREAM1,
+    },
+    Vector {
+        handler: DMA1_STREAM2,
+    },
+    Vector {
+        handler: DMA1_STREAM3,
+    },
+    Vector {
+        handler: DMA1_STREAM4,
+    },
+    Vector {
+        handler: DMA1_STREAM5,
+    },
+    Vector {
+        handler: DMA1_STREAM6,
+    },
     Vector { handler: ADC },
     Vector { handler: CAN1_TX },
     Vector { handler: CAN1_RX0 },
     Vector { handler: CAN1_RX1 },
     Vector { handler: CAN1_SCE },
     Vector { handler: EXTI9_5 },
-    Vector { handler: TIM1_BRK_TIM9 },
-    Vector { handler: TIM1_UP_TIM10 },
-    Vector { handler: TIM1_TRG_COM_TIM11 },
+    Vector {
+        handler: TIM1_BRK_TIM9,
+    },
+    Vector {
+        handler: TIM1_UP_TIM10,
+    },
+    Vector {
+        handler: TIM1_TRG_COM_TIM11,
+    },
     Vector { handler: TIM1_CC },
     Vector { handler: TIM2 },
     Vector { handler: TIM3 },
@@ -136,12 +158,22 @@ pub static __INTERRUPTS: [Vector; 82] = [
     Vector { handler: USART3 },
     Vector { handler: EXTI15_10 },
     Vector { handler: RTC_ALARM },
-    Vector { handler: OTG_FS_WKUP },
-    Vector { handler: TIM8_BRK_TIM12 },
-    Vector { handler: TIM8_UP_TIM13 },
-    Vector { handler: TIM8_TRG_COM_TIM14 },
+    Vector {
+        handler: OTG_FS_WKUP,
+    },
+    Vector {
+        handler: TIM8_BRK_TIM12,
+    },
+    Vector {
+        handler: TIM8_UP_TIM13,
+    },
+    Vector {
+        handler: TIM8_TRG_COM_TIM14,
+    },
     Vector { handler: TIM8_CC },
-    Vector { handler: DMA1_STREAM7 },
+    Vector {
+        handler: DMA1_STREAM7,
+    },
     Vector { handler: FSMC },
     Vector { handler: SDIO },
     Vector { handler: TIM5 },
@@ -150,11 +182,21 @@ pub static __INTERRUPTS: [Vector; 82] = [
     Vector { handler: UART5 },
     Vector { handler: TIM6_DAC },
     Vector { handler: TIM7 },
-    Vector { handler: DMA2_STREAM0 },
-    Vector { handler: DMA2_STREAM1 },
-    Vector { handler: DMA2_STREAM2 },
-    Vector { handler: DMA2_STREAM3 },
-    Vector { handler: DMA2_STREAM4 },
+    Vector {
+        handler: DMA2_STREAM0,
+    },
+    Vector {
+        handler: DMA2_STREAM1,
+    },
+    Vector {
+        handler: DMA2_STREAM2,
+    },
+    Vector {
+        handler: DMA2_STREAM3,
+    },
+    Vector {
+        handler: DMA2_STREAM4,
+    },
     Vector { handler: ETH },
     Vector { handler: ETH_WKUP },
     Vector { handler: CAN2_TX },
@@ -162,15 +204,27 @@ pub static __INTERRUPTS: [Vector; 82] = [
     Vector { handler: CAN2_RX1 },
     Vector { handler: CAN2_SCE },
     Vector { handler: OTG_FS },
-    Vector { handler: DMA2_STREAM5 },
-    Vector { handler: DMA2_STREAM6 },
-    Vector { handler: DMA2_STREAM7 },
+    Vector {
+        handler: DMA2_STREAM5,
+    },
+    Vector {
+        handler: DMA2_STREAM6,
+    },
+    Vector {
+        handler: DMA2_STREAM7,
+    },
     Vector { handler: USART6 },
     Vector { handler: I2C3_EV },
     Vector { handler: I2C3_ER },
-    Vector { handler: OTG_HS_EP1_OUT },
-    Vector { handler: OTG_HS_EP1_IN },
-    Vector { handler: OTG_HS_WKUP },
+    Vector {
+        handler: OTG_HS_EP1_OUT,
+    },
+    Vector {
+        handler: OTG_HS_EP1_IN,
+    },
+    Vector {
+        handler: OTG_HS_WKUP,
+    },
     Vector { handler: OTG_HS },
     Vector { handler: DCMI },
     Vector { handler: CRYP },

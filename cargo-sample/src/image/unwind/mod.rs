@@ -282,23 +282,9 @@ impl Unwinder {
             .filter_map(|r| Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?)))
             .collect();
         // ARMv8-A has no reset vector in the image: its ELF entry point stands for it.
-        let entry = reset.or(entry_point.filter(|_| a64)).map(|r| {
+        let entry = reset.or(entry_point.filter(|_| a64)).and_then(|r| {
             let r = r & !1;
-            functions
-                .iter()
-                .copied()
-                .find(|f| f.0 <= r && r < f.1)
-                // A start-up label with no symbol size (hand-written assembly): up to the next
-                // function, or 4 KiB.
-                .unwrap_or_else(|| {
-                    let next = functions
-                        .iter()
-                        .map(|f| f.0)
-                        .filter(|&s| s > r)
-                        .min()
-                        .unwrap_or(r.saturating_add(0x1000));
-                    (r, next.min(r.saturating_add(0x1000)))
-                })
+            functions.iter().copied().find(|f| f.0 <= r && r < f.1)
         });
         Unwinder {
             rows,

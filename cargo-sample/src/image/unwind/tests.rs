@@ -186,10 +186,9 @@ fn garbage_is_a_failure_with_a_reason_not_a_panic() {
 }
 
 /// A sample that kept no stack at all (its stack pointer at or above the top the sampler was
-/// given) fails with that reason, not as a window cut short; and a start-up label without a
-/// symbol size still ends a stack as the entry.
+/// given) fails with that reason, not as a window cut short.
 #[test]
-fn an_empty_window_and_an_unsized_entry_are_told_for_what_they_are() {
+fn an_empty_window_is_told_for_what_it_is() {
     use object::{Object, ObjectSymbol};
     let elf = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -243,12 +242,4 @@ fn an_empty_window_and_an_unsized_entry_are_told_for_what_they_are() {
         r.end
     );
     assert_eq!(u.unwind(&context(&[0; 1])).end, End::Truncated);
-    // The reset handler without its symbol: a PC in it is the entry all the same.
-    let reset = sized.iter().find(|s| s.0 <= 0xC0 && 0xC0 < s.1).unwrap();
-    let mut u = Unwinder::new(&elf, &ranges(&reset.2), Some(0xC1));
-    let r = u.unwind(&Context {
-        pc: 0xC4,
-        ..context(&[])
-    });
-    assert_eq!(r.end, End::Complete);
 }

@@ -21,17 +21,21 @@ struct Row {
     exact: f64,
 }
 
+/// The rows with an exact share (sampler-rt's own code, which the exact count leaves out, has
+/// none and is not judged).
 fn rows(r: &Value, table: &str) -> Vec<Row> {
-    r[table]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| Row {
-            name: row["name"].as_str().unwrap().to_owned(),
-            samples: row["samples"].as_u64().unwrap(),
-            exact: row["exact_percent"]
-                .as_f64()
-                .expect("no exact column: --truth missing?"),
+    let all = r[table].as_array().unwrap();
+    assert!(
+        all.iter().any(|row| row["exact_percent"].is_f64()),
+        "no exact column: --truth missing?"
+    );
+    all.iter()
+        .filter_map(|row| {
+            Some(Row {
+                name: row["name"].as_str().unwrap().to_owned(),
+                samples: row["samples"].as_u64().unwrap(),
+                exact: row["exact_percent"].as_f64()?,
+            })
         })
         .collect()
 }

@@ -193,10 +193,16 @@ pub(crate) fn inclusive_within_3_sigma(r: &Value) -> u64 {
     );
     let unrooted = 100.0 * (1.0 - rooted as f64 / n);
     for f in r["functions"].as_array().unwrap() {
-        let (s, x) = (
-            f["inclusive_percent"].as_f64().unwrap(),
-            f["exact_inclusive_percent"].as_f64().unwrap(),
-        );
+        // sampler-rt's own rows (the instructions of `exit` before the timer stops) have no
+        // exact share to be judged against.
+        let Some(x) = f["exact_inclusive_percent"].as_f64() else {
+            assert!(
+                f["name"].as_str().unwrap().starts_with("sampler_rt::"),
+                "{f}"
+            );
+            continue;
+        };
+        let s = f["inclusive_percent"].as_f64().unwrap();
         let z = sigmas(s + unrooted.min((x - s).max(0.0)), x, n);
         assert!(
             z.abs() <= 3.0,
@@ -363,9 +369,11 @@ fn armv8a_stacks_match_the_exact_call_graph() {
 /// A kernel shaped like the ones on GitHub (`examples/aarch64-kernel`): its own `start.s` with
 /// a plain `_start` label calling an `extern "C"` entry, its own linker script naming the
 /// stack's two ends `__stack_start` (the bottom) and `__stack_end` (the top), cargo's default
-/// release profile. Every stack reaches `_start`, and the inclusive shares and `matmul`'s
-/// caller agree with the exact graph. (The bottom was taken for the top: every window was
-/// empty and every stack "cut short by the window".)
+/// release profile, and a routine of its own assembly without call-frame information. The
+/// stacks reach `_start` (through that routine by its frame record), and the inclusive shares
+/// and `matmul`'s caller agree with the exact graph. (The bottom was taken for the top: every
+/// window was empty and every stack "cut short by the window"; the routine ended every stack
+/// through it.)
 #[test]
 fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry() {
     // A window over the whole stack (under 140 words deep): nothing may be cut short.
@@ -395,8 +403,11 @@ fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry
     assert_graph_invariants(&r);
     let n = r["samples"].as_f64().unwrap();
     let u = &r["unwinding"];
-    assert_eq!(u["complete"].as_f64().unwrap(), n, "{u}");
-    assert_eq!(inclusive_within_3_sigma(&r) as f64, n);
+    // Through `count_primes`, assembly without call-frame information, by its frame record:
+    // every stack but one caught in its first two instructions, before the record is made.
+    assert!(u["complete"].as_f64().unwrap() >= n - 3.0, "{u}");
+    assert!(u["prologue_frames"].as_u64().unwrap() > 1000, "{u}");
+    inclusive_within_3_sigma(&r);
     edges_within_3_sigma(&r, "callers");
     let rows = r["callers"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -420,9 +431,10 @@ fn an_armv8a_kernel_with_its_own_start_up_and_linker_script_unwinds_to_its_entry
     }
     let folded: Vec<String> = folded_stacks(&dir).into_keys().collect();
     assert!(
-        folded
-            .iter()
-            .any(|s| s.starts_with("_start;kernel_main;primes_below")),
+        folded.iter().any(
+            |s| s.starts_with("_start;kernel_main;count_primes;primes_below;")
+                && s.ends_with(";is_prime")
+        ),
         "{folded:?}"
     );
 }

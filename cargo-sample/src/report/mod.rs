@@ -131,6 +131,34 @@ fn keys(sym: &mut Symbolizer, pc: u32) -> [Key; 3] {
     [(f.clone(), None), (inner, Some(f.clone())), (line, Some(f))]
 }
 
+/// Rows of sampler-rt's own code that samples found (the few instructions of `flush` or `exit`
+/// before they stop the timer): the exact count leaves that code out, so it has nothing to be
+/// judged against, rather than an exact share of 0 that no sample could match.
+fn unjudged_sampler_rows(sym: &Symbolizer, v: &mut Views) {
+    let sampler = |name: &str| {
+        let ranges = sym.ranges_of(name);
+        !ranges.is_empty() && ranges.iter().all(|r| sym.is_sampler(r.start))
+    };
+    for (rows, by_owner) in [
+        (&mut v.functions, false),
+        (&mut v.inlined, true),
+        (&mut v.lines, true),
+    ] {
+        for row in rows.iter_mut() {
+            let owner = if by_owner {
+                row.function.as_deref().unwrap_or(&row.name)
+            } else {
+                &row.name
+            };
+            if row.exact_percent == Some(0.0) && sampler(owner) {
+                row.exact_percent = None;
+                row.error_points = None;
+                row.error_sigma = None;
+            }
+        }
+    }
+}
+
 /// Exact counts per address, without sampler-rt's own code (a sampler never sees itself).
 fn exact_per_pc(sym: &Symbolizer, exact: &[(u32, u64)]) -> (HashMap<u32, u64>, u64) {
     let mut m: HashMap<u32, u64> = HashMap::new();
@@ -420,7 +448,7 @@ pub fn build_samples(
     let exact = exact.map(|e| exact_per_pc(sym, e));
     let exact_instructions = exact.as_ref().map(|e| e.1);
     let mut code = code;
-    let v = views(
+    let mut v = views(
         sym,
         Input {
             per_pc: per_pc.clone(),
@@ -431,6 +459,7 @@ pub fn build_samples(
         },
         &opts,
     );
+    unjudged_sampler_rows(sym, &mut v);
     let max_error_points = exact_instructions.map(|_| {
         v.functions
             .iter()

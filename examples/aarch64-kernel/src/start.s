@@ -18,3 +18,14 @@ _start:
 2:  bl kernel_main
 3:  wfe
     b 3b
+
+// A routine of the kernel's own assembly, with no call-frame information: it keeps the frame
+// record the ABI describes (x29 at the saved x29 and x30) and calls into Rust.
+.section .text.count_primes, "ax"
+.global count_primes
+count_primes:
+    stp x29, x30, [sp, #-16]!
+    mov x29, sp
+    bl primes_below
+    ldp x29, x30, [sp], #16
+    ret

@@ -364,10 +364,20 @@ impl Unwinder {
             None
         };
         let a64 = self.a64;
+        // ARMv8-A code without call-frame information (hand-written assembly) that keeps the
+        // frame record its ABI describes: x29 points at the saved (x29, x30) pair, the
+        // caller's frame pointer and return address, when it stays on the stack and above SP.
+        let record =
+            (a64 && u.r7.is_some_and(|fp| fp >= u.sp && fp.is_multiple_of(8))).then_some(Row {
+                cfa: Some((7, 16)),
+                ra: Loc::At(-8),
+                r7: Loc::At(-16),
+                r11: Loc::Same,
+            });
         epilogue
             .or_else(|| self.row(look))
             .or_else(|| {
-                let r = if a64 { None } else { self.prologue_row(look) };
+                let r = if a64 { record } else { self.prologue_row(look) };
                 u.prologue += r.is_some() as u32;
                 r
             })

@@ -135,10 +135,6 @@ fn keys(sym: &mut Symbolizer, pc: u32) -> [Key; 3] {
 /// before they stop the timer): the exact count leaves that code out, so it has nothing to be
 /// judged against, rather than an exact share of 0 that no sample could match.
 fn unjudged_sampler_rows(sym: &Symbolizer, v: &mut Views) {
-    let sampler = |name: &str| {
-        let ranges = sym.ranges_of(name);
-        !ranges.is_empty() && ranges.iter().all(|r| sym.is_sampler(r.start))
-    };
     for (rows, by_owner) in [
         (&mut v.functions, false),
         (&mut v.inlined, true),
@@ -150,7 +146,7 @@ fn unjudged_sampler_rows(sym: &Symbolizer, v: &mut Views) {
             } else {
                 &row.name
             };
-            if row.exact_percent == Some(0.0) && sampler(owner) {
+            if row.exact_percent == Some(0.0) && sym.is_sampler_function(owner) {
                 row.exact_percent = None;
                 row.error_points = None;
                 row.error_sigma = None;

@@ -255,8 +255,7 @@ pub fn apply(
         row.inclusive_ci95 = Some(interval(k));
         row.inclusive_at_most_percent = (cut > 0).then(|| share(k + cut).min(100.0));
         // sampler-rt's own code is out of the exact graph: nothing to judge its row against.
-        let ranges = sym.ranges_of(&row.name);
-        let sampler = !ranges.is_empty() && ranges.iter().all(|r| sym.is_sampler(r.start));
+        let sampler = sym.is_sampler_function(&row.name);
         if let (Some(e), Some(t), false) = (&exact_inc, exact_total, sampler) {
             let x = e.get(&row.name).map(|x| x.0).unwrap_or(0);
             row.exact_inclusive_percent = Some(100.0 * x as f64 / t);

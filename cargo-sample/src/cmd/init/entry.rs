@@ -224,22 +224,10 @@ pub fn find(src: &str) -> Result<Found, String> {
 
 /// [`find`], or with `named` the function of that name only.
 pub fn find_named(src: &str, named: Option<&str>) -> Result<Found, String> {
-    let file = syn::parse_file(src).map_err(|e| {
+    let f = scan(src, named).map_err(|e| {
         let lc = e.span().start();
         format!("line {}: {e}", lc.line)
     })?;
-    let mut line_starts = vec![0];
-    line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
-    let mut f = Finder {
-        src,
-        line_starts,
-        entries: Vec::new(),
-        starts_at: None,
-        in_rtic_app: false,
-        named,
-        foreign: Vec::new(),
-    };
-    f.visit_file(&file);
     if let Some(line) = f.starts_at {
         return Ok(Found::AlreadyStarts(line));
     }
@@ -269,9 +257,12 @@ pub fn find_named(src: &str, named: Option<&str>) -> Result<Found, String> {
 /// Functions of `src` with a foreign ABI and an unmangled name (`#[no_mangle] extern "C" fn`),
 /// with their 1-based lines: what an image's own assembly calls as its entry.
 pub fn foreign_entries(src: &str) -> Vec<(String, usize)> {
-    let Ok(file) = syn::parse_file(src) else {
-        return Vec::new();
-    };
+    scan(src, None).map(|f| f.foreign).unwrap_or_default()
+}
+
+/// Parse `src` and read it with a [`Finder`] (`named`: `--entry`).
+fn scan<'s>(src: &'s str, named: Option<&'s str>) -> syn::Result<Finder<'s>> {
+    let file = syn::parse_file(src)?;
     let mut line_starts = vec![0];
     line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
     let mut f = Finder {
@@ -280,11 +271,11 @@ pub fn foreign_entries(src: &str) -> Vec<(String, usize)> {
         entries: Vec::new(),
         starts_at: None,
         in_rtic_app: false,
-        named: None,
+        named,
         foreign: Vec::new(),
     };
     f.visit_file(&file);
-    f.foreign
+    Ok(f)
 }
 
 /// The lines inserted, at `indent`.

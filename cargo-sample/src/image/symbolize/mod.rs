@@ -376,6 +376,13 @@ impl Symbolizer {
             .collect()
     }
 
+    /// Whether every piece of code named `name` is sampler-rt's own (which the exact count
+    /// leaves out).
+    pub fn is_sampler_function(&self, name: &str) -> bool {
+        let ranges = self.ranges_of(name);
+        !ranges.is_empty() && ranges.iter().all(|r| self.is_sampler(r.start))
+    }
+
     /// Whether `pc` is in sampler-rt's own code (not the firmware's code inlined into it).
     pub fn is_sampler(&self, pc: u64) -> bool {
         self.sampler.iter().any(|r| r.contains(pc)) && !self.inlined_user.contains(&pc)

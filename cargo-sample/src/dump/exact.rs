@@ -106,7 +106,8 @@ pub fn parse_chains(bytes: &[u8]) -> Result<Vec<Entries>> {
             };
             if e.tail_chained.saturating_add(e.late) > e.entries {
                 bail!(
-                    "the exception-entries file says handler {:#x} was entered {} times, {} of                      them chained or late: more than it was entered",
+                    "the exception-entries file says handler {:#x} was entered {} times, {} of \
+                 them chained or late: more than it was entered",
                     e.handler,
                     e.entries,
                     e.tail_chained + e.late

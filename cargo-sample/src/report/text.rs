@@ -331,7 +331,9 @@ fn header_exact(s: &mut String, r: &Report, f: &ExactFacts) {
     if let Some(st) = r.stack {
         let _ = writeln!(
             s,
-            "main stack: {} bytes at its deepest, of {} between {:#010x} and the data below              (stores counted; an exception frame the core pushed there adds up to 32 bytes, 104              with the FPU's state)",
+            "main stack: {} bytes at its deepest, of {} between {:#010x} and the data below \
+             (stores counted; an exception frame the core pushed there adds up to 32 bytes, 104 \
+             with the FPU's state)",
             st.bytes,
             st.top - st.limit,
             st.top

@@ -99,7 +99,11 @@ fn clock_mismatch(input: &Input<'_>) -> Option<Diagnostic> {
     Some(Diagnostic::warning(
         Finding::ClockMismatch,
         format!(
-            "the timer's clock is not the one assumed{clock}. {} samples a mean period of              {:.0} {unit} apart span {:.3e} {unit}, but the whole run is {:.3e} {unit} counted              exactly: the real period is about {:.0} {unit}, {ratio:.1} times shorter. The shares              stand; every period, duration and rate derived from the clock does not. Give the              timer's clock (a timer the machine knows by name, or `sampler_rt::Timer`'s `hz`)",
+            "the timer's clock is not the one assumed{clock}. {} samples a mean period of \
+             {:.0} {unit} apart span {:.3e} {unit}, but the whole run is {:.3e} {unit} counted \
+             exactly: the real period is about {:.0} {unit}, {ratio:.1} times shorter. The shares \
+             stand; every period, duration and rate derived from the clock does not. Give the \
+             timer's clock (a timer the machine knows by name, or `sampler_rt::Timer`'s `hz`)",
             input.total,
             f.period_units,
             f.duration_units,

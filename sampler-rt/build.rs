@@ -3,7 +3,8 @@
 //! (`SAMPLER_RT_HIST_BINS`, a power of two, default 4096) and the ARMv8-A PMU counts' buffer
 //! for debuggers (`SAMPLER_RT_PMU_OUT_BYTES`, default 4096) and the laps kept in order for the
 //! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) and the ARMv8-A PMU region laps
-//! kept for it (`SAMPLER_RT_PMU_TRACE_WORDS`, default 2048) to the crate.
+//! kept for it (`SAMPLER_RT_PMU_TRACE_WORDS`, default 2048) and the Embassy tasks the `embassy`
+//! feature keeps statistics of (`SAMPLER_RT_TASKS`, a power of two, default 8) to the crate.
 use std::env;
 
 fn main() {
@@ -12,6 +13,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_HIST_BINS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_OUT_BYTES");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_LAP_TRACE");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASKS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_TRACE_WORDS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
@@ -31,6 +33,15 @@ fn main() {
         Ok(n) if n <= 1 << 16 => println!("cargo::rustc-env=SAMPLER_RT_LAP_TRACE={n}"),
         _ => println!(
             "cargo::error=SAMPLER_RT_LAP_TRACE must be a number of laps up to 65536 (0 for none), got `{trace}`"
+        ),
+    }
+    let tasks = env::var("SAMPLER_RT_TASKS").unwrap_or_else(|_| "8".to_string());
+    match tasks.trim().parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && n <= 256 => {
+            println!("cargo::rustc-env=SAMPLER_RT_TASKS={n}")
+        }
+        _ => println!(
+            "cargo::error=SAMPLER_RT_TASKS must be a power of two from 1 to 256 (the Embassy tasks whose statistics are kept), got `{tasks}`"
         ),
     }
     let words = env::var("SAMPLER_RT_PMU_TRACE_WORDS").unwrap_or_else(|_| "2048".to_string());

@@ -60,6 +60,21 @@
 //! the distribution of the windows' lengths (kind, site `u32`, instructions `u64`, windows
 //! `u64`).
 //!
+//! With `tasks=FILE`, `taskfns=BEGIN:END:READY:IDLE:POLL:CLOCK` (the entries of sampler-rt's
+//! Embassy hooks `_embassy_trace_task_exec_begin`, `..._exec_end`, `..._task_ready_begin`,
+//! `_embassy_trace_executor_idle`, `_embassy_trace_poll_start`, and the instruction that reads
+//! the counter in the clock they call, `sampler_rt_task_clock_read`) and `taskpools=LO:HI:..`
+//! (the address ranges of the tasks' pools) it times Embassy's polls exactly, at the instants
+//! the firmware reads its clock: a hook's read is the next execution of that instruction after
+//! the hook's entry (hooks of interrupts in between are matched innermost first), counted from
+//! the exact counters of the blocks before it. The task a poll or a wake is for is the pool that
+//! embassy-executor stored to last before the hook (it marks the task dequeued or queued just
+//! before), not what the firmware says. Written as `SMPLTSK1`, `u32` pool count, then per
+//! pool (polls, instructions in polls, longest poll, wakes, instructions from wake to poll,
+//! longest latency: `u64` each), then the instructions idle (from an idle hook's clock read to
+//! the next poll start's), idle periods, instructions from the first clock read to the last,
+//! and polls whose task was not found (`u64` each).
+//!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
 
@@ -292,10 +307,168 @@ static STACK_HIGH: AtomicU64 = AtomicU64::new(0);
 static STACK_DEEPEST: AtomicU64 = AtomicU64::new(u64::MAX);
 static STACK_OUT: Mutex<Option<String>> = Mutex::new(None);
 
-/// A store: the lowest address written in the stack's range so far.
+/// A store: the lowest address written in the stack's range so far, and the last task pool
+/// written to.
 extern "C" fn on_store(_vcpu: u32, _info: u32, vaddr: u64, _data: *mut c_void) {
     if vaddr >= STACK_LOW.load(Ordering::Relaxed) && vaddr < STACK_HIGH.load(Ordering::Relaxed) {
         STACK_DEEPEST.fetch_min(vaddr, Ordering::Relaxed);
+    }
+    if vaddr >= POOLS_LOW.load(Ordering::Relaxed) && vaddr < POOLS_HIGH.load(Ordering::Relaxed) {
+        let pools = POOLS.get().map(Vec::as_slice).unwrap_or(&[]);
+        let a = vaddr as u32;
+        if let Some(i) = pools.iter().position(|&(lo, hi)| a >= lo && a < hi) {
+            LAST_POOL.store(i as u64 + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `taskpools=`: the tasks' pools, their span, and the last one stored to (index + 1; 0: none).
+static POOLS: std::sync::OnceLock<Vec<(u32, u32)>> = std::sync::OnceLock::new();
+static POOLS_LOW: AtomicU64 = AtomicU64::new(0);
+static POOLS_HIGH: AtomicU64 = AtomicU64::new(0);
+static LAST_POOL: AtomicU64 = AtomicU64::new(0);
+
+/// One pool's polls and wakes, in instructions.
+#[derive(Default, Clone)]
+struct PoolTimes {
+    polls: u64,
+    busy: u64,
+    max_poll: u64,
+    wakes: u64,
+    latency: u64,
+    max_latency: u64,
+    /// The clock read of the first wake since the pool's last poll began.
+    ready_at: Option<u64>,
+}
+
+/// Embassy's polls, timed at the firmware's clock reads (`tasks=`).
+struct TaskWatch {
+    out: String,
+    /// Entries of the hooks (begin, end, ready, idle, poll start), and the clock's read.
+    fns: [u32; 6],
+    /// Hooks entered whose clock read is still to come, with the pool stored to last.
+    pending: Vec<(usize, u64)>,
+    /// Polls in progress (nested executors), with their clock reads.
+    running: Vec<(u64, u64)>,
+    pools: Vec<PoolTimes>,
+    idle_at: Option<u64>,
+    idle: u64,
+    idle_periods: u64,
+    first: Option<u64>,
+    last: u64,
+    unknown: u64,
+    /// Instructions run before the current block, from the exact counters of each block
+    /// (QEMU replays an I/O access in a block of its own: counting whole blocks at their start
+    /// would count the rest of the first one twice, at every read of the clock).
+    count: u64,
+    /// The block running, and its counters when it started.
+    prev: Option<(&'static Block, Vec<u64>)>,
+}
+
+static TASKS: Mutex<Option<TaskWatch>> = Mutex::new(None);
+
+impl TaskWatch {
+    /// A block starts: the previous one's instructions that ran are counted (its counters that
+    /// moved), then the block's hook or clock read is taken.
+    fn block(&mut self, b: &'static Block) {
+        if let Some((p, start)) = self.prev.take() {
+            let ran = p
+                .counters
+                .iter()
+                .zip(&start)
+                .filter(|(c, v)| c.get() != **v)
+                .count();
+            // The clock's read, if it ran: at its place in the block (an interrupt may have
+            // cut the block before it, and the read then starts a block of its own). A read of
+            // a device register that ends a block which the next block starts again was not
+            // done: QEMU stopped there to replay it alone.
+            let replayed = b.pcs.first() == Some(&self.fns[5]);
+            if let Some(i) = p.pcs[..ran]
+                .iter()
+                .position(|&pc| pc == self.fns[5])
+                .filter(|&i| !(replayed && i + 1 == ran && ran < p.pcs.len()))
+            {
+                let t = self.count + i as u64;
+                self.first.get_or_insert(t);
+                self.last = t;
+                if let Some((kind, pool)) = self.pending.pop() {
+                    self.clock(kind, pool, t);
+                }
+            }
+            self.count += ran as u64;
+        }
+        self.prev = Some((b, b.counters.iter().map(|c| c.get()).collect()));
+        let Some(&pc) = b.pcs.first() else { return };
+        if let Some(kind) = self.fns[..5].iter().position(|&f| f == pc) {
+            self.pending.push((kind, LAST_POOL.load(Ordering::Relaxed)));
+        }
+    }
+
+    /// Hook `kind`'s clock read at `t`, for the pool stored to last before it (index + 1).
+    fn clock(&mut self, kind: usize, pool: u64, t: u64) {
+        let slot = (pool as usize).checked_sub(1);
+        match kind {
+            0 => {
+                self.running.push((pool, t));
+                match slot.and_then(|i| self.pools.get_mut(i)) {
+                    Some(p) => {
+                        if let Some(r) = p.ready_at.take() {
+                            let l = t - r;
+                            p.wakes += 1;
+                            p.latency += l;
+                            p.max_latency = p.max_latency.max(l);
+                        }
+                    }
+                    None => self.unknown += 1,
+                }
+            }
+            1 => {
+                if let Some((pool, b)) = self.running.pop()
+                    && let Some(p) = (pool as usize)
+                        .checked_sub(1)
+                        .and_then(|i| self.pools.get_mut(i))
+                {
+                    let d = t - b;
+                    p.polls += 1;
+                    p.busy += d;
+                    p.max_poll = p.max_poll.max(d);
+                }
+            }
+            2 => {
+                if let Some(p) = slot.and_then(|i| self.pools.get_mut(i)) {
+                    p.ready_at.get_or_insert(t);
+                }
+            }
+            3 => self.idle_at = Some(t),
+            _ => {
+                if let Some(a) = self.idle_at.take() {
+                    self.idle += t - a;
+                    self.idle_periods += 1;
+                }
+            }
+        }
+    }
+
+    fn write(&self) {
+        let mut b = b"SMPLTSK1".to_vec();
+        b.extend_from_slice(&(self.pools.len() as u32).to_le_bytes());
+        for p in &self.pools {
+            for v in [
+                p.polls,
+                p.busy,
+                p.max_poll,
+                p.wakes,
+                p.latency,
+                p.max_latency,
+            ] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let span = self.first.map_or(0, |f| self.last - f);
+        for v in [self.idle, self.idle_periods, span, self.unknown] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        write_file(&self.out, &b);
     }
 }
 
@@ -768,6 +941,9 @@ extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
             }
         }
     }
+    if let Some(w) = TASKS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        w.block(block);
+    }
     let budget = BUDGET.load(Ordering::Relaxed);
     let ends = budget != 0 && total >= budget;
     if !ends && let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
@@ -792,7 +968,9 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: QEMU passes a valid translation block for the duration of this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
     let counting = state.out.is_some();
-    let stacking = STACK_HIGH.load(Ordering::Relaxed) != 0;
+    let stacking =
+        STACK_HIGH.load(Ordering::Relaxed) != 0 || POOLS_HIGH.load(Ordering::Relaxed) != 0;
+    let tasking = TASKS.lock().map(|t| t.is_some()).unwrap_or(false);
     let graphing = GRAPH
         .lock()
         .map(|g| g.as_ref().is_some_and(Graph::follows))
@@ -829,14 +1007,14 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             if counting {
                 let counter = state.by_pc.entry(pc).or_insert_with(Counter::new);
                 counter.attach(insn);
-                if graphing {
+                if graphing || tasking {
                     counters.push(counter.probe());
                 }
             }
         }
     }
     let ticking = TICKS.lock().map(|t| t.is_some()).unwrap_or(false);
-    if (BUDGET.load(Ordering::Relaxed) != 0 || ticking || graphing) && !pcs.is_empty() {
+    if (BUDGET.load(Ordering::Relaxed) != 0 || ticking || graphing || tasking) && !pcs.is_empty() {
         let block = Box::into_raw(Box::new(Block {
             pcs,
             counters,
@@ -862,6 +1040,9 @@ fn flush_ticks() {
 fn write_counts() {
     flush_ticks();
     write_stack();
+    if let Some(w) = TASKS.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        w.write();
+    }
     if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         && g.follows()
     {
@@ -896,6 +1077,26 @@ fn write_counts() {
 fn with_graph(f: impl FnOnce(&mut Graph)) {
     let mut g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
     f(g.get_or_insert_with(|| Graph::new(String::new(), Vec::new())));
+}
+
+/// The task watch's state, made on first use, changed by `f` (argument parsing).
+fn with_tasks(f: impl FnOnce(&mut TaskWatch)) {
+    let mut t = TASKS.lock().unwrap_or_else(|e| e.into_inner());
+    f(t.get_or_insert_with(|| TaskWatch {
+        out: String::new(),
+        fns: [u32::MAX; 6],
+        pending: Vec::new(),
+        running: Vec::new(),
+        pools: Vec::new(),
+        idle_at: None,
+        idle: 0,
+        idle_periods: 0,
+        first: None,
+        last: 0,
+        unknown: 0,
+        count: 0,
+        prev: None,
+    }));
 }
 
 /// Hexadecimal addresses separated by `:`, the Thumb bit cleared.
@@ -961,6 +1162,37 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 STACK_LOW.store(u64::from(range[0]), Ordering::Relaxed);
                 STACK_HIGH.store(u64::from(range[1]), Ordering::Relaxed);
             }
+            Some(("tasks", v)) => with_tasks(|w| w.out = v.to_owned()),
+            Some(("taskfns", v)) => {
+                let list = addresses(v);
+                if list.len() != 6 {
+                    eprintln!(
+                        "cargo-sample exact-count plugin: taskfns=`{v}` is not BEGIN:END:READY:IDLE:POLL:CLOCK"
+                    );
+                    return -1;
+                }
+                with_tasks(|w| w.fns.copy_from_slice(&list));
+            }
+            Some(("taskpools", v)) => {
+                let list: Vec<u32> = v
+                    .split(':')
+                    .filter_map(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+                    .collect();
+                let pools: Vec<(u32, u32)> =
+                    list.chunks(2).map(|c| (c[0], c[c.len() - 1])).collect();
+                if !list.len().is_multiple_of(2) || pools.iter().any(|&(lo, hi)| lo >= hi) {
+                    eprintln!(
+                        "cargo-sample exact-count plugin: taskpools=`{v}` is not LO:HI:LO:HI.."
+                    );
+                    return -1;
+                }
+                let low = pools.iter().map(|p| p.0).min().unwrap_or(0);
+                let high = pools.iter().map(|p| p.1).max().unwrap_or(0);
+                POOLS_LOW.store(u64::from(low), Ordering::Relaxed);
+                POOLS_HIGH.store(u64::from(high), Ordering::Relaxed);
+                with_tasks(|w| w.pools = vec![PoolTimes::default(); pools.len()]);
+                let _ = POOLS.set(pools);
+            }
             Some(("stackout", v)) => {
                 *STACK_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
             }
@@ -989,7 +1221,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F, taskpools=LO:HI:..)"
                 );
                 return -1;
             }
@@ -999,6 +1231,20 @@ pub unsafe extern "C" fn qemu_plugin_install(
         .lock()
         .map(|g| g.as_ref().is_some_and(Graph::follows))
         .unwrap_or(false);
+    let tasks_incomplete = TASKS
+        .lock()
+        .map(|t| {
+            t.as_ref()
+                .is_some_and(|w| w.out.is_empty() || w.fns.contains(&u32::MAX))
+        })
+        .unwrap_or(false);
+    let tasks_without_counts = out.is_none() && TASKS.lock().map(|t| t.is_some()).unwrap_or(false);
+    if tasks_incomplete || tasks_without_counts {
+        eprintln!(
+            "cargo-sample exact-count plugin: tasks=FILE, taskfns=... and taskpools=... go together, with out=FILE"
+        );
+        return -1;
+    }
     if graphing && out.is_none() {
         // The graph reads how much of each block ran from the exact counters.
         eprintln!(

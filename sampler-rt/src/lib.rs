@@ -58,8 +58,14 @@
 //! - `systick` (default): the sampler owns the SysTick exception. When the application owns
 //!   SysTick, `cargo sample` builds sampler-rt with a free device timer's handler instead
 //!   (`SAMPLER_RT_TIMER_VECTOR`); by hand, turn the feature off and use `timer_interrupt!` (Cortex-M).
-//! - `embassy`: implements embassy-executor's trace hooks (enable its `trace` feature), so that
-//!   with `cargo sample --tag api` each sample carries the Embassy task being polled.
+//! - `embassy` (Cortex-M): implements embassy-executor's trace hooks (enable its `trace`
+//!   feature): each sample carries the Embassy task being polled (`cargo sample` records it for
+//!   such an image unless `--tag` says otherwise), and each task's polls, time in polls (the
+//!   longest, and a histogram), wake-to-poll latency (the longest, and a histogram), and the
+//!   executor's idle time are kept (timed by DWT CYCCNT, else by SysTick when the sampler
+//!   leaves it free) and sent as the dump's TASKS record: the report's task table.
+//!   `SAMPLER_RT_TASKS` (a power of two, default 8) sets how many tasks are kept, 320 bytes of
+//!   RAM each.
 //! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample
 //!   --format firefox` puts the firmware's defmt log lines on the samples' timeline (not for an
 //!   application that defines its own timestamp).
@@ -115,6 +121,9 @@ mod tags;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 mod host_wait;
+
+#[cfg(all(feature = "embassy", target_arch = "arm", target_os = "none"))]
+mod tasks;
 
 #[cfg(all(any(target_arch = "arm", target_arch = "aarch64"), target_os = "none"))]
 pub use tags::{name_tag, set_tag, tag};

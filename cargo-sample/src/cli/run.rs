@@ -190,6 +190,12 @@ pub struct ViewArgs {
     /// `--method dwt`.
     #[arg(long, value_name = "HZ", value_parser = parse_u32)]
     pub clock: Option<u32>,
+    /// Embassy tasks: warn about a task whose longest poll took longer than this (no other
+    /// task of its executor runs meanwhile): instructions in QEMU or cycles on a board
+    /// (`200000`), or a duration (`500us`). Default: 1 ms, or a twentieth of the run when
+    /// that is shorter.
+    #[arg(long, value_name = "TIME")]
+    pub max_poll: Option<crate::spec::Period>,
 }
 
 /// What the sampler keeps.

@@ -186,6 +186,8 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
             .then(|| crate::image::elf::handler_entries(&img.bytes)),
         contexts: None,
         lap_fns: None,
+        // An exact run builds without the sampler: no Embassy hooks to time.
+        tasks: None,
         // The deepest the main stack went (the sampler does not run in an exact run).
         stack: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64)
             .then(|| crate::image::elf::main_stack(&img.bytes))

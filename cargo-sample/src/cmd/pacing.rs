@@ -67,8 +67,13 @@ pub(crate) fn build(
         && t.name == r.timer
     {
         let img = build_with(p, args, env_for(t, &r.vector), calls)?;
-        // A timer chosen because the firmware owned SysTick: only while it still does.
-        let stale = r.auto && !explicit && timer == Timer::SysTick && systick_owner(&img).is_none();
+        // A timer chosen because the firmware owned SysTick (or its Embassy statistics time
+        // polls with it): only while it still does.
+        let stale = r.auto
+            && !explicit
+            && timer == Timer::SysTick
+            && systick_owner(&img).is_none()
+            && !crate::image::elf::keeps_task_statistics(&img.bytes);
         if !stale {
             return Ok((img, device(t)));
         }
@@ -84,8 +89,21 @@ pub(crate) fn build(
         First::Done(img, timer) => return Ok((img, timer)),
         First::Inspect(img, owner) => (img, owner),
     };
-    let (t, vector) = pick_free(m, &inspect, wanted, owner.as_deref())?;
-    if let Some(owner) = &owner {
+    let for_tasks = owner.as_deref() == Some(TASK_CLOCK);
+    let (t, vector) = match pick_free(m, &inspect, wanted, owner.as_deref()) {
+        Ok(pick) => pick,
+        // Embassy's polls are then counted, not timed; the report says why.
+        Err(_) if for_tasks => return Ok((inspect, timer)),
+        Err(e) => return Err(e),
+    };
+    if for_tasks {
+        term::note(format!(
+            "the sampler is paced by {} (its interrupt `{vector}` is free), so that SysTick \
+             times the Embassy tasks' polls (the core has no cycle counter QEMU models). \
+             `--timer systick` samples on SysTick and counts the polls without timing them",
+            t.describe()
+        ));
+    } else if let Some(owner) = &owner {
         term::note(format!(
             "the firmware owns SysTick ({owner}): the sampler is paced by \
              {} instead, whose interrupt (`{vector}`) the firmware leaves free. `--timer` \
@@ -175,11 +193,22 @@ fn first_build(
                     ));
                     First::Done(img, timer)
                 }
+                // sampler-rt's Embassy statistics time polls with SysTick where there is no
+                // cycle counter (QEMU models none): a free timer paces the sampler instead.
+                None if timer == Timer::SysTick
+                    && !explicit
+                    && crate::image::elf::keeps_task_statistics(&img.bytes) =>
+                {
+                    First::Inspect(img, Some(TASK_CLOCK.to_owned()))
+                }
                 _ => First::Done(img, timer),
             }
         }
     })
 }
+
+/// The reason a free timer paces the sampler in an image that keeps Embassy task statistics.
+const TASK_CLOCK: &str = "sampler-rt's Embassy statistics time polls with it";
 
 /// A timer of `m` whose interrupt the image leaves free (the `wanted` one, when given), and the
 /// name of its vector; `owner`: who owns SysTick, for the error when there is none.

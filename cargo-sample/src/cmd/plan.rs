@@ -191,7 +191,16 @@ pub(crate) fn plan(
             (wire::MODE_HIST, base, shift)
         }
     };
+    // Embassy tasks kept by the runtime: each sample carries the task being polled unless
+    // asked otherwise (the task table's sampled shares need it), where a tag can be recorded.
+    let embassy_default = args.tag.is_none()
+        && mode == wire::MODE_RING
+        && args.stacks.is_none()
+        && !fw.aarch64
+        && !elf::thumb1_only(elf_bytes)
+        && elf::keeps_task_statistics(elf_bytes);
     let (tag_kind, tag_addr) = match &args.tag {
+        None if embassy_default => tag_for(fw.aarch64, &crate::spec::Tag::Api, elf_bytes)?,
         None => (wire::TAG_NONE, 0),
         Some(what) => tag_for(fw.aarch64, what, elf_bytes)?,
     };

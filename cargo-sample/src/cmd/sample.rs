@@ -273,6 +273,17 @@ impl Spec<'_> {
                 .flatten(),
             // The sampler's own frames would count: exact runs only.
             stack: None,
+            // With sampler-rt's Embassy statistics, `--truth` times each task's polls exactly.
+            tasks: (args.truth && plugin && !img.fw.aarch64)
+                .then(|| elf::task_hooks(elf_bytes))
+                .flatten()
+                .map(|hooks| qemu::TaskWatch {
+                    hooks,
+                    pools: elf::task_pools(elf_bytes)
+                        .into_iter()
+                        .map(|(_, lo, hi)| (lo, hi))
+                        .collect(),
+                }),
         }
     }
 }
@@ -294,6 +305,9 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
         }
         if let Some(w) = &outcome.lap_windows {
             run.keep(crate::dump::laps::WINDOWS_FILE, w)?;
+        }
+        if let Some(t) = &outcome.tasks {
+            run.keep(crate::dump::exact::TASKS_FILE, t)?;
         }
     } else if truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");

@@ -26,6 +26,7 @@ pub fn build_options(view: &ViewArgs) -> report::Options {
         callers: view.callers.clone(),
         callees: view.callees.clone(),
         timeline: view.format == crate::cli::Format::Firefox,
+        max_poll: view.max_poll,
         cycles: view.cycles.then_some(report::CyclesRequest {
             core: view.core,
             wait_states: view.wait_states,

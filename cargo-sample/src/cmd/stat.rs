@@ -268,6 +268,7 @@ impl Group<'_> {
             contexts: None,
             lap_fns: None,
             stack: None,
+            tasks: None,
         })?;
         Ok(match (outcome.pmu_in_memory, outcome.dump) {
             (Some(c), _) => (c.dump, c.full),

@@ -99,6 +99,11 @@ pub fn encode(d: &Dump) -> Vec<u8> {
         w.put32(h.count);
         w.put32(h.how);
     }
+    if let Some(t) = &d.tasks {
+        let payload = super::tasks::encode(t);
+        w.record(wire::REC_TASKS, payload.len() as u32);
+        w.put(&payload);
+    }
     if !d.priorities.is_empty() {
         w.record(wire::REC_PRIORITIES, 4 + 4 * d.priorities.len() as u32);
         w.put32(d.priorities.len() as u32);

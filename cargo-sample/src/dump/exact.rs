@@ -38,6 +38,72 @@ pub fn encode(counts: &[(u32, u64)]) -> Vec<u8> {
     b
 }
 
+/// The file a run keeps the exact times of Embassy's polls in (the plugin's `tasks=`).
+pub const TASKS_FILE: &str = "task-polls.bin";
+
+/// One task pool's polls and wakes, exactly, in instructions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolTimes {
+    pub polls: u64,
+    pub busy: u64,
+    pub max_poll: u64,
+    pub wakes: u64,
+    pub latency: u64,
+    pub max_latency: u64,
+}
+
+/// A task-polls file: per pool (in address order), then the executor's idle instructions and
+/// periods, the instructions from the first clock read to the last, and the polls whose task
+/// was not found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskTimes {
+    pub pools: Vec<PoolTimes>,
+    pub idle: u64,
+    pub idle_periods: u64,
+    pub span: u64,
+    pub unknown: u64,
+}
+
+/// Parse a task-polls file (`SMPLTSK1`, `u32` pools, six `u64`s a pool, four `u64`s).
+pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
+    let Some(body) = bytes.strip_prefix(b"SMPLTSK1") else {
+        bail!("not a task-polls file (no SMPLTSK1 header)");
+    };
+    let Some(n) = body
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+    else {
+        bail!("the task-polls file ends before its pool count");
+    };
+    let words = &body[4..];
+    if words.len() != 8 * (6 * n as usize + 4) {
+        bail!(
+            "the task-polls file has {} bytes for {n} pools, not {}",
+            words.len(),
+            8 * (6 * n as usize + 4)
+        );
+    }
+    let v = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().unwrap_or_default());
+    let pools = (0..n as usize)
+        .map(|k| PoolTimes {
+            polls: v(6 * k),
+            busy: v(6 * k + 1),
+            max_poll: v(6 * k + 2),
+            wakes: v(6 * k + 3),
+            latency: v(6 * k + 4),
+            max_latency: v(6 * k + 5),
+        })
+        .collect();
+    let at = 6 * n as usize;
+    Ok(TaskTimes {
+        pools,
+        idle: v(at),
+        idle_periods: v(at + 1),
+        span: v(at + 2),
+        unknown: v(at + 3),
+    })
+}
+
 /// The file a run keeps the main stack's depth in, from the plugin's stores.
 pub const STACK_FILE: &str = "stack-depth.bin";
 

@@ -13,6 +13,7 @@ pub mod laps;
 pub mod le;
 pub mod pmu;
 pub mod stream;
+pub mod tasks;
 pub mod textdump;
 pub mod tpiu;
 
@@ -67,6 +68,8 @@ pub struct Dump {
     /// Whether the sampler checked each sample's lateness, and how many were held off (a
     /// held-off sample's PC in `pcs` has bit 0 set; in bins it is in the outside counter).
     pub held_off: Option<HeldOff>,
+    /// Embassy task statistics, when the firmware kept them (sampler-rt's `embassy` feature).
+    pub tasks: Option<tasks::Tasks>,
 }
 
 /// The sampler's lateness check ([`wire::REC_HELD_OFF`]).
@@ -338,6 +341,12 @@ impl Decoding<'_> {
                 records::pcs(dump, kind, payload, len, cut, total)?;
             }
             wire::REC_STACKS => records::stacks(dump, payload, len, cut)?,
+            wire::REC_TASKS if !cut => {
+                dump.tasks = Some(
+                    tasks::decode(payload)
+                        .ok_or_else(|| DumpError::Malformed("damaged TASKS record".into()))?,
+                );
+            }
             wire::REC_PMU | wire::REC_LAPS | wire::REC_PMU_TRACE | wire::REC_LAP_TRACE if !cut => {
                 records::store_record(dump, kind, payload)?;
             }

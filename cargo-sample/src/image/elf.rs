@@ -432,9 +432,149 @@ pub fn lap_functions(elf: &[u8]) -> Option<[u32; 3]> {
     ])
 }
 
+/// Whether the image is Thumb-1 only (ARMv6-M, ARMv8-M Baseline), from its build attributes
+/// (`Tag_THUMB_ISA_use` 1 in `.ARM.attributes`); `false` when they do not say.
+pub fn thumb1_only(data: &[u8]) -> bool {
+    let Ok(file) = object::File::parse(data) else {
+        return false;
+    };
+    let Some(b) = file
+        .section_by_name(".ARM.attributes")
+        .and_then(|s| s.data().ok())
+    else {
+        return false;
+    };
+    thumb_isa_use(b) == Some(1)
+}
+
+/// `Tag_THUMB_ISA_use` of an `.ARM.attributes` section's `aeabi` file attributes.
+fn thumb_isa_use(b: &[u8]) -> Option<u64> {
+    fn uleb(b: &[u8], at: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *b.get(*at)?;
+            *at += 1;
+            v |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    fn string(b: &[u8], at: &mut usize) -> Option<()> {
+        let len = b.get(*at..)?.iter().position(|&c| c == 0)?;
+        *at += len + 1;
+        Some(())
+    }
+    // 'A', then subsections: length (u32, itself included), vendor name, then for "aeabi"
+    // tagged sub-subsections (tag 1 = the file) of length (u32), attributes.
+    let mut at = 1;
+    if *b.first()? != b'A' {
+        return None;
+    }
+    let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+    let end = (at + len).min(b.len());
+    at += 4;
+    if b.get(at..at + 6)? != b"aeabi\0" {
+        return None;
+    }
+    at += 6;
+    if *b.get(at)? != 1 {
+        return None;
+    }
+    let sub = u32::from_le_bytes(b.get(at + 1..at + 5)?.try_into().ok()?) as usize;
+    let sub_end = (at + sub).min(end);
+    at += 5;
+    while at < sub_end {
+        let tag = uleb(b, &mut at)?;
+        match tag {
+            4 | 5 | 65 | 67 => string(b, &mut at)?,
+            32 => {
+                uleb(b, &mut at)?;
+                string(b, &mut at)?;
+            }
+            9 => return uleb(b, &mut at),
+            t if t > 32 && t % 2 == 1 => string(b, &mut at)?,
+            _ => {
+                uleb(b, &mut at)?;
+            }
+        }
+    }
+    None
+}
+
+/// Whether sampler-rt keeps Embassy task statistics in the image (its `embassy` feature).
+pub fn keeps_task_statistics(data: &[u8]) -> bool {
+    symbol_address(data, "SAMPLER_RT_TASKS").is_some()
+}
+
+/// sampler-rt's Embassy hooks in an image, when it keeps task statistics: the entries of
+/// `_embassy_trace_task_exec_begin`, `..._exec_end`, `..._task_ready_begin`,
+/// `_embassy_trace_executor_idle`, `_embassy_trace_poll_start`, and the instruction of
+/// `sampler_rt_task_clock` that reads the counter (`sampler_rt_task_clock_read`).
+pub fn task_hooks(elf: &[u8]) -> Option<[u32; 6]> {
+    let file = object::File::parse(elf).ok()?;
+    symbol_address(elf, "SAMPLER_RT_TASKS")?;
+    let names = [
+        "_embassy_trace_task_exec_begin",
+        "_embassy_trace_task_exec_end",
+        "_embassy_trace_task_ready_begin",
+        "_embassy_trace_executor_idle",
+        "_embassy_trace_poll_start",
+        "sampler_rt_task_clock_read",
+    ];
+    let mut out = [0u32; 6];
+    for (slot, name) in out.iter_mut().zip(names) {
+        *slot = file
+            .symbols()
+            .find(|s| s.name() == Ok(name) && s.address() != 0)?
+            .address() as u32
+            & !1;
+    }
+    Some(out)
+}
+
+/// An Embassy task's pool: `(task, start, end)`.
+pub type TaskPool = (String, u32, u32);
+
+/// The Embassy task pools of an image (`crate::task::POOL` statics, which hold each task's
+/// header and future), by address.
+pub fn task_pools(elf: &[u8]) -> Vec<TaskPool> {
+    let Ok(file) = object::File::parse(elf) else {
+        return Vec::new();
+    };
+    let mut v: Vec<TaskPool> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
+        .filter_map(|s| {
+            let name = crate::image::symbolize::demangle(s.name().ok()?);
+            let task = name.strip_suffix("::POOL")?.to_owned();
+            let start = s.address() as u32;
+            Some((task, start, start + s.size() as u32))
+        })
+        .collect();
+    v.sort_by_key(|p| p.1);
+    v.dedup_by_key(|p| p.1);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_thumb_instruction_set_is_read_from_the_build_attributes() {
+        // As rustc writes them for thumbv7m-none-eabi: conformance "2.09", CPU_arch v7,
+        // profile M, ARM ISA none, Thumb-2.
+        let mut v7m = b"A/\0\0\0aeabi\0\x01\x25\0\0\0\x432.09\0".to_vec();
+        v7m.extend_from_slice(&[6, 10, 7, b'M', 8, 0, 9, 2, 14, 0]);
+        assert_eq!(thumb_isa_use(&v7m), Some(2));
+        // thumbv6m: CPU_arch v6-M (11), Thumb-1 only.
+        let mut v6m = b"A/\0\0\0aeabi\0\x01\x25\0\0\0\x432.09\0".to_vec();
+        v6m.extend_from_slice(&[6, 11, 7, b'M', 8, 0, 9, 1]);
+        assert_eq!(thumb_isa_use(&v6m), Some(1));
+        assert_eq!(thumb_isa_use(b"B"), None);
+    }
 
     #[test]
     fn only_writes_to_psp_or_control_switch_to_the_process_stack() {

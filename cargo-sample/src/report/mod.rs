@@ -234,6 +234,8 @@ pub struct Options {
     pub timeline: bool,
     /// `--cycles`: the timing model asked for (the core `None`: the run's).
     pub cycles: Option<CyclesRequest>,
+    /// `--max-poll`: the longest an Embassy task's poll may take before the report warns.
+    pub max_poll: Option<crate::spec::Period>,
 }
 
 /// `--cycles` with `--core`, `--wait-states`, `--no-prefetch`.
@@ -256,6 +258,7 @@ impl Default for Options {
             callees: None,
             timeline: false,
             cycles: None,
+            max_poll: None,
         }
     }
 }
@@ -521,6 +524,7 @@ pub fn build_samples(
         diagnostics,
         warnings,
         laps: None,
+        tasks: None,
         callers: None,
         callees: None,
         call_stacks: Vec::new(),
@@ -609,6 +613,7 @@ pub fn build_exact(
         diagnostics,
         warnings,
         laps: None,
+        tasks: None,
         callers: None,
         callees: None,
         call_stacks: Vec::new(),

@@ -303,6 +303,9 @@ pub struct Report {
     /// Lap-timed regions, when the firmware timed any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub laps: Option<crate::analysis::laps::LapsReport>,
+    /// Embassy tasks, when the firmware kept their statistics (sampler-rt's `embassy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::analysis::tasks::TasksReport>,
     /// `--callers FN`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callers: Option<Edges>,
@@ -561,6 +564,9 @@ pub enum Finding {
     /// The samples span more time than the whole run counted exactly: the timer's clock is not
     /// the one assumed, and every period and duration derived from it is off.
     ClockMismatch,
+    /// An Embassy task's longest poll took longer than `--max-poll`: every other task of its
+    /// executor waited that long (a blocking call in async code).
+    LongPoll,
 }
 
 /// How much a finding matters.

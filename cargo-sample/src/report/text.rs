@@ -67,6 +67,110 @@ fn exceptions(s: &mut String, rows: &[super::model::ExceptionRow]) {
     }
 }
 
+/// A figure in the report's unit, or `-`.
+fn figure(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 1e7 => format!("{v:.3e}"),
+        Some(v) => format!("{v:.0}"),
+        None => "-".into(),
+    }
+}
+
+/// Embassy's task table: the firmware's figures, the sampled share, and the exact figures of
+/// the same run under each task when QEMU timed the polls.
+fn tasks(s: &mut String, t: &crate::analysis::tasks::TasksReport) {
+    let exact = t.tasks.iter().any(|k| k.exact.is_some());
+    let sampled = t.tasks.iter().any(|k| k.sampled_percent.is_some());
+    let _ = writeln!(
+        s,
+        "\n{}",
+        paint(
+            "1",
+            &format!(
+                "Embassy tasks (time in {}, timed by {}{})",
+                t.unit,
+                t.clock,
+                if exact {
+                    "; `exact`: QEMU's count of the same polls"
+                } else {
+                    ""
+                }
+            )
+        )
+    );
+    let _ = writeln!(
+        s,
+        "{:>7} {:>8} {:>11} {:>10} {:>10} {:>6} {:>10} {:>10}{}  task",
+        "polls",
+        "busy %",
+        "busy",
+        "mean poll",
+        "max poll",
+        "wakes",
+        "mean lat",
+        "max lat",
+        if sampled { "   sampled %" } else { "" },
+    );
+    for k in &t.tasks {
+        let sampled_col = match (k.sampled_percent, k.sampled_ci95) {
+            (Some(p), Some([lo, hi])) => format!(" {p:>6.2} ±{:<4.2}", (hi - lo) / 2.0),
+            _ if sampled => format!("{:>12}", "-"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "{:>7} {:>8} {:>11} {:>10} {:>10} {:>6} {:>10} {:>10}{sampled_col}  {}{}",
+            k.polls,
+            k.busy_percent
+                .map(|p| format!("{p:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            figure(k.busy),
+            figure(k.mean_poll),
+            figure(k.max_poll),
+            k.wakes,
+            figure(k.mean_latency),
+            figure(k.max_latency),
+            k.name,
+            if k.ended { " (ended)" } else { "" },
+        );
+        if let Some(e) = &k.exact {
+            let sigma = e
+                .error_sigma
+                .map(|z| format!("  sampled {z:+.1} sigma"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "{:>7} {:>8} {:>11} {:>10} {:>10} {:>6} {:>10} {:>10}  exact{sigma}",
+                e.polls,
+                format!("{:.2}", e.busy_percent),
+                figure(Some(e.busy as f64)),
+                figure((e.polls > 0).then(|| e.busy as f64 / e.polls as f64)),
+                figure(Some(e.max_poll as f64)),
+                e.wakes,
+                figure(e.mean_latency),
+                figure((e.wakes > 0).then_some(e.max_latency as f64)),
+            );
+        }
+    }
+    let idle = match (t.idle_percent, t.idle) {
+        (Some(p), Some(i)) => format!(
+            "executor idle {p:.2} % ({} {}, {} periods)",
+            figure(Some(i)),
+            t.unit,
+            t.idle_periods
+        ),
+        _ => format!("executor idle: not timed ({} periods)", t.idle_periods),
+    };
+    let exact_idle = match (t.exact_idle_percent, t.exact_idle) {
+        (Some(p), Some(i)) => format!("; exact {p:.2} % ({} {})", figure(Some(i as f64)), t.unit),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "{idle}{exact_idle}");
+    for n in &t.notes {
+        let _ = writeln!(s, "{}", paint("2", &format!("note: {n}")));
+    }
+}
+
 pub fn render(r: &Report, opts: Options) -> String {
     let mut s = String::new();
     match &r.facts {
@@ -105,6 +209,9 @@ pub fn render(r: &Report, opts: Options) -> String {
     }
     if !r.exceptions.is_empty() {
         exceptions(&mut s, &r.exceptions);
+    }
+    if let Some(t) = &r.tasks {
+        tasks(&mut s, t);
     }
     if let Some(e) = &r.callers {
         crate::report::calls::render(&mut s, e, true);
@@ -248,6 +355,11 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
 }
 
 /// A time given in microseconds, in the unit that reads best (`812 µs`, `12.3 ms`, `1.52 s`).
+/// A duration given in seconds, in the unit that suits it.
+pub fn duration_of(seconds: f64) -> String {
+    duration(seconds * 1e6)
+}
+
 fn duration(us: f64) -> String {
     if us >= 1e6 {
         format!("{:.3} s", us / 1e6)

@@ -581,36 +581,8 @@ pub fn exit(code: i32) -> ! {
     semihosting_exit(code)
 }
 
-/// embassy-executor's trace hooks (its `trace` feature): each sample's tag is the task being
-/// polled (its header's address), 0 between tasks.
+/// The run's configuration, as `start` reads it (`None`: the built-in defaults apply).
 #[cfg(feature = "embassy")]
-mod embassy_trace {
-    use core::sync::atomic::Ordering;
-
-    use crate::tags::SAMPLER_RT_TAG;
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_poll_start(_executor_id: u32) {}
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_task_new(_executor_id: u32, _task_id: u32) {}
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_task_end(_executor_id: u32, _task_id: u32) {}
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
-        SAMPLER_RT_TAG.store(task_id, Ordering::Relaxed);
-    }
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_task_exec_end(_executor_id: u32, _task_id: u32) {
-        SAMPLER_RT_TAG.store(0, Ordering::Relaxed);
-    }
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_task_ready_begin(_executor_id: u32, _task_id: u32) {}
-
-    #[unsafe(no_mangle)]
-    fn _embassy_trace_executor_idle(_executor_id: u32) {}
+pub(crate) fn run_config() -> Option<Config> {
+    read_config()
 }

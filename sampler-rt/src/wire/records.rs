@@ -93,6 +93,22 @@ pub const LATE_UNREADABLE: u32 = 2;
 /// The pacing timer has no count the sampler reads (nRF, STM32, a firmware's own timer,
 /// ARMv6-M): no check.
 pub const LATE_NO_COUNT: u32 = 3;
+/// Embassy task statistics (`embassy` feature), from embassy-executor's trace hooks; see
+/// `docs/dump-format.md`: a header of [`TASKS_HEADER_WORDS`] words (`counter | bins << 8`,
+/// tasks, polls of tasks without a slot, the executor, span and idle time as `u64`s, idle
+/// periods, hooks of other executors), then per task [`TASK_FIXED_WORDS`] words and two
+/// histograms of `bins` words (poll lengths, then wake-to-poll latencies).
+pub const REC_TASKS: u16 = 15;
+/// Words of the TASKS record's header.
+pub const TASKS_HEADER_WORDS: u32 = 10;
+/// Words of a task's entry before its histograms: `id`, `polls`, `max_poll`, `busy` (`u64`),
+/// `wakes`, `max_latency`, `latency` (`u64`), `flags` ([`TASK_ENDED`]).
+pub const TASK_FIXED_WORDS: u32 = 10;
+/// A task's flag: it ran to completion (`_embassy_trace_task_end`).
+pub const TASK_ENDED: u32 = 1;
+/// Histogram bins of poll lengths and latencies, by the leading zeros of the value in ticks:
+/// bin `i < 32` counts values in `[2^(31-i), 2^(32-i))`, bin 32 the zeros.
+pub const TASK_BINS: usize = 33;
 /// End of dump: `crc32: u32` over every byte before this record.
 pub const REC_END: u16 = 0xFFFF;
 

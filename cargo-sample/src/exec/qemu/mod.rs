@@ -80,6 +80,18 @@ pub struct RunSpec {
     /// With the plugin: the main stack's `(limit, top)`, to find the lowest address stored
     /// to in it: [`Outcome::stack`].
     pub stack: Option<(u32, u32)>,
+    /// With the plugin: time Embassy's polls exactly, given sampler-rt's hooks and the task
+    /// pools' ranges: [`Outcome::tasks`].
+    pub tasks: Option<TaskWatch>,
+}
+
+/// What the plugin needs to time Embassy's polls.
+#[derive(Debug, Clone)]
+pub struct TaskWatch {
+    /// sampler-rt's hooks and the clock's read (`elf::task_hooks`).
+    pub hooks: [u32; 6],
+    /// The task pools' ranges, in address order.
+    pub pools: Vec<(u32, u32)>,
 }
 
 /// A live capture through the monitor.
@@ -145,6 +157,8 @@ pub struct Outcome {
     pub lap_windows: Option<Vec<u8>>,
     /// With [`RunSpec::stack`]: the lowest address stored to (a stack-depth file).
     pub stack: Option<Vec<u8>>,
+    /// With [`RunSpec::tasks`]: the polls' exact times (a task-polls file).
+    pub tasks: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }

@@ -113,6 +113,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             exception_chains: None,
             lap_windows: None,
             stack: None,
+            tasks: None,
         },
     ))
 }
@@ -164,6 +165,20 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
                 graph.push_str(&format!(
                     ",stack={limit:x}:{top:x},stackout={}",
                     work.join(crate::dump::exact::STACK_FILE).display()
+                ));
+            }
+            if let Some(w) = &opts.tasks {
+                let fns: Vec<String> = w.hooks.iter().map(|a| format!("{a:x}")).collect();
+                let pools: Vec<String> = w
+                    .pools
+                    .iter()
+                    .map(|(lo, hi)| format!("{lo:x}:{hi:x}"))
+                    .collect();
+                graph.push_str(&format!(
+                    ",tasks={},taskfns={},taskpools={}",
+                    work.join(crate::dump::exact::TASKS_FILE).display(),
+                    fns.join(":"),
+                    pools.join(":")
                 ));
             }
             if opts.call_graph.is_some() {
@@ -526,6 +541,11 @@ fn left_behind(
         .stack
         .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
         .and_then(|_| std::fs::read(work.join(crate::dump::exact::STACK_FILE)).ok());
+    out.tasks = opts
+        .tasks
+        .as_ref()
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::exact::TASKS_FILE)).ok());
     out.exception_chains = opts
         .call_graph
         .as_ref()

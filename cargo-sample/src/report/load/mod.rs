@@ -7,6 +7,7 @@ mod exact;
 mod names;
 mod run;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -74,6 +75,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         report::held_off::split_exact(e, &contexts, hidden);
     }
     let timeline = opts.timeline;
+    let max_poll = opts.max_poll;
     let cycles_request = opts.cycles.clone();
     if cycles_request.is_some() && exact.is_none() {
         bail!(
@@ -120,6 +122,9 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         )?;
     }
     at.fault(&mut report);
+    if let Some(t) = &dump.tasks {
+        at.tasks(&mut report, &dump, &samples, t, max_poll)?;
+    }
     if let Some(l) = &dump.laps {
         let windows = at.lap_windows();
         at.laps(&mut report, &dump, l, windows.as_ref());
@@ -515,6 +520,135 @@ impl Loading<'_> {
             crate::analysis::laps::apply_windows(&mut laps, l, w);
         }
         report.laps = Some(laps);
+    }
+
+    /// Embassy's task table: the firmware's statistics in the report's unit, each task's
+    /// tagged samples and hottest line, the exact times when QEMU kept them, and a warning for
+    /// each task whose longest poll is over the limit.
+    fn tasks(
+        &mut self,
+        report: &mut Report,
+        dump: &Dump,
+        samples: &report::Samples,
+        t: &dump::tasks::Tasks,
+        max_poll: Option<crate::spec::Period>,
+    ) -> Result<()> {
+        let meta = self.meta;
+        let qemu = meta.board.is_none();
+        let machine = crate::exec::machine::find(meta.machine.split(',').next().unwrap_or(""));
+        // SysTick runs on the core clock (CLKSOURCE 1): a cycle a tick on a board, the
+        // machine's SysTick clock in QEMU. CYCCNT counts cycles.
+        let scale = match (t.counter, machine) {
+            (wire::LAP_COUNTER_SYSTICK, Some(m)) if qemu => crate::analysis::laps::Scale {
+                units_per_tick: m.instructions_per_tick(meta.icount_shift),
+                hz: Some(m.systick_hz as f64),
+            },
+            _ => crate::analysis::laps::Scale {
+                units_per_tick: 1.0,
+                hz: (meta.timer_hz > 0 && !qemu).then_some(meta.timer_hz as f64),
+            },
+        };
+        let units_per_second = if qemu {
+            Some(1e9 / f64::from(1u32 << meta.icount_shift.min(20)))
+        } else {
+            (meta.timer_hz > 0).then_some(meta.timer_hz as f64)
+        };
+        let limit = match max_poll {
+            None => None,
+            Some(crate::spec::Period::Units(u)) => Some(u),
+            Some(crate::spec::Period::Seconds(sec)) => Some(sec * units_per_second.with_context(|| {
+                "`--max-poll` as a duration needs the core's clock: give it in cycles, or the                  clock with `--clock`"
+            })?),
+            Some(p) => bail!(
+                "`--max-poll {p}`: give a poll's length in {} (`200000`) or as a duration                  (`500us`)",
+                report.unit
+            ),
+        };
+        let mut names = HashMap::new();
+        for k in &t.tasks {
+            let name = self.sym.name_address(k.id);
+            let name = match name.split_once("::POOL") {
+                Some((task, _)) => task.to_owned(),
+                None => name,
+            };
+            names.insert(k.id, name);
+        }
+        // Samples tagged with the task being polled (`--tag api`, which Embassy images get
+        // by default).
+        let ids: std::collections::HashSet<u32> = t.tasks.iter().map(|k| k.id).collect();
+        let tagged = dump.info.tag_kind == wire::TAG_WORD
+            && samples.tags.len() == samples.ordered.len()
+            && samples.tags.iter().any(|g| ids.contains(g));
+        let mut by_tag: HashMap<u32, u64> = HashMap::new();
+        let mut lines: HashMap<u32, HashMap<String, u64>> = HashMap::new();
+        if tagged {
+            for (&pc, &tag) in samples.ordered.iter().zip(&samples.tags) {
+                *by_tag.entry(tag).or_default() += 1;
+                if ids.contains(&tag)
+                    && let Some(line) = self.sym.own_line(pc)
+                {
+                    *lines.entry(tag).or_default().entry(line).or_default() += 1;
+                }
+            }
+        }
+        let hottest: HashMap<u32, String> = lines
+            .into_iter()
+            .filter_map(|(tag, l)| {
+                let (line, _) = l
+                    .into_iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+                Some((tag, line))
+            })
+            .collect();
+        let path = self.dir.join(dump::exact::TASKS_FILE);
+        let exact = match std::fs::read(&path) {
+            Ok(bytes) => Some(
+                dump::exact::parse_tasks(&bytes)
+                    .with_context(|| format!("decoding {}", path.display()))?,
+            ),
+            Err(_) => None,
+        };
+        let pools = elf::task_pools(self.elf_bytes);
+        let total = samples.ordered.len() as u64;
+        let (table, over) = crate::analysis::tasks::analyse(
+            t,
+            &crate::analysis::tasks::Inputs {
+                scale,
+                unit: &report.unit,
+                names: &names,
+                sampled: tagged.then_some((&by_tag, total)),
+                lines: &hottest,
+                exact: exact.as_ref().map(|e| (e, pools.as_slice())),
+                max_poll: limit,
+                units_per_second,
+            },
+        );
+        for (task, longest, line) in over {
+            let time = units_per_second
+                .map(|u| format!(" ({})", crate::report::text::duration_of(longest / u)))
+                .unwrap_or_default();
+            let at = match line {
+                Some(l) => format!(" Most of its samples are at {l}."),
+                None if tagged => String::new(),
+                None => " Sample with `--tag api` to see the line it spends them at.".to_owned(),
+            };
+            let message = format!(
+                "task `{task}` polled for up to {longest:.0} {unit}{time}, over the limit of                  {limit:.0} {unit}: no other task of its executor ran meanwhile, and every                  wake waited for it to end.{at} A blocking call in async code? Make it yield                  (an async driver, `yield_now().await` between pieces) or move it to its own                  executor of lower priority (`--max-poll` sets the limit)",
+                unit = report.unit,
+                limit = table.max_poll_limit,
+            );
+            report.warnings.push(message.clone());
+            report.diagnostics.push(report::Diagnostic {
+                kind: report::Finding::LongPoll,
+                severity: report::Severity::Warning,
+                message,
+                percent: None,
+                addresses: Vec::new(),
+                functions: Vec::new(),
+            });
+        }
+        report.tasks = Some(table);
+        Ok(())
     }
 
     /// The plugin's lap windows, if the run kept them (a damaged file is said and left out).

@@ -1,0 +1,475 @@
+//! Embassy tasks as a performance engineer reads an RTOS's task statistics: per task the
+//! polls, the time in them (share of the run, mean and longest poll), the latency from a wake
+//! to the poll it causes, the samples tagged with it; the executor's idle share; and the
+//! exact figures of the same run beside them when QEMU timed the polls (`--truth`).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use sampler_rt::wire;
+
+use crate::analysis::laps::Scale;
+use crate::analysis::stats;
+use crate::dump::exact::TaskTimes;
+use crate::dump::tasks::{Tasks, bin_range};
+
+/// The task table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TasksReport {
+    /// What timed the polls: `DWT CYCCNT`, `SysTick` or `none`.
+    pub clock: String,
+    /// The unit of every time: `instructions` in QEMU, `cycles` on a board.
+    pub unit: String,
+    /// From the first spawn to the end of the run, in units (when polls were timed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span: Option<f64>,
+    /// The executor's time idle (from `executor_idle` to the next `poll_start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_percent: Option<f64>,
+    pub idle_periods: u32,
+    /// The exact figures of the executor, when QEMU timed the polls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_idle_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_idle: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_span: Option<u64>,
+    /// Samples tagged with a task, of all samples (when samples carried the task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    pub tasks: Vec<TaskRow>,
+    /// Polls of tasks beyond the runtime's table (`SAMPLER_RT_TASKS`).
+    pub dropped_polls: u32,
+    /// Hooks of executors other than the first (their idle time is not in `idle`).
+    pub other_executor_hooks: u32,
+    /// The longest poll a task may take before the report warns, in units.
+    pub max_poll_limit: f64,
+    /// What the table cannot say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One task.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskRow {
+    /// The task's function (`crate::task`), from the pool its header is in.
+    pub name: String,
+    /// The task's header address (the tag its samples carry).
+    pub id: u32,
+    pub polls: u32,
+    /// It ran to completion.
+    pub ended: bool,
+    /// Time in polls, in units, and its share of the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_poll: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_poll: Option<f64>,
+    /// Wakes that led to a poll.
+    pub wakes: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_latency: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_latency: Option<f64>,
+    /// Samples tagged with the task, their share of all samples and its 95 % interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_ci95: Option<[f64; 2]>,
+    /// The source line with most of the task's samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hottest_line: Option<String>,
+    /// Poll lengths and latencies by powers of two (in units; empty bins left out).
+    pub poll_histogram: Vec<HistBin>,
+    pub latency_histogram: Vec<HistBin>,
+    /// The same run's exact figures (QEMU with `--truth`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactTask>,
+}
+
+/// A histogram bin: values in `[low, high)` units.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct HistBin {
+    pub low: f64,
+    pub high: f64,
+    pub count: u32,
+}
+
+/// A task's polls as QEMU counted them, in instructions.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ExactTask {
+    pub polls: u64,
+    pub busy: u64,
+    /// Of the exact span.
+    pub busy_percent: f64,
+    pub max_poll: u64,
+    pub wakes: u64,
+    pub max_latency: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_latency: Option<f64>,
+    /// Sampled share minus this, in standard deviations of the binomial law at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_sigma: Option<f64>,
+}
+
+/// What the table is made from besides the record.
+pub struct Inputs<'a> {
+    pub scale: Scale,
+    pub unit: &'a str,
+    /// Each task's name by its header address.
+    pub names: &'a HashMap<u32, String>,
+    /// Samples per tag and all samples, when samples carried the task being polled.
+    pub sampled: Option<(&'a HashMap<u32, u64>, u64)>,
+    /// The hottest line of each task's samples.
+    pub lines: &'a HashMap<u32, String>,
+    /// The exact times and the pools they are per (`elf::task_pools`' order).
+    pub exact: Option<(&'a TaskTimes, &'a [crate::image::elf::TaskPool])>,
+    /// `--max-poll` in units, if given.
+    pub max_poll: Option<f64>,
+    /// Units per second, if known (for the default limit and durations in messages).
+    pub units_per_second: Option<f64>,
+}
+
+/// The default limit on a poll: 1 ms, or a twentieth of the run when that is shorter.
+pub fn default_limit(span_units: Option<f64>, units_per_second: Option<f64>) -> Option<f64> {
+    let ms = units_per_second.map(|u| u / 1000.0);
+    let part = span_units.map(|s| s / 20.0);
+    match (ms, part) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The task table, and the tasks whose longest poll is over the limit.
+pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<String>)>) {
+    let timed = t.timed();
+    let u = |ticks: f64| ticks * i.scale.units_per_tick;
+    let span = timed.then(|| u(t.span as f64));
+    let limit = i
+        .max_poll
+        .or_else(|| {
+            default_limit(
+                span.or(i.exact.map(|e| e.0.span as f64)),
+                i.units_per_second,
+            )
+        })
+        .unwrap_or(f64::INFINITY);
+    let pool_of = |id: u32| {
+        i.exact
+            .and_then(|(_, pools)| pools.iter().position(|p| id >= p.1 && id < p.2))
+    };
+    let mut notes = Vec::new();
+    let mut rows: Vec<TaskRow> = t
+        .tasks
+        .iter()
+        .map(|k| {
+            let name = i
+                .names
+                .get(&k.id)
+                .cloned()
+                .unwrap_or_else(|| format!("task at {:#010x}", k.id));
+            let hist = |h: &[u32]| -> Vec<HistBin> {
+                (0..h.len())
+                    .rev()
+                    .filter(|&b| h[b] > 0)
+                    .map(|b| {
+                        let (lo, hi) = bin_range(b);
+                        HistBin {
+                            low: u(lo as f64),
+                            high: u(hi as f64),
+                            count: h[b],
+                        }
+                    })
+                    .collect()
+            };
+            let (samples, sampled_percent, sampled_ci95) = match i.sampled {
+                Some((by_tag, n)) if n > 0 => {
+                    let s = by_tag.get(&k.id).copied().unwrap_or(0);
+                    let (lo, hi) = stats::wilson(s, n, 1.96);
+                    (
+                        Some(s),
+                        Some(100.0 * s as f64 / n as f64),
+                        Some([100.0 * lo, 100.0 * hi]),
+                    )
+                }
+                _ => (None, None, None),
+            };
+            let exact = i.exact.and_then(|(e, _)| {
+                let p = e.pools.get(pool_of(k.id)?)?;
+                let busy_percent = if e.span > 0 {
+                    100.0 * p.busy as f64 / e.span as f64
+                } else {
+                    0.0
+                };
+                let error_sigma = match i.sampled {
+                    Some((by_tag, n)) if n > 0 && e.span > 0 => Some(stats::binomial_z(
+                        by_tag.get(&k.id).copied().unwrap_or(0),
+                        n,
+                        (p.busy as f64 / e.span as f64).clamp(0.0, 1.0),
+                    )),
+                    _ => None,
+                };
+                Some(ExactTask {
+                    polls: p.polls,
+                    busy: p.busy,
+                    busy_percent,
+                    max_poll: p.max_poll,
+                    wakes: p.wakes,
+                    max_latency: p.max_latency,
+                    mean_latency: (p.wakes > 0).then(|| p.latency as f64 / p.wakes as f64),
+                    error_sigma,
+                })
+            });
+            TaskRow {
+                name,
+                id: k.id,
+                polls: k.polls,
+                ended: k.ended,
+                busy: timed.then(|| u(k.busy as f64)),
+                busy_percent: span
+                    .filter(|&s| timed && s > 0.0)
+                    .map(|s| 100.0 * u(k.busy as f64) / s),
+                mean_poll: (timed && k.polls > 0).then(|| u(k.busy as f64) / f64::from(k.polls)),
+                max_poll: (timed && k.polls > 0).then(|| u(f64::from(k.max_poll))),
+                wakes: k.wakes,
+                mean_latency: (timed && k.wakes > 0)
+                    .then(|| u(k.latency as f64) / f64::from(k.wakes)),
+                max_latency: (timed && k.wakes > 0).then(|| u(f64::from(k.max_latency))),
+                samples,
+                sampled_percent,
+                sampled_ci95,
+                hottest_line: i.lines.get(&k.id).cloned(),
+                poll_histogram: if timed {
+                    hist(&k.poll_hist)
+                } else {
+                    Vec::new()
+                },
+                latency_histogram: if timed {
+                    hist(&k.latency_hist)
+                } else {
+                    Vec::new()
+                },
+                exact,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let key = |r: &TaskRow| {
+            r.busy
+                .or(r.exact.map(|e| e.busy as f64))
+                .or(r.sampled_percent)
+                .unwrap_or(f64::from(r.polls))
+        };
+        key(b).total_cmp(&key(a)).then(a.name.cmp(&b.name))
+    });
+    if !timed {
+        notes.push(
+            "polls are counted, not timed: the core has no cycle counter that counts (DWT \
+             CYCCNT; QEMU models none) and SysTick paces the sampler. Pace the sampler with \
+             another timer (`--timer`, e.g. `cmsdk` on mps2 machines) so that SysTick times \
+             the polls, or run on a core with CYCCNT"
+                .to_owned(),
+        );
+    }
+    if t.dropped > 0 {
+        notes.push(format!(
+            "{} polls were of tasks beyond the runtime's table of {} tasks: build sampler-rt \
+             with a larger `SAMPLER_RT_TASKS` (a power of two)",
+            t.dropped,
+            t.tasks.len()
+        ));
+    }
+    if t.other_executors > 0 {
+        notes.push(
+            "more than one executor ran: the idle time is the first executor's (the one that \
+             spawned first); the tasks of every executor are in the table"
+                .to_owned(),
+        );
+    }
+    let over: Vec<(String, f64, Option<String>)> = rows
+        .iter()
+        .filter_map(|r| {
+            let longest = r.max_poll.or(r.exact.map(|e| e.max_poll as f64))?;
+            (longest > limit).then(|| (r.name.clone(), longest, r.hottest_line.clone()))
+        })
+        .collect();
+    let (exact_idle, exact_span) = match i.exact {
+        Some((e, _)) => (Some(e.idle), Some(e.span)),
+        None => (None, None),
+    };
+    let report = TasksReport {
+        clock: match t.counter {
+            wire::LAP_COUNTER_CYCCNT => "DWT CYCCNT",
+            wire::LAP_COUNTER_SYSTICK => "SysTick",
+            _ => "none",
+        }
+        .to_owned(),
+        unit: i.unit.to_owned(),
+        span,
+        idle: timed.then(|| u(t.idle as f64)),
+        idle_percent: span
+            .filter(|&s| s > 0.0)
+            .map(|s| 100.0 * u(t.idle as f64) / s),
+        idle_periods: t.idle_periods,
+        exact_idle_percent: i
+            .exact
+            .filter(|e| e.0.span > 0)
+            .map(|(e, _)| 100.0 * e.idle as f64 / e.span as f64),
+        exact_idle,
+        exact_span,
+        samples: i.sampled.map(|(by_tag, _)| {
+            rows.iter()
+                .map(|r| by_tag.get(&r.id).copied().unwrap_or(0))
+                .sum()
+        }),
+        tasks: rows,
+        dropped_polls: t.dropped,
+        other_executor_hooks: t.other_executors,
+        max_poll_limit: limit,
+        notes,
+    };
+    (report, over)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dump::exact::PoolTimes;
+    use crate::dump::tasks::Task;
+
+    fn task(id: u32, polls: u32, busy: u64, max_poll: u32) -> Task {
+        let mut poll_hist = vec![0; wire::TASK_BINS];
+        poll_hist[max_poll.leading_zeros() as usize] = polls;
+        Task {
+            id,
+            polls,
+            max_poll,
+            busy,
+            wakes: polls - 1,
+            max_latency: 3,
+            latency: 2 * u64::from(polls - 1),
+            ended: false,
+            poll_hist,
+            latency_hist: vec![0; wire::TASK_BINS],
+        }
+    }
+
+    #[test]
+    fn times_are_in_units_shares_of_the_span_and_a_long_poll_is_over_the_limit() {
+        let t = Tasks {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            span: 1000,
+            idle: 250,
+            idle_periods: 4,
+            tasks: vec![task(0x100, 10, 100, 12), task(0x200, 2, 600, 500)],
+            ..Tasks::default()
+        };
+        let names = HashMap::from([(0x100, "a".to_owned()), (0x200, "b".to_owned())]);
+        let by_tag = HashMap::from([(0x100, 10u64), (0x200, 60u64)]);
+        let exact = TaskTimes {
+            pools: vec![
+                PoolTimes {
+                    polls: 10,
+                    busy: 4000,
+                    max_poll: 480,
+                    ..PoolTimes::default()
+                },
+                PoolTimes {
+                    polls: 2,
+                    busy: 24_000,
+                    max_poll: 20_000,
+                    ..PoolTimes::default()
+                },
+            ],
+            idle: 10_000,
+            span: 40_000,
+            ..TaskTimes::default()
+        };
+        let pools = [
+            ("a".to_owned(), 0x100, 0x180),
+            ("b".to_owned(), 0x200, 0x280),
+        ];
+        let lines = HashMap::from([(0x200, "src/main.rs:9".to_owned())]);
+        let (r, over) = analyse(
+            &t,
+            &Inputs {
+                scale: Scale {
+                    units_per_tick: 40.0,
+                    hz: Some(25e6),
+                },
+                unit: "instructions",
+                names: &names,
+                sampled: Some((&by_tag, 100)),
+                lines: &lines,
+                exact: Some((&exact, &pools)),
+                max_poll: None,
+                units_per_second: Some(1e9),
+            },
+        );
+        assert_eq!(r.span, Some(40_000.0));
+        assert_eq!(r.idle_percent, Some(25.0));
+        assert_eq!(r.exact_idle_percent, Some(25.0));
+        // The busiest first.
+        assert_eq!(r.tasks[0].name, "b");
+        assert_eq!(r.tasks[0].busy, Some(24_000.0));
+        assert_eq!(r.tasks[0].busy_percent, Some(60.0));
+        assert_eq!(r.tasks[0].max_poll, Some(20_000.0));
+        assert_eq!(r.tasks[1].mean_poll, Some(400.0));
+        assert_eq!(r.tasks[1].mean_latency, Some(80.0));
+        assert_eq!(r.tasks[0].exact.unwrap().busy_percent, 60.0);
+        assert!(r.tasks[0].exact.unwrap().error_sigma.unwrap().abs() < 0.01);
+        // A twentieth of 40 000 instructions (shorter than 1 ms): only b's poll is over it.
+        assert_eq!(r.max_poll_limit, 2000.0);
+        assert_eq!(
+            over,
+            vec![("b".to_owned(), 20_000.0, Some("src/main.rs:9".to_owned()))]
+        );
+        // The histogram in units: 500 ticks are in [256, 512) ticks.
+        assert_eq!(
+            r.tasks[0].poll_histogram,
+            vec![HistBin {
+                low: 256.0 * 40.0,
+                high: 512.0 * 40.0,
+                count: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn untimed_polls_are_counted_and_said_to_be() {
+        let t = Tasks {
+            counter: wire::LAP_COUNTER_NONE,
+            tasks: vec![task(0x100, 3, 0, 0)],
+            ..Tasks::default()
+        };
+        let (r, over) = analyse(
+            &t,
+            &Inputs {
+                scale: Scale {
+                    units_per_tick: 1.0,
+                    hz: None,
+                },
+                unit: "cycles",
+                names: &HashMap::new(),
+                sampled: None,
+                lines: &HashMap::new(),
+                exact: None,
+                max_poll: Some(10.0),
+                units_per_second: None,
+            },
+        );
+        assert_eq!(r.tasks[0].polls, 3);
+        assert_eq!(r.tasks[0].busy, None);
+        assert_eq!(r.tasks[0].name, "task at 0x00000100");
+        assert!(r.notes[0].contains("not timed"), "{:?}", r.notes);
+        assert!(over.is_empty());
+    }
+}

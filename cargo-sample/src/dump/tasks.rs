@@ -1,0 +1,192 @@
+//! The dump's TASKS record: what sampler-rt's Embassy hooks kept of each task (polls, time in
+//! polls, wake-to-poll latency) and of the executor's idle time, in raw counter ticks.
+
+use sampler_rt::wire;
+
+use super::le::read_u32;
+
+/// The TASKS record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tasks {
+    /// `wire::LAP_COUNTER_*`: what the ticks are (none: polls are counted, not timed).
+    pub counter: u8,
+    /// Polls of tasks beyond the runtime's table.
+    pub dropped: u32,
+    /// The executor whose idle time was kept (its address).
+    pub executor: u32,
+    /// Ticks from the first spawn to the dump.
+    pub span: u64,
+    /// Ticks the executor spent idle (from `executor_idle` to the next `poll_start`).
+    pub idle: u64,
+    pub idle_periods: u32,
+    /// Hooks of other executors (their idle time is not kept).
+    pub other_executors: u32,
+    pub tasks: Vec<Task>,
+}
+
+/// One task's statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Task {
+    /// The task's header address.
+    pub id: u32,
+    pub polls: u32,
+    /// The longest poll, in ticks.
+    pub max_poll: u32,
+    /// Ticks in polls.
+    pub busy: u64,
+    /// Wakes followed by a poll (each measured from the first wake since the previous poll
+    /// began).
+    pub wakes: u32,
+    pub max_latency: u32,
+    pub latency: u64,
+    /// It ran to completion.
+    pub ended: bool,
+    /// Poll lengths by leading zeros of their ticks ([`bin_range`]).
+    pub poll_hist: Vec<u32>,
+    /// Latencies, the same way.
+    pub latency_hist: Vec<u32>,
+}
+
+impl Tasks {
+    /// Whether polls were timed.
+    pub fn timed(&self) -> bool {
+        self.counter != wire::LAP_COUNTER_NONE
+    }
+}
+
+/// The values a histogram bin counts, in ticks: `[low, high)` (bin 32 holds the zeros).
+pub fn bin_range(bin: usize) -> (u64, u64) {
+    match bin {
+        32 => (0, 1),
+        b => (1u64 << (31 - b), 1u64 << (32 - b)),
+    }
+}
+
+/// Decode a TASKS payload; `None` if it is damaged.
+pub fn decode(p: &[u8]) -> Option<Tasks> {
+    let w = |i: usize| read_u32(p, 4 * i);
+    let u64_at = |i: usize| Some(u64::from(w(i)?) | u64::from(w(i + 1)?) << 32);
+    let first = w(0)?;
+    let bins = ((first >> 8) & 0xFF) as usize;
+    let n = w(1)? as usize;
+    let header = wire::TASKS_HEADER_WORDS as usize;
+    let entry = wire::TASK_FIXED_WORDS as usize + 2 * bins;
+    if bins != wire::TASK_BINS || p.len() < 4 * (header + n * entry) {
+        return None;
+    }
+    let tasks = (0..n)
+        .map(|k| {
+            let at = header + k * entry;
+            let hist = |from: usize| (0..bins).map(|b| w(from + b)).collect::<Option<Vec<_>>>();
+            Some(Task {
+                id: w(at)?,
+                polls: w(at + 1)?,
+                max_poll: w(at + 2)?,
+                busy: u64_at(at + 3)?,
+                wakes: w(at + 5)?,
+                max_latency: w(at + 6)?,
+                latency: u64_at(at + 7)?,
+                ended: w(at + 9)? & wire::TASK_ENDED != 0,
+                poll_hist: hist(at + 10)?,
+                latency_hist: hist(at + 10 + bins)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Tasks {
+        counter: first as u8,
+        dropped: w(2)?,
+        executor: w(3)?,
+        span: u64_at(4)?,
+        idle: u64_at(6)?,
+        idle_periods: w(8)?,
+        other_executors: w(9)?,
+        tasks,
+    })
+}
+
+/// The TASKS payload of `t` (as the firmware writes it).
+pub fn encode(t: &Tasks) -> Vec<u8> {
+    let mut words = vec![
+        u32::from(t.counter) | (wire::TASK_BINS as u32) << 8,
+        t.tasks.len() as u32,
+        t.dropped,
+        t.executor,
+        t.span as u32,
+        (t.span >> 32) as u32,
+        t.idle as u32,
+        (t.idle >> 32) as u32,
+        t.idle_periods,
+        t.other_executors,
+    ];
+    for k in &t.tasks {
+        words.extend([
+            k.id,
+            k.polls,
+            k.max_poll,
+            k.busy as u32,
+            (k.busy >> 32) as u32,
+            k.wakes,
+            k.max_latency,
+            k.latency as u32,
+            (k.latency >> 32) as u32,
+            if k.ended { wire::TASK_ENDED } else { 0 },
+        ]);
+        for h in [&k.poll_hist, &k.latency_hist] {
+            words.extend((0..wire::TASK_BINS).map(|b| h.get(b).copied().unwrap_or(0)));
+        }
+    }
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Tasks {
+        let mut poll_hist = vec![0; wire::TASK_BINS];
+        poll_hist[32 - 7] = 3;
+        Tasks {
+            counter: wire::LAP_COUNTER_SYSTICK,
+            dropped: 1,
+            executor: 0x2000_0100,
+            span: 5 << 32 | 7,
+            idle: 1234,
+            idle_periods: 9,
+            other_executors: 0,
+            tasks: vec![Task {
+                id: 0x2000_0200,
+                polls: 3,
+                max_poll: 100,
+                busy: 250,
+                wakes: 2,
+                max_latency: 40,
+                latency: 60,
+                ended: true,
+                poll_hist,
+                latency_hist: vec![0; wire::TASK_BINS],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_record_decodes_to_what_was_encoded_and_a_short_one_is_refused() {
+        let t = sample();
+        let bytes = encode(&t);
+        assert_eq!(
+            bytes.len(),
+            4 * (wire::TASKS_HEADER_WORDS + wire::TASK_FIXED_WORDS + 2 * wire::TASK_BINS as u32)
+                as usize
+        );
+        assert_eq!(decode(&bytes), Some(t));
+        assert_eq!(decode(&bytes[..bytes.len() - 4]), None);
+    }
+
+    #[test]
+    fn bins_are_powers_of_two_by_leading_zeros() {
+        // 100 ticks has 25 leading zeros: bin 25 holds [64, 128).
+        assert_eq!(bin_range(100u32.leading_zeros() as usize), (64, 128));
+        assert_eq!(bin_range(0), (1 << 31, 1 << 32));
+        assert_eq!(bin_range(32), (0, 1));
+        assert_eq!(bin_range(31), (1, 2));
+    }
+}

@@ -1,0 +1,477 @@
+//! Embassy task statistics (`embassy` feature, Cortex-M), from embassy-executor's trace hooks
+//! (enable its `trace` feature).
+//!
+//! Per task: polls, the time in them, the longest and a histogram of their lengths, and the
+//! latency from a wake (`task_ready_begin`) to the poll it causes (`task_exec_begin`), with its
+//! longest and histogram; per executor (the first one that polls) the time from
+//! `executor_idle` to the next `poll_start`. Each sample's tag is the task being polled (its
+//! header's address), 0 between tasks.
+//!
+//! Time comes from DWT CYCCNT where it counts, else from SysTick running free (24 bits, from
+//! 0xFFFFFF) when the sampler does not pace itself with it; otherwise polls are counted but not
+//! timed. The counter is chosen at the first spawn. A poll's time is wall time: it includes the
+//! interrupts taken during it (the sampler's too). Every clock reading goes through
+//! [`sampler_rt_task_clock`], so that an exact count in QEMU can find the very instants the
+//! runtime read.
+//!
+//! The table holds [`MAX_TASKS`] tasks (`SAMPLER_RT_TASKS` at build time), found by a hash of
+//! the task's address; polls of tasks beyond are counted apart. Nothing is allocated.
+
+use core::ptr::{addr_of, addr_of_mut, null_mut, read_volatile, write_volatile};
+use core::sync::atomic::Ordering;
+
+use crate::tags::SAMPLER_RT_TAG;
+use crate::wire;
+
+/// Tasks whose statistics are kept (`SAMPLER_RT_TASKS`, a power of two, default 8).
+pub const MAX_TASKS: usize = crate::decimal(env!("SAMPLER_RT_TASKS"));
+const BINS: usize = wire::TASK_BINS;
+
+const DEMCR: *mut u32 = 0xE000_EDFC as *mut u32;
+const DWT_CTRL: *mut u32 = 0xE000_1000 as *mut u32;
+const DWT_CYCCNT: *mut u32 = 0xE000_1004 as *mut u32;
+const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The task's header address; 0 while the slot is free.
+    id: u32,
+    polls: u32,
+    max_poll: u32,
+    flags: u32,
+    busy: u64,
+    wakes: u32,
+    max_latency: u32,
+    latency: u64,
+    /// The clock when the poll in progress began.
+    begin: u32,
+    /// The clock at the first wake since the task's last poll began, when `woken` is 1.
+    ready_at: u32,
+    woken: u32,
+    poll_hist: [u32; BINS],
+    latency_hist: [u32; BINS],
+}
+
+const FREE: Slot = Slot {
+    id: 0,
+    polls: 0,
+    max_poll: 0,
+    flags: 0,
+    busy: 0,
+    wakes: 0,
+    max_latency: 0,
+    latency: 0,
+    begin: 0,
+    ready_at: 0,
+    woken: 0,
+    poll_hist: [0; BINS],
+    latency_hist: [0; BINS],
+};
+
+#[repr(C)]
+struct Table {
+    /// The counter register the clock reads (a zero word when there is none; null, which
+    /// reads the vector table's first word, until the first spawn chooses).
+    source: *const u32,
+    /// XORed into the raw value, so that the clock counts up (SysTick counts down).
+    flip: u32,
+    /// The counter's significant bits.
+    mask: u32,
+    /// `wire::LAP_COUNTER_*`, once `chosen` is 1.
+    counter: u32,
+    chosen: u32,
+    /// The task being polled and its slot (a poll of another executor nested in it leaves
+    /// another task here: the hook then finds its slot by address).
+    current_id: u32,
+    current: *mut Slot,
+    /// The executor whose idle time is kept (the first that spawned a task).
+    executor: u32,
+    /// Hooks of other executors (their idle time is not kept).
+    others: u32,
+    /// The clock at the last executor hook, and the time from the first to it.
+    last: u32,
+    span: u64,
+    idle: u64,
+    idle_at: u32,
+    idling: u32,
+    idle_periods: u32,
+    /// Polls of tasks that found no slot.
+    dropped: u32,
+    slots: [Slot; MAX_TASKS],
+}
+
+static ZERO: u32 = 0;
+
+/// The statistics (found by name by the host). All zero: in `.bss`.
+#[unsafe(no_mangle)]
+static mut SAMPLER_RT_TASKS: Table = Table {
+    source: core::ptr::null(),
+    flip: 0,
+    mask: 0,
+    counter: 0,
+    chosen: 0,
+    current_id: 0,
+    current: null_mut(),
+    executor: 0,
+    others: 0,
+    last: 0,
+    span: 0,
+    idle: 0,
+    idle_at: 0,
+    idling: 0,
+    idle_periods: 0,
+    dropped: 0,
+    slots: [FREE; MAX_TASKS],
+};
+
+fn table() -> *mut Table {
+    addr_of_mut!(SAMPLER_RT_TASKS)
+}
+
+/// The task clock: the chosen counter, counting up. Every hook reads time through this one
+/// function (the read's address, `sampler_rt_task_clock_read`, is what an exact count in QEMU
+/// watches). Reads `source` (a counter
+/// register, or ZERO) and XORs `flip`, the table's first two words.
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub extern "C" fn sampler_rt_task_clock() -> u32 {
+    core::arch::naked_asm!(
+        "ldr r0, ={t}",
+        "ldm r0, {{r0, r1}}",
+        // The read (its address is what an exact count in QEMU watches).
+        ".global sampler_rt_task_clock_read",
+        "sampler_rt_task_clock_read:",
+        "ldr r0, [r0]",
+        "eors r0, r1",
+        "bx lr",
+        ".ltorg",
+        t = sym SAMPLER_RT_TASKS,
+    )
+}
+
+const _: () = {
+    // The RAM a task takes, as the crate's documentation says.
+    assert!(core::mem::size_of::<Slot>() == 320);
+    assert!(core::mem::offset_of!(Table, source) == 0);
+    assert!(core::mem::offset_of!(Table, flip) == 4);
+};
+
+/// Ticks from `a` to `b` of the clock.
+#[inline(always)]
+unsafe fn ticks(t: *mut Table, a: u32, b: u32) -> u32 {
+    // SAFETY: the caller's table.
+    b.wrapping_sub(a) & unsafe { (*t).mask }
+}
+
+/// Count `v` ticks in a histogram, by its leading zeros (`wire::TASK_BINS`).
+#[inline(always)]
+unsafe fn bin(h: *mut [u32; BINS], v: u32) {
+    let k = v.leading_zeros() as usize;
+    // SAFETY: k <= 32 < BINS; the histogram is the caller's slot's.
+    unsafe { *(*h).as_mut_ptr().add(k) += 1 };
+}
+
+/// Whether the sampler takes SysTick in this run (its configuration says so, or the built-in
+/// defaults do).
+fn sampler_takes_systick() -> bool {
+    match crate::cortex_m::run_config() {
+        Some(c) => c.mode != wire::MODE_OFF && c.timer == wire::TIMER_SYSTICK,
+        None => true,
+    }
+}
+
+/// Choose the counter: CYCCNT where it counts, else SysTick running free when the sampler
+/// leaves it and nobody else runs it with another period.
+#[cold]
+#[inline(never)]
+unsafe fn choose(t: *mut Table, executor: u32) {
+    // SAFETY: architected debug and SysTick registers of every ARMv6-M/ARMv7-M/ARMv8-M core
+    // (ARMv6-M has no DWT cycle counter: the writes are ignored and CYCCNT reads zero there);
+    // the table is only written by the hooks, on one core.
+    unsafe {
+        (*t).executor = executor;
+        write_volatile(DEMCR, read_volatile(DEMCR) | 1 << 24);
+        write_volatile(DWT_CTRL, read_volatile(DWT_CTRL) | 1);
+        let a = read_volatile(DWT_CYCCNT);
+        for _ in 0..8 {
+            core::arch::asm!("nop", options(nomem, nostack, preserves_flags));
+        }
+        const SYSTICK: (*const u32, u32, u32, u8) = (
+            SYST_CVR as *const u32,
+            0x00FF_FFFF,
+            0x00FF_FFFF,
+            wire::LAP_COUNTER_SYSTICK,
+        );
+        let none = (addr_of!(ZERO), 0, 0, wire::LAP_COUNTER_NONE);
+        let (source, flip, mask, counter) = if read_volatile(DWT_CYCCNT) != a {
+            (
+                DWT_CYCCNT as *const u32,
+                0,
+                u32::MAX,
+                wire::LAP_COUNTER_CYCCNT,
+            )
+        } else if sampler_takes_systick() {
+            none
+        } else if read_volatile(SYST_CSR) & 1 == 0 {
+            write_volatile(SYST_RVR, 0x00FF_FFFF);
+            write_volatile(SYST_CVR, 0);
+            write_volatile(SYST_CSR, 0b101);
+            SYSTICK
+        } else if read_volatile(SYST_RVR) & 0x00FF_FFFF == 0x00FF_FFFF {
+            // Already running free (the laps chose it first).
+            SYSTICK
+        } else {
+            none
+        };
+        (*t).source = source;
+        (*t).flip = flip;
+        (*t).mask = mask;
+        (*t).counter = u32::from(counter);
+        write_volatile(addr_of_mut!((*t).chosen), 1);
+        (*t).last = sampler_rt_task_clock();
+    }
+}
+
+/// The task's slot, made at its first hook; null when the table is full.
+#[inline(always)]
+unsafe fn find(t: *mut Table, id: u32) -> *mut Slot {
+    let mut i = ((id >> 3) ^ (id >> 9)) as usize & (MAX_TASKS - 1);
+    for _ in 0..MAX_TASKS {
+        // SAFETY: i < MAX_TASKS.
+        let s = unsafe { addr_of_mut!((*t).slots[i]) };
+        // SAFETY: a slot's id is written once, from 0, with interrupts masked.
+        let v = unsafe { read_volatile(addr_of!((*s).id)) };
+        if v == id {
+            return s;
+        }
+        if v == 0 {
+            // SAFETY: the caller's table.
+            return unsafe { claim(t, id, i) };
+        }
+        i = (i + 1) & (MAX_TASKS - 1);
+    }
+    null_mut()
+}
+
+/// Give `id` the first free slot from `i` (or the one another context gave it meanwhile).
+#[cold]
+#[inline(never)]
+unsafe fn claim(t: *mut Table, id: u32, mut i: usize) -> *mut Slot {
+    crate::without_interrupts(|| {
+        for _ in 0..MAX_TASKS {
+            // SAFETY: i < MAX_TASKS; interrupts are masked.
+            unsafe {
+                let s = addr_of_mut!((*t).slots[i]);
+                if (*s).id == id {
+                    return s;
+                }
+                if (*s).id == 0 {
+                    write_volatile(addr_of_mut!((*s).id), id);
+                    return s;
+                }
+            }
+            i = (i + 1) & (MAX_TASKS - 1);
+        }
+        null_mut()
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_task_new(executor_id: u32, task_id: u32) {
+    let t = table();
+    // SAFETY: the hooks run on one core; see `find` and `choose`.
+    unsafe {
+        if read_volatile(addr_of!((*t).chosen)) == 0 {
+            choose(t, executor_id);
+        }
+        find(t, task_id);
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
+    SAMPLER_RT_TAG.store(task_id, Ordering::Relaxed);
+    let now = sampler_rt_task_clock();
+    let t = table();
+    // SAFETY: as above. A wake from an interrupt between the read of `woken` and its clearing
+    // is merged with this poll's: it came before the poll began.
+    unsafe {
+        let s = find(t, task_id);
+        (*t).current_id = if s.is_null() { 0 } else { task_id };
+        (*t).current = s;
+        if s.is_null() {
+            return;
+        }
+        (*s).begin = now;
+        if (*s).woken != 0 {
+            (*s).woken = 0;
+            let l = ticks(t, (*s).ready_at, now);
+            (*s).wakes += 1;
+            (*s).latency += u64::from(l);
+            if l > (*s).max_latency {
+                (*s).max_latency = l;
+            }
+            bin(addr_of_mut!((*s).latency_hist), l);
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
+    let now = sampler_rt_task_clock();
+    SAMPLER_RT_TAG.store(0, Ordering::Relaxed);
+    let t = table();
+    // SAFETY: as above.
+    unsafe {
+        let mut s = (*t).current;
+        if (*t).current_id != task_id {
+            // A poll of another executor ran inside this one (or the task has no slot).
+            s = find(t, task_id);
+            if s.is_null() {
+                (*t).dropped += 1;
+                return;
+            }
+        }
+        let d = ticks(t, (*s).begin, now);
+        (*s).polls += 1;
+        (*s).busy += u64::from(d);
+        if d > (*s).max_poll {
+            (*s).max_poll = d;
+        }
+        bin(addr_of_mut!((*s).poll_hist), d);
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_task_ready_begin(_executor_id: u32, task_id: u32) {
+    let now = sampler_rt_task_clock();
+    let t = table();
+    // SAFETY: as above (this hook also runs in interrupt handlers: it writes only its task's
+    // wake, which the poll reads).
+    unsafe {
+        let s = find(t, task_id);
+        if !s.is_null() && (*s).woken == 0 {
+            (*s).ready_at = now;
+            write_volatile(addr_of_mut!((*s).woken), 1);
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_task_end(_executor_id: u32, task_id: u32) {
+    let t = table();
+    // SAFETY: as above.
+    unsafe {
+        let s = find(t, task_id);
+        if !s.is_null() {
+            (*s).flags |= wire::TASK_ENDED;
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_executor_idle(executor_id: u32) {
+    let now = sampler_rt_task_clock();
+    let t = table();
+    // SAFETY: as above.
+    unsafe {
+        if executor_id != (*t).executor {
+            (*t).others += 1;
+            return;
+        }
+        (*t).span += u64::from(ticks(t, (*t).last, now));
+        (*t).last = now;
+        (*t).idle_at = now;
+        (*t).idling = 1;
+    }
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+fn _embassy_trace_poll_start(executor_id: u32) {
+    let now = sampler_rt_task_clock();
+    let t = table();
+    // SAFETY: as above.
+    unsafe {
+        if executor_id != (*t).executor {
+            (*t).others += 1;
+            return;
+        }
+        (*t).span += u64::from(ticks(t, (*t).last, now));
+        (*t).last = now;
+        if (*t).idling != 0 {
+            (*t).idling = 0;
+            (*t).idle += u64::from(ticks(t, (*t).idle_at, now));
+            (*t).idle_periods += 1;
+        }
+    }
+}
+
+/// The TASKS record's payload length, when any task was seen.
+pub(crate) fn record_len() -> Option<u32> {
+    let t = table();
+    // SAFETY: read at dump time; slots only ever gain an id.
+    let n = unsafe { (*t).slots.iter().filter(|s| s.id != 0).count() } as u32;
+    (n != 0)
+        .then(|| 4 * (wire::TASKS_HEADER_WORDS + n * (wire::TASK_FIXED_WORDS + 2 * BINS as u32)))
+}
+
+/// The TASKS record's payload, word by word (the length is [`record_len`]'s).
+pub(crate) fn write_record(mut put: impl FnMut(u32)) {
+    let t = table();
+    // SAFETY: read at dump time, from the thread that sends the dump; a hook interrupting it
+    // changes a count by one at most.
+    unsafe {
+        let now = sampler_rt_task_clock();
+        let timed = (*t).chosen != 0 && (*t).counter != u32::from(wire::LAP_COUNTER_NONE);
+        let span = if timed {
+            (*t).span + u64::from(ticks(t, (*t).last, now))
+        } else {
+            0
+        };
+        let mut idle = (*t).idle;
+        if timed && (*t).idling != 0 {
+            idle += u64::from(ticks(t, (*t).idle_at, now));
+        }
+        let counter = if timed {
+            (*t).counter
+        } else {
+            u32::from(wire::LAP_COUNTER_NONE)
+        };
+        let used = (*t).slots.iter().filter(|s| s.id != 0);
+        put(counter | (BINS as u32) << 8);
+        put(used.clone().count() as u32);
+        put((*t).dropped);
+        put((*t).executor);
+        put(span as u32);
+        put((span >> 32) as u32);
+        put(idle as u32);
+        put((idle >> 32) as u32);
+        put((*t).idle_periods);
+        put((*t).others);
+        for s in used {
+            put(s.id);
+            put(s.polls);
+            put(s.max_poll);
+            put(s.busy as u32);
+            put((s.busy >> 32) as u32);
+            put(s.wakes);
+            put(s.max_latency);
+            put(s.latency as u32);
+            put((s.latency >> 32) as u32);
+            put(s.flags);
+            for &v in s.poll_hist.iter().chain(s.latency_hist.iter()) {
+                put(v);
+            }
+        }
+    }
+}

@@ -23,3 +23,4 @@ mod live;
 mod pmu;
 mod serial;
 mod tags;
+mod tasks;

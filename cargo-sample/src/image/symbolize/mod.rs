@@ -388,7 +388,8 @@ impl Symbolizer {
         self.sampler.iter().any(|r| r.contains(pc)) && !self.inlined_user.contains(&pc)
     }
 
-    /// `file:line` of the innermost frame at `pc` that is not the standard library's (or
+    /// `` `function` at file:line `` of the innermost frame at `pc` that is not the standard
+    /// library's (or
     /// sampler-rt's): where the firmware's own code was when the standard library's inlined
     /// code ran (a loop's `Range::next` is charged to the loop's line).
     pub fn own_line(&mut self, pc: u32) -> Option<String> {
@@ -399,7 +400,12 @@ impl Symbolizer {
             .iter()
             .find(|f| !library(&f.function))
             .or(r.frames.first())?;
-        Some(format!("{}:{}", f.file.as_deref()?, f.line?))
+        Some(format!(
+            "`{}` at {}:{}",
+            f.function,
+            f.file.as_deref()?,
+            f.line?
+        ))
     }
 
     /// Resolve one address (cached).

@@ -556,11 +556,15 @@ impl Loading<'_> {
         let limit = match max_poll {
             None => None,
             Some(crate::spec::Period::Units(u)) => Some(u),
-            Some(crate::spec::Period::Seconds(sec)) => Some(sec * units_per_second.with_context(|| {
-                "`--max-poll` as a duration needs the core's clock: give it in cycles, or the                  clock with `--clock`"
-            })?),
+            Some(crate::spec::Period::Seconds(sec)) => Some(
+                sec * units_per_second.with_context(|| {
+                    "`--max-poll` as a duration needs the core's clock: give it in cycles, or the \
+                 clock with `--clock`"
+                })?,
+            ),
             Some(p) => bail!(
-                "`--max-poll {p}`: give a poll's length in {} (`200000`) or as a duration                  (`500us`)",
+                "`--max-poll {p}`: give a poll's length in {} (`200000`) or as a duration \
+                 (`500us`)",
                 report.unit
             ),
         };
@@ -628,12 +632,16 @@ impl Loading<'_> {
                 .map(|u| format!(" ({})", crate::report::text::duration_of(longest / u)))
                 .unwrap_or_default();
             let at = match line {
-                Some(l) => format!(" Most of its samples are at {l}."),
+                Some(l) => format!(" Most of its samples are in {l}."),
                 None if tagged => String::new(),
                 None => " Sample with `--tag api` to see the line it spends them at.".to_owned(),
             };
             let message = format!(
-                "task `{task}` polled for up to {longest:.0} {unit}{time}, over the limit of                  {limit:.0} {unit}: no other task of its executor ran meanwhile, and every                  wake waited for it to end.{at} A blocking call in async code? Make it yield                  (an async driver, `yield_now().await` between pieces) or move it to its own                  executor of lower priority (`--max-poll` sets the limit)",
+                "task `{task}` polled for up to {longest:.0} {unit}{time}, over the limit of \
+                 {limit:.0} {unit}: no other task of its executor ran meanwhile, and every \
+                 wake waited for it to end.{at} A blocking call in async code? Make it yield \
+                 (an async driver, `yield_now().await` between pieces) or move it to its own \
+                 executor of lower priority (`--max-poll` sets the limit)",
                 unit = report.unit,
                 limit = table.max_poll_limit,
             );

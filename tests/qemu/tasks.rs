@@ -1,0 +1,162 @@
+//! Embassy tasks measured by sampler-rt's hooks: each task's polls against what its source
+//! implies, the time in them, their wake latencies and the executor's idle time against
+//! QEMU's exact count of the same polls (the plugin times them at the firmware's clock reads
+//! and finds the task by the pool embassy-executor stored to, not by what the firmware says),
+//! the sampled shares against the exact ones, and the blocking poll named with its line.
+
+use std::path::Path;
+
+use crate::support::*;
+use serde_json::Value;
+
+fn example_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/embassy-metrics")
+}
+
+/// A `pub const NAME: u32 = N;` of the example's source.
+fn constant(src: &str, name: &str) -> u64 {
+    let line = src
+        .lines()
+        .find(|l| l.starts_with(&format!("pub const {name}: u32 = ")))
+        .unwrap_or_else(|| panic!("no constant {name}"));
+    line.rsplit('=')
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches(';')
+        .replace('_', "")
+        .parse()
+        .unwrap()
+}
+
+fn task<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"].as_str().unwrap().ends_with(&format!("::{name}")))
+        .unwrap_or_else(|| panic!("no task {name} in {t:#}"))
+}
+
+#[test]
+fn embassy_tasks_match_their_source_and_the_exact_count_of_the_same_polls() {
+    let src = std::fs::read_to_string(example_dir().join("src/main.rs")).unwrap();
+    let (r, _) = profile_example("embassy-metrics", &["--release", "--truth"]);
+    let t = &r["tasks"];
+    // No cycle counter in QEMU: a free CMSDK timer paces the sampler and SysTick times polls.
+    assert_eq!(t["clock"], "SysTick", "{t:#}");
+    let tick = t["tick"].as_f64().unwrap();
+    // Polls as the source implies: a task that yields K times is polled K + 1 times; `logger`
+    // waits once per flush and is polled once more to start; `main` runs once.
+    let expected = [
+        ("crunch", constant(&src, "CRUNCH_ROUNDS") + 1),
+        ("chatter", constant(&src, "CHATTER_YIELDS") + 1),
+        (
+            "logger",
+            constant(&src, "READINGS") / constant(&src, "READINGS_PER_FLUSH") + 1,
+        ),
+        ("__embassy_main", 1),
+    ];
+    for (name, polls) in expected {
+        let k = task(t, name);
+        assert_eq!(k["polls"], polls, "{name}: {k:#}");
+        assert_eq!(k["ended"], true, "{name}");
+    }
+    // Every task against the exact count of its polls: the same polls and wakes, the time in
+    // them and the wake latencies good to a clock tick each, the longest to a tick.
+    for k in t["tasks"].as_array().unwrap() {
+        let e = &k["exact"];
+        let name = k["name"].as_str().unwrap();
+        assert_eq!(k["polls"], e["polls"], "{name}");
+        assert_eq!(k["wakes"], e["wakes"], "{name}");
+        let polls = k["polls"].as_f64().unwrap();
+        let busy = k["busy"].as_f64().unwrap();
+        let exact_busy = e["busy"].as_f64().unwrap();
+        assert!(
+            (busy - exact_busy).abs() <= polls * tick + 1.0,
+            "{name}: {busy} in polls against {exact_busy} exactly"
+        );
+        let max = k["max_poll"].as_f64().unwrap();
+        assert!(
+            (max - e["max_poll"].as_f64().unwrap()).abs() <= tick + 1.0,
+            "{name}: longest poll {max} against {}",
+            e["max_poll"]
+        );
+        let wakes = k["wakes"].as_f64().unwrap();
+        if wakes > 0.0 {
+            let latency = k["mean_latency"].as_f64().unwrap() * wakes;
+            let exact_latency = e["mean_latency"].as_f64().unwrap() * wakes;
+            assert!(
+                (latency - exact_latency).abs() <= wakes * tick + 1.0,
+                "{name}: latencies {latency} against {exact_latency}"
+            );
+        }
+        // The sampled share against the exact share of the same polls.
+        let z = e["error_sigma"].as_f64().unwrap();
+        assert!(z.abs() <= 3.0, "{name}: sampled share {z:+.1} sigma off");
+    }
+    // The executor's idle time against the exact count from each idle hook to the next poll:
+    // QEMU answers some SysTick reads around the executor's WFE with a time that is not its
+    // instruction count (by 0 to 28 % of the idle time, by the sampling period), which the
+    // table says; the run's total agrees to the tick.
+    let (idle, exact_idle) = (
+        t["idle"].as_f64().unwrap(),
+        t["exact_idle"].as_f64().unwrap(),
+    );
+    let periods = t["idle_periods"].as_f64().unwrap();
+    let off = (idle - exact_idle).abs() > periods * tick + 1.0;
+    let said = t["notes"].as_array().into_iter().flatten().any(|n| {
+        n.as_str()
+            .unwrap()
+            .contains("idle time by the firmware's clock")
+    });
+    assert_eq!(off, said, "idle {idle} against {exact_idle} exactly: {t:#}");
+    assert!(
+        (t["span"].as_f64().unwrap() - t["exact_span"].as_f64().unwrap()).abs() <= tick + 1.0,
+        "{t:#}"
+    );
+    assert!(t["idle_percent"].as_f64().unwrap() > 10.0, "{t:#}");
+    // `logger` blocks in its poll, and only it: named with the line its samples are at.
+    let line = src
+        .lines()
+        .position(|l| l.contains("while core::hint::black_box(busy)"))
+        .unwrap()
+        + 1;
+    let long: Vec<&str> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "long-poll")
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(long.len(), 1, "{long:#?}");
+    assert!(
+        long[0].contains("task `embassy_metrics::logger`")
+            && long[0].contains(&format!("`flush_blocking` at src/main.rs:{line}")),
+        "{}",
+        long[0]
+    );
+}
+
+#[test]
+fn embassy_polls_on_a_sampler_paced_by_systick_are_counted_and_said_to_be_untimed() {
+    let (r, _) = profile_example("embassy-metrics", &["--release", "--timer", "systick"]);
+    let t = &r["tasks"];
+    assert_eq!(t["clock"], "none", "{t:#}");
+    let src = std::fs::read_to_string(example_dir().join("src/main.rs")).unwrap();
+    let chatter = task(t, "chatter");
+    assert_eq!(chatter["polls"], constant(&src, "CHATTER_YIELDS") + 1);
+    assert!(chatter.get("busy").is_none(), "{chatter:#}");
+    assert!(
+        t["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("counted, not timed"),
+        "{t:#}"
+    );
+    // The task each sample carried, by default for an image that keeps task statistics.
+    for k in t["tasks"].as_array().unwrap() {
+        assert!(k["sampled_percent"].is_f64(), "{k:#}");
+    }
+    assert!(task(t, "logger")["samples"].as_u64().unwrap() > 0, "{t:#}");
+}

@@ -27,12 +27,14 @@ mod host;
 mod laps;
 mod silicon;
 mod stacks;
+mod tasks;
 
 use board::*;
 use handler::*;
 use host::*;
 use laps::*;
 use stacks::*;
+use tasks::*;
 
 /// What to measure, and how to print it.
 #[derive(clap::Parser, Debug)]
@@ -54,6 +56,9 @@ struct BenchArgs {
     /// the full bench).
     #[arg(long)]
     sampler_only: bool,
+    /// Only the cost of sampler-rt's Embassy hooks, each a call (Cortex-M3).
+    #[arg(long)]
+    tasks_only: bool,
     /// Only the timings of board runs through the emulated probe (`--chip mps2-an385 --probe
     /// qemu`): attach, download, capture.
     #[arg(long)]
@@ -151,6 +156,7 @@ pub struct Bench {
     pub e2e: EndToEnd,
     pub transfer: DumpTransfer,
     pub board: Vec<BoardTiming>,
+    pub embassy_hooks: Vec<HookCost>,
 }
 
 fn bench(args: &BenchArgs) -> Result<()> {
@@ -202,6 +208,14 @@ fn bench(args: &BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
+    if args.tasks_only {
+        let examples = manifest
+            .parent()
+            .and_then(Path::parent)
+            .context("the example's manifest has no parent directory")?;
+        print_hooks(&hook_costs(examples)?);
+        return Ok(());
+    }
     if args.sampler_only {
         let examples = manifest
             .parent()
@@ -231,6 +245,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let transfer = dump_transfer(&manifest)?;
     let board = board_timings(&manifest)?;
     let counting = counting_cost(&manifest)?;
+    let embassy_hooks = hook_costs(&examples)?;
     let mut host = pipeline(
         &manifest,
         "workload",
@@ -250,6 +265,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         e2e,
         transfer,
         board,
+        embassy_hooks,
     };
     match args.format {
         TableFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
@@ -313,6 +329,7 @@ fn print_sampler(
 /// The bench's figures as text.
 fn print_text(all: &Bench) {
     print_sampler(&all.sampler, &all.m0, &all.timers, &all.armv8a);
+    print_hooks(&all.embassy_hooks);
     let c = &all.exact_counting;
     let t = |t: &Timing| {
         format!(

@@ -178,8 +178,47 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
         diff.contains(" async fn main(spawner: Spawner) {\n+    #[cfg(feature = \"sample\")]\n+    sampler_rt::start();"),
         "{diff}"
     );
+    // The task statistics are turned on with the sampler.
+    assert!(
+        diff.contains("features = [\"embassy\"]")
+            && diff.contains("\"dep:sampler-rt\", \"embassy-executor/trace\""),
+        "{diff}"
+    );
     let r = profile_against_exact(dir, &[], 3000);
     assert!(share(&r, "functions", "embassy_sensors::integrate") > 40.0);
+    // The task table: the two tasks take turns, every poll timed and equal to QEMU's count of
+    // it to the tick, and no poll is long.
+    let t = &r["tasks"];
+    let tick = t["tick"].as_f64().unwrap();
+    let polls = |name: &str| {
+        t["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("no task {name}: {t:#}"))
+    };
+    let (a, b) = (polls("::integrator"), polls("::scaler"));
+    assert!(
+        (a["polls"].as_i64().unwrap() - b["polls"].as_i64().unwrap()).abs() <= 1,
+        "{t:#}"
+    );
+    for k in [a, b] {
+        let slack = k["polls"].as_f64().unwrap() * tick + 1.0;
+        assert!(
+            (k["busy"].as_f64().unwrap() - k["exact"]["busy"].as_f64().unwrap()).abs() <= slack,
+            "{k:#}"
+        );
+    }
+    assert!(
+        !r["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "long-poll"),
+        "{:#}",
+        r["diagnostics"]
+    );
 }
 
 #[test]

@@ -60,20 +60,24 @@
 //! the distribution of the windows' lengths (kind, site `u32`, instructions `u64`, windows
 //! `u64`).
 //!
-//! With `tasks=FILE`, `taskfns=BEGIN:END:READY:IDLE:POLL:CLOCK` (the entries of sampler-rt's
-//! Embassy hooks `_embassy_trace_task_exec_begin`, `..._exec_end`, `..._task_ready_begin`,
-//! `_embassy_trace_executor_idle`, `_embassy_trace_poll_start`, and the instruction that reads
-//! the counter in the clock they call, `sampler_rt_task_clock_read`) and `taskpools=LO:HI:..`
+//! With `tasks=FILE`, `taskfns=BEGIN:END:READY:IDLE:POLL:PAUSE:RESUME:READ` (the entries of
+//! sampler-rt's Embassy hooks `_embassy_trace_task_exec_begin`, `..._exec_end`,
+//! `..._task_ready_begin`, `_embassy_trace_executor_idle`, `_embassy_trace_poll_start`, of
+//! `sampler_rt_task_pause` and `sampler_rt_task_resume` (the sampler's own work inside the
+//! application's time, left out of every window it falls in, as the firmware does), and the
+//! instruction that reads the counter in the clock they call, `sampler_rt_task_clock_read`) and `taskpools=LO:HI:..`
 //! (the address ranges of the tasks' pools) it times Embassy's polls exactly, at the instants
 //! the firmware reads its clock: a hook's read is the next execution of that instruction after
 //! the hook's entry (hooks of interrupts in between are matched innermost first), counted from
 //! the exact counters of the blocks before it. The task a poll or a wake is for is the pool that
 //! embassy-executor stored to last before the hook (it marks the task dequeued or queued just
-//! before), not what the firmware says. Written as `SMPLTSK1`, `u32` pool count, then per
+//! before, in thread mode when `handlers=` has exceptions followed), not what the firmware
+//! says. Written as `SMPLTSK1`, `u32` pool count, then per
 //! pool (polls, instructions in polls, longest poll, wakes, instructions from wake to poll,
 //! longest latency: `u64` each), then the instructions idle (from an idle hook's clock read to
 //! the next poll start's), idle periods, instructions from the first clock read to the last,
-//! and polls whose task was not found (`u64` each).
+//! polls whose task was not found, and the sampler's own instructions between its pauses and
+//! resumes (`u64` each).
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -317,16 +321,30 @@ extern "C" fn on_store(_vcpu: u32, _info: u32, vaddr: u64, _data: *mut c_void) {
         let pools = POOLS.get().map(Vec::as_slice).unwrap_or(&[]);
         let a = vaddr as u32;
         if let Some(i) = pools.iter().position(|&(lo, hi)| a >= lo && a < hi) {
-            LAST_POOL.store(i as u64 + 1, Ordering::Relaxed);
+            LAST_POOL[usize::from(in_exception())].store(i as u64 + 1, Ordering::Relaxed);
         }
     }
+}
+
+/// Whether the code running is an exception handler's (when exceptions are followed: the task
+/// a hook is for is the pool its own context, thread mode or handler, stored to last; a
+/// handler that wakes a task between a thread-mode store and its hook changes nothing).
+fn in_exception() -> bool {
+    GRAPH
+        .lock()
+        .map(|g| {
+            g.as_ref()
+                .is_some_and(|g| g.follows() && g.inner[g.current() as usize] != 0)
+        })
+        .unwrap_or(false)
 }
 
 /// `taskpools=`: the tasks' pools, their span, and the last one stored to (index + 1; 0: none).
 static POOLS: std::sync::OnceLock<Vec<(u32, u32)>> = std::sync::OnceLock::new();
 static POOLS_LOW: AtomicU64 = AtomicU64::new(0);
 static POOLS_HIGH: AtomicU64 = AtomicU64::new(0);
-static LAST_POOL: AtomicU64 = AtomicU64::new(0);
+/// The last pool stored to in thread mode and in handlers (index + 1; 0: none).
+static LAST_POOL: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 /// One pool's polls and wakes, in instructions.
 #[derive(Default, Clone)]
@@ -337,21 +355,26 @@ struct PoolTimes {
     wakes: u64,
     latency: u64,
     max_latency: u64,
-    /// The clock read of the first wake since the pool's last poll began.
-    ready_at: Option<u64>,
+    /// The clock read of the first wake since the pool's last poll began, and the sampler's
+    /// time then.
+    ready_at: Option<(u64, u64)>,
 }
 
 /// Embassy's polls, timed at the firmware's clock reads (`tasks=`).
 struct TaskWatch {
     out: String,
-    /// Entries of the hooks (begin, end, ready, idle, poll start), and the clock's read.
-    fns: [u32; 6],
+    /// Entries of the hooks (begin, end, ready, idle, poll start, the sampler's pause and
+    /// resume), and the clock's read.
+    fns: [u32; 8],
     /// Hooks entered whose clock read is still to come, with the pool stored to last.
     pending: Vec<(usize, u64)>,
-    /// Polls in progress (nested executors), with their clock reads.
-    running: Vec<(u64, u64)>,
+    /// Polls in progress (nested executors), with their clock reads and the sampler's time.
+    running: Vec<(u64, u64, u64)>,
     pools: Vec<PoolTimes>,
-    idle_at: Option<u64>,
+    idle_at: Option<(u64, u64)>,
+    /// The sampler's own time (streaming a chunk) so far, and its current pause's start.
+    stolen: u64,
+    paused_at: u64,
     idle: u64,
     idle_periods: u64,
     first: Option<u64>,
@@ -382,10 +405,10 @@ impl TaskWatch {
             // cut the block before it, and the read then starts a block of its own). A read of
             // a device register that ends a block which the next block starts again was not
             // done: QEMU stopped there to replay it alone.
-            let replayed = b.pcs.first() == Some(&self.fns[5]);
+            let replayed = b.pcs.first() == Some(&self.fns[7]);
             if let Some(i) = p.pcs[..ran]
                 .iter()
-                .position(|&pc| pc == self.fns[5])
+                .position(|&pc| pc == self.fns[7])
                 .filter(|&i| !(replayed && i + 1 == ran && ran < p.pcs.len()))
             {
                 let t = self.count + i as u64;
@@ -399,21 +422,26 @@ impl TaskWatch {
         }
         self.prev = Some((b, b.counters.iter().map(|c| c.get()).collect()));
         let Some(&pc) = b.pcs.first() else { return };
-        if let Some(kind) = self.fns[..5].iter().position(|&f| f == pc) {
-            self.pending.push((kind, LAST_POOL.load(Ordering::Relaxed)));
+        if let Some(kind) = self.fns[..7].iter().position(|&f| f == pc) {
+            self.pending.push((
+                kind,
+                LAST_POOL[usize::from(in_exception())].load(Ordering::Relaxed),
+            ));
         }
     }
 
     /// Hook `kind`'s clock read at `t`, for the pool stored to last before it (index + 1).
+    /// The sampler's own time inside a window is left out of it, as the firmware does.
     fn clock(&mut self, kind: usize, pool: u64, t: u64) {
         let slot = (pool as usize).checked_sub(1);
+        let stolen = self.stolen;
         match kind {
             0 => {
-                self.running.push((pool, t));
+                self.running.push((pool, t, stolen));
                 match slot.and_then(|i| self.pools.get_mut(i)) {
                     Some(p) => {
-                        if let Some(r) = p.ready_at.take() {
-                            let l = t - r;
+                        if let Some((r, s0)) = p.ready_at.take() {
+                            let l = t - r - (stolen - s0);
                             p.wakes += 1;
                             p.latency += l;
                             p.max_latency = p.max_latency.max(l);
@@ -423,12 +451,12 @@ impl TaskWatch {
                 }
             }
             1 => {
-                if let Some((pool, b)) = self.running.pop()
+                if let Some((pool, b, s0)) = self.running.pop()
                     && let Some(p) = (pool as usize)
                         .checked_sub(1)
                         .and_then(|i| self.pools.get_mut(i))
                 {
-                    let d = t - b;
+                    let d = t - b - (stolen - s0);
                     p.polls += 1;
                     p.busy += d;
                     p.max_poll = p.max_poll.max(d);
@@ -436,16 +464,18 @@ impl TaskWatch {
             }
             2 => {
                 if let Some(p) = slot.and_then(|i| self.pools.get_mut(i)) {
-                    p.ready_at.get_or_insert(t);
+                    p.ready_at.get_or_insert((t, stolen));
                 }
             }
-            3 => self.idle_at = Some(t),
-            _ => {
-                if let Some(a) = self.idle_at.take() {
-                    self.idle += t - a;
+            3 => self.idle_at = Some((t, stolen)),
+            4 => {
+                if let Some((a, s0)) = self.idle_at.take() {
+                    self.idle += t - a - (stolen - s0);
                     self.idle_periods += 1;
                 }
             }
+            5 => self.paused_at = t,
+            _ => self.stolen += t - self.paused_at,
         }
     }
 
@@ -465,7 +495,13 @@ impl TaskWatch {
             }
         }
         let span = self.first.map_or(0, |f| self.last - f);
-        for v in [self.idle, self.idle_periods, span, self.unknown] {
+        for v in [
+            self.idle,
+            self.idle_periods,
+            span,
+            self.unknown,
+            self.stolen,
+        ] {
             b.extend_from_slice(&v.to_le_bytes());
         }
         write_file(&self.out, &b);
@@ -941,14 +977,16 @@ extern "C" fn on_block(_vcpu: u32, data: *mut c_void) {
             }
         }
     }
-    if let Some(w) = TASKS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        w.block(block);
-    }
     let budget = BUDGET.load(Ordering::Relaxed);
     let ends = budget != 0 && total >= budget;
     if !ends && let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         // (At the budget the run ends before this block runs: it is not followed.)
         g.block(block);
+    }
+    // After the graph: a hook's context (thread mode or a handler) is the block's own, the
+    // return from a handler that came just before it already followed.
+    if let Some(w) = TASKS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        w.block(block);
     }
     if ends {
         write_counts();
@@ -1084,11 +1122,13 @@ fn with_tasks(f: impl FnOnce(&mut TaskWatch)) {
     let mut t = TASKS.lock().unwrap_or_else(|e| e.into_inner());
     f(t.get_or_insert_with(|| TaskWatch {
         out: String::new(),
-        fns: [u32::MAX; 6],
+        fns: [u32::MAX; 8],
         pending: Vec::new(),
         running: Vec::new(),
         pools: Vec::new(),
         idle_at: None,
+        stolen: 0,
+        paused_at: 0,
         idle: 0,
         idle_periods: 0,
         first: None,
@@ -1165,9 +1205,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
             Some(("tasks", v)) => with_tasks(|w| w.out = v.to_owned()),
             Some(("taskfns", v)) => {
                 let list = addresses(v);
-                if list.len() != 6 {
+                if list.len() != 8 {
                     eprintln!(
-                        "cargo-sample exact-count plugin: taskfns=`{v}` is not BEGIN:END:READY:IDLE:POLL:CLOCK"
+                        "cargo-sample exact-count plugin: taskfns=`{v}` is not BEGIN:END:READY:IDLE:POLL:PAUSE:RESUME:READ"
                     );
                     return -1;
                 }
@@ -1221,7 +1261,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F, taskpools=LO:HI:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F:G:H, taskpools=LO:HI:..)"
                 );
                 return -1;
             }

@@ -64,7 +64,7 @@
 //!   longest, and a histogram), wake-to-poll latency (the longest, and a histogram), and the
 //!   executor's idle time are kept (timed by DWT CYCCNT, else by SysTick when the sampler
 //!   leaves it free) and sent as the dump's TASKS record: the report's task table.
-//!   `SAMPLER_RT_TASKS` (a power of two, default 8) sets how many tasks are kept, 320 bytes of
+//!   `SAMPLER_RT_TASKS` (a power of two, default 8) sets how many tasks are kept, 328 bytes of
 //!   RAM each.
 //! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample
 //!   --format firefox` puts the firmware's defmt log lines on the samples' timeline (not for an

@@ -46,10 +46,13 @@ struct Slot {
     wakes: u32,
     max_latency: u32,
     latency: u64,
-    /// The clock when the poll in progress began.
+    /// The clock when the poll in progress began, and the sampler's time then.
     begin: u32,
-    /// The clock at the first wake since the task's last poll began, when `woken` is 1.
+    begin_stolen: u32,
+    /// The clock at the first wake since the task's last poll began, when `woken` is 1, and
+    /// the sampler's time then.
     ready_at: u32,
+    ready_stolen: u32,
     woken: u32,
     poll_hist: [u32; BINS],
     latency_hist: [u32; BINS],
@@ -65,7 +68,9 @@ const FREE: Slot = Slot {
     max_latency: 0,
     latency: 0,
     begin: 0,
+    begin_stolen: 0,
     ready_at: 0,
+    ready_stolen: 0,
     woken: 0,
     poll_hist: [0; BINS],
     latency_hist: [0; BINS],
@@ -96,10 +101,20 @@ struct Table {
     span: u64,
     idle: u64,
     idle_at: u32,
+    idle_stolen: u32,
     idling: u32,
     idle_periods: u32,
     /// Polls of tasks that found no slot.
     dropped: u32,
+    /// The sampler's own time inside the application's (streaming a full chunk of the ring
+    /// from its interrupt), left out of every poll, latency and idle period it falls in:
+    /// wrapping ticks for the hooks, and the whole.
+    stolen: u32,
+    stolen_total: u64,
+    paused_at: u32,
+    /// The clock when the dump began (the end of the run), once it did.
+    end: u32,
+    ended: u32,
     slots: [Slot; MAX_TASKS],
 }
 
@@ -121,9 +136,15 @@ static mut SAMPLER_RT_TASKS: Table = Table {
     span: 0,
     idle: 0,
     idle_at: 0,
+    idle_stolen: 0,
     idling: 0,
     idle_periods: 0,
     dropped: 0,
+    stolen: 0,
+    stolen_total: 0,
+    paused_at: 0,
+    end: 0,
+    ended: 0,
     slots: [FREE; MAX_TASKS],
 };
 
@@ -154,7 +175,7 @@ pub extern "C" fn sampler_rt_task_clock() -> u32 {
 
 const _: () = {
     // The RAM a task takes, as the crate's documentation says.
-    assert!(core::mem::size_of::<Slot>() == 320);
+    assert!(core::mem::size_of::<Slot>() == 328);
     assert!(core::mem::offset_of!(Table, source) == 0);
     assert!(core::mem::offset_of!(Table, flip) == 4);
 };
@@ -308,9 +329,12 @@ fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
             return;
         }
         (*s).begin = now;
+        let stolen = (*t).stolen;
+        (*s).begin_stolen = stolen;
         if (*s).woken != 0 {
             (*s).woken = 0;
-            let l = ticks(t, (*s).ready_at, now);
+            let l =
+                ticks(t, (*s).ready_at, now).wrapping_sub(stolen.wrapping_sub((*s).ready_stolen));
             (*s).wakes += 1;
             (*s).latency += u64::from(l);
             if l > (*s).max_latency {
@@ -338,7 +362,7 @@ fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
                 return;
             }
         }
-        let d = ticks(t, (*s).begin, now);
+        let d = ticks(t, (*s).begin, now).wrapping_sub((*t).stolen.wrapping_sub((*s).begin_stolen));
         (*s).polls += 1;
         (*s).busy += u64::from(d);
         if d > (*s).max_poll {
@@ -359,6 +383,7 @@ fn _embassy_trace_task_ready_begin(_executor_id: u32, task_id: u32) {
         let s = find(t, task_id);
         if !s.is_null() && (*s).woken == 0 {
             (*s).ready_at = now;
+            (*s).ready_stolen = (*t).stolen;
             write_volatile(addr_of_mut!((*s).woken), 1);
         }
     }
@@ -391,6 +416,7 @@ fn _embassy_trace_executor_idle(executor_id: u32) {
         (*t).span += u64::from(ticks(t, (*t).last, now));
         (*t).last = now;
         (*t).idle_at = now;
+        (*t).idle_stolen = (*t).stolen;
         (*t).idling = 1;
     }
 }
@@ -410,8 +436,45 @@ fn _embassy_trace_poll_start(executor_id: u32) {
         (*t).last = now;
         if (*t).idling != 0 {
             (*t).idling = 0;
-            (*t).idle += u64::from(ticks(t, (*t).idle_at, now));
+            let stolen = (*t).stolen.wrapping_sub((*t).idle_stolen);
+            (*t).idle += u64::from(ticks(t, (*t).idle_at, now).wrapping_sub(stolen));
             (*t).idle_periods += 1;
+        }
+    }
+}
+
+/// The sampler's own work begins inside the application's time (streaming a chunk of the
+/// ring from its interrupt): left out of the polls, latencies and idle periods it falls in.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub(crate) extern "C" fn sampler_rt_task_pause() {
+    let now = sampler_rt_task_clock();
+    // SAFETY: called from the sampling interrupt, which no hook preempts.
+    unsafe { (*table()).paused_at = now };
+}
+
+/// The sampler's own work ends (see [`sampler_rt_task_pause`]).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub(crate) extern "C" fn sampler_rt_task_resume() {
+    let now = sampler_rt_task_clock();
+    let t = table();
+    // SAFETY: as above.
+    unsafe {
+        let d = ticks(t, (*t).paused_at, now);
+        (*t).stolen = (*t).stolen.wrapping_add(d);
+        (*t).stolen_total += u64::from(d);
+    }
+}
+
+/// The run ends: the dump begins (its own time is not the application's).
+pub(crate) fn freeze() {
+    let t = table();
+    // SAFETY: sampling has stopped; the thread that sends the dump calls this once.
+    unsafe {
+        if (*t).ended == 0 && (*t).chosen != 0 {
+            (*t).end = sampler_rt_task_clock();
+            (*t).ended = 1;
         }
     }
 }
@@ -431,7 +494,8 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
     // SAFETY: read at dump time, from the thread that sends the dump; a hook interrupting it
     // changes a count by one at most.
     unsafe {
-        let now = sampler_rt_task_clock();
+        freeze();
+        let now = (*t).end;
         let timed = (*t).chosen != 0 && (*t).counter != u32::from(wire::LAP_COUNTER_NONE);
         let span = if timed {
             (*t).span + u64::from(ticks(t, (*t).last, now))
@@ -440,7 +504,8 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
         };
         let mut idle = (*t).idle;
         if timed && (*t).idling != 0 {
-            idle += u64::from(ticks(t, (*t).idle_at, now));
+            let stolen = (*t).stolen.wrapping_sub((*t).idle_stolen);
+            idle += u64::from(ticks(t, (*t).idle_at, now).wrapping_sub(stolen));
         }
         let counter = if timed {
             (*t).counter
@@ -458,6 +523,8 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
         put((idle >> 32) as u32);
         put((*t).idle_periods);
         put((*t).others);
+        put((*t).stolen_total as u32);
+        put(((*t).stolen_total >> 32) as u32);
         for s in used {
             put(s.id);
             put(s.polls);

@@ -160,3 +160,33 @@ fn embassy_polls_on_a_sampler_paced_by_systick_are_counted_and_said_to_be_untime
     }
     assert!(task(t, "logger")["samples"].as_u64().unwrap() > 0, "{t:#}");
 }
+
+#[test]
+fn the_samplers_own_streaming_inside_a_poll_is_left_out_of_it() {
+    // Sampled often enough that the ring streams its chunks from the sampler's interrupt, in
+    // whatever poll it lands (hundreds of thousands of instructions each, far over the limit).
+    let (r, _) = profile_example(
+        "embassy-metrics",
+        &["--release", "--truth", "--period", "300"],
+    );
+    let t = &r["tasks"];
+    let tick = t["tick"].as_f64().unwrap();
+    assert!(t["sampler"].as_f64().unwrap() > 100_000.0, "{t:#}");
+    for k in t["tasks"].as_array().unwrap() {
+        let e = &k["exact"];
+        let slack = k["polls"].as_f64().unwrap() * tick + 1.0;
+        assert!(
+            (k["busy"].as_f64().unwrap() - e["busy"].as_f64().unwrap()).abs() <= slack,
+            "{k:#}"
+        );
+    }
+    let long: Vec<&str> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "long-poll")
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(long.len(), 1, "{long:#?}");
+    assert!(long[0].contains("embassy_metrics::logger"), "{}", long[0]);
+}

@@ -23,9 +23,14 @@ pub struct TasksReport {
     pub unit: String,
     /// Units a tick of the clock: each time is good to one tick (a poll's, a latency's).
     pub tick: f64,
-    /// From the first spawn to the end of the run, in units (when polls were timed).
+    /// From the first spawn to the end of the run, in units (when polls were timed), the
+    /// sampler's own work in it left out (`sampler`): what every share is of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub span: Option<f64>,
+    /// The sampler's own work inside the run (streaming its ring from its interrupt), left out
+    /// of every poll, latency and idle period it fell in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<f64>,
     /// The executor's time idle (from `executor_idle` to the next `poll_start`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<f64>,
@@ -154,15 +159,12 @@ pub fn default_limit(span_units: Option<f64>, units_per_second: Option<f64>) -> 
 pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<String>)>) {
     let timed = t.timed();
     let u = |ticks: f64| ticks * i.scale.units_per_tick;
-    let span = timed.then(|| u(t.span as f64));
+    let span = timed.then(|| u(t.span.saturating_sub(t.stolen) as f64));
+    // The exact run's time for the application, the sampler's own left out likewise.
+    let exact_span = i.exact.map(|(e, _)| e.span.saturating_sub(e.stolen));
     let limit = i
         .max_poll
-        .or_else(|| {
-            default_limit(
-                span.or(i.exact.map(|e| e.0.span as f64)),
-                i.units_per_second,
-            )
-        })
+        .or_else(|| default_limit(span.or(exact_span.map(|s| s as f64)), i.units_per_second))
         .unwrap_or(f64::INFINITY);
     let pool_of = |id: u32| {
         i.exact
@@ -206,16 +208,17 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             };
             let exact = i.exact.and_then(|(e, _)| {
                 let p = e.pools.get(pool_of(k.id)?)?;
-                let busy_percent = if e.span > 0 {
-                    100.0 * p.busy as f64 / e.span as f64
+                let whole = exact_span.unwrap_or(0);
+                let busy_percent = if whole > 0 {
+                    100.0 * p.busy as f64 / whole as f64
                 } else {
                     0.0
                 };
                 let error_sigma = match i.sampled {
-                    Some((by_tag, n)) if n > 0 && e.span > 0 => Some(stats::binomial_z(
+                    Some((by_tag, n)) if n > 0 && whole > 0 => Some(stats::binomial_z(
                         by_tag.get(&k.id).copied().unwrap_or(0),
                         n,
-                        (p.busy as f64 / e.span as f64).clamp(0.0, 1.0),
+                        (p.busy as f64 / whole as f64).clamp(0.0, 1.0),
                     )),
                     _ => None,
                 };
@@ -319,10 +322,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             (longest > limit).then(|| (r.name.clone(), longest, r.hottest_line.clone()))
         })
         .collect();
-    let (exact_idle, exact_span) = match i.exact {
-        Some((e, _)) => (Some(e.idle), Some(e.span)),
-        None => (None, None),
-    };
+    let exact_idle = i.exact.map(|(e, _)| e.idle);
     let report = TasksReport {
         clock: match t.counter {
             wire::LAP_COUNTER_CYCCNT => "DWT CYCCNT",
@@ -333,6 +333,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         unit: i.unit.to_owned(),
         tick: i.scale.units_per_tick,
         span,
+        sampler: timed.then(|| u(t.stolen as f64)),
         idle: timed.then(|| u(t.idle as f64)),
         idle_percent: span
             .filter(|&s| s > 0.0)
@@ -340,8 +341,9 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         idle_periods: t.idle_periods,
         exact_idle_percent: i
             .exact
-            .filter(|e| e.0.span > 0)
-            .map(|(e, _)| 100.0 * e.idle as f64 / e.span as f64),
+            .zip(exact_span)
+            .filter(|&(_, whole)| whole > 0)
+            .map(|((e, _), whole)| 100.0 * e.idle as f64 / whole as f64),
         exact_idle,
         exact_span,
         samples: i.sampled.map(|(by_tag, _)| {

@@ -62,9 +62,11 @@ pub struct TaskTimes {
     pub idle_periods: u64,
     pub span: u64,
     pub unknown: u64,
+    /// The sampler's own instructions inside the run (left out of every window).
+    pub stolen: u64,
 }
 
-/// Parse a task-polls file (`SMPLTSK1`, `u32` pools, six `u64`s a pool, four `u64`s).
+/// Parse a task-polls file (`SMPLTSK1`, `u32` pools, six `u64`s a pool, five `u64`s).
 pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
     let Some(body) = bytes.strip_prefix(b"SMPLTSK1") else {
         bail!("not a task-polls file (no SMPLTSK1 header)");
@@ -76,11 +78,11 @@ pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
         bail!("the task-polls file ends before its pool count");
     };
     let words = &body[4..];
-    if words.len() != 8 * (6 * n as usize + 4) {
+    if words.len() != 8 * (6 * n as usize + 5) {
         bail!(
             "the task-polls file has {} bytes for {n} pools, not {}",
             words.len(),
-            8 * (6 * n as usize + 4)
+            8 * (6 * n as usize + 5)
         );
     }
     let v = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().unwrap_or_default());
@@ -101,6 +103,7 @@ pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
         idle_periods: v(at + 1),
         span: v(at + 2),
         unknown: v(at + 3),
+        stolen: v(at + 4),
     })
 }
 

@@ -21,6 +21,9 @@ pub struct Tasks {
     pub idle_periods: u32,
     /// Hooks of other executors (their idle time is not kept).
     pub other_executors: u32,
+    /// Ticks of the sampler's own work inside the run (streaming its ring), left out of every
+    /// poll, latency and idle period.
+    pub stolen: u64,
     pub tasks: Vec<Task>,
 }
 
@@ -100,6 +103,7 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
         idle: u64_at(6)?,
         idle_periods: w(8)?,
         other_executors: w(9)?,
+        stolen: u64_at(10)?,
         tasks,
     })
 }
@@ -117,6 +121,8 @@ pub fn encode(t: &Tasks) -> Vec<u8> {
         (t.idle >> 32) as u32,
         t.idle_periods,
         t.other_executors,
+        t.stolen as u32,
+        (t.stolen >> 32) as u32,
     ];
     for k in &t.tasks {
         words.extend([
@@ -153,6 +159,7 @@ mod tests {
             idle: 1234,
             idle_periods: 9,
             other_executors: 0,
+            stolen: 77,
             tasks: vec![Task {
                 id: 0x2000_0200,
                 polls: 3,

@@ -165,7 +165,15 @@ fn tasks(s: &mut String, t: &crate::analysis::tasks::TasksReport) {
         (Some(p), Some(i)) => format!("; exact {p:.2} % ({} {})", figure(Some(i as f64)), t.unit),
         _ => String::new(),
     };
-    let _ = writeln!(s, "{idle}{exact_idle}");
+    let own = match t.sampler {
+        Some(o) if o > 0.0 => format!(
+            "; the sampler's own work ({} {}, streaming its ring) is left out of every figure",
+            figure(Some(o)),
+            t.unit
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "{idle}{exact_idle}{own}");
     for n in &t.notes {
         let _ = writeln!(s, "{}", paint("2", &format!("note: {n}")));
     }

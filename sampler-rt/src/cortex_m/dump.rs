@@ -68,7 +68,11 @@ pub(crate) extern "C" fn sampler_rt_slow() {
             }
         } else {
             if (*s).sink == wire::SINK_SEMIHOSTING && (*s).mode == wire::MODE_RING {
+                #[cfg(feature = "embassy")]
+                crate::tasks::sampler_rt_task_pause();
                 stream_chunk(s);
+                #[cfg(feature = "embassy")]
+                crate::tasks::sampler_rt_task_resume();
             }
             next_chunk(s);
         }
@@ -364,6 +368,9 @@ pub(crate) unsafe fn restart_period(s: *mut State) {
 /// # Safety
 /// Sampling stopped; the state is not changed by anyone else meanwhile.
 pub(crate) unsafe fn send_dump(s: *mut State) {
+    // The run's end for the task statistics: the dump's own time is not the application's.
+    #[cfg(feature = "embassy")]
+    crate::tasks::freeze();
     // SAFETY: see the function's contract; every pointer is into the state, ring or code.
     unsafe {
         if (*s).sink == wire::SINK_HOST {

@@ -96,11 +96,11 @@ pub const LATE_NO_COUNT: u32 = 3;
 /// Embassy task statistics (`embassy` feature), from embassy-executor's trace hooks; see
 /// `docs/dump-format.md`: a header of [`TASKS_HEADER_WORDS`] words (`counter | bins << 8`,
 /// tasks, polls of tasks without a slot, the executor, span and idle time as `u64`s, idle
-/// periods, hooks of other executors), then per task [`TASK_FIXED_WORDS`] words and two
+/// periods, hooks of other executors, the sampler's own time inside the run as a `u64`), then per task [`TASK_FIXED_WORDS`] words and two
 /// histograms of `bins` words (poll lengths, then wake-to-poll latencies).
 pub const REC_TASKS: u16 = 15;
 /// Words of the TASKS record's header.
-pub const TASKS_HEADER_WORDS: u32 = 10;
+pub const TASKS_HEADER_WORDS: u32 = 12;
 /// Words of a task's entry before its histograms: `id`, `polls`, `max_poll`, `busy` (`u64`),
 /// `wakes`, `max_latency`, `latency` (`u64`), `flags` ([`TASK_ENDED`]).
 pub const TASK_FIXED_WORDS: u32 = 10;

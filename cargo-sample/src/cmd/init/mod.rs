@@ -124,7 +124,9 @@ fn path_text(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
 
-/// Add (or, with `replace_source`, re-point) the optional dependency and the feature.
+/// Add (or, with `replace_source`, re-point) the optional dependency and the feature. An
+/// Embassy application (a direct `embassy-executor` dependency) also gets sampler-rt's
+/// `embassy` feature and the executor's `trace` in the feature: its task statistics.
 pub fn edit_manifest(
     text: &str,
     feature: &str,
@@ -142,6 +144,7 @@ pub fn edit_manifest(
         .or_insert(Item::Table(Default::default()))
         .as_table_like_mut()
         .context("[dependencies] is not a table")?;
+    let embassy = deps.contains_key("embassy-executor");
     match deps.get_mut("sampler-rt") {
         None => {
             let mut t = InlineTable::new();
@@ -180,28 +183,48 @@ pub fn edit_manifest(
             }
         }
     }
+    if embassy
+        && let Some(t) = deps
+            .get_mut("sampler-rt")
+            .and_then(|d| d.as_table_like_mut())
+    {
+        match t.get_mut("features").and_then(|f| f.as_array_mut()) {
+            Some(list) => {
+                if !list.iter().any(|v| v.as_str() == Some("embassy")) {
+                    list.push("embassy");
+                }
+            }
+            None => {
+                let mut list = toml_edit::Array::new();
+                list.push("embassy");
+                t.insert("features", Item::Value(Value::Array(list)));
+            }
+        }
+    }
     let features = doc
         .entry("features")
         .or_insert(Item::Table(Default::default()))
         .as_table_like_mut()
         .context("[features] is not a table")?;
-    match features.get_mut(feature) {
-        None => {
-            let mut a = toml_edit::Array::new();
-            a.push("dep:sampler-rt");
-            features.insert(feature, Item::Value(Value::Array(a)));
-        }
-        Some(item) => {
-            let a = item
-                .as_array_mut()
-                .with_context(|| format!("[features] {feature} is not a list"))?;
-            let on = a
-                .iter()
-                .any(|v| matches!(v.as_str(), Some("dep:sampler-rt" | "sampler-rt")));
-            if !on {
-                a.push("dep:sampler-rt");
-            }
-        }
+    if features.get(feature).is_none() {
+        features.insert(feature, Item::Value(Value::Array(toml_edit::Array::new())));
+    }
+    let list = features
+        .get_mut(feature)
+        .and_then(|item| item.as_array_mut())
+        .with_context(|| format!("[features] {feature} is not a list"))?;
+    let on = list
+        .iter()
+        .any(|v| matches!(v.as_str(), Some("dep:sampler-rt" | "sampler-rt")));
+    if !on {
+        list.push("dep:sampler-rt");
+    }
+    if embassy
+        && !list
+            .iter()
+            .any(|v| v.as_str() == Some("embassy-executor/trace"))
+    {
+        list.push("embassy-executor/trace");
     }
     Ok(doc.to_string())
 }

@@ -123,3 +123,36 @@ fn a_checkout_build_points_at_its_own_runtime() {
     let dir = checkout_runtime().expect("this test runs from a checkout");
     assert!(dir.join("src/lib.rs").is_file());
 }
+
+#[test]
+fn an_embassy_application_gets_the_task_statistics_turned_on() {
+    let m = "[package]\nname = \"app\"\nversion = \"0.1.0\"\n\n[dependencies]\nembassy-executor = { version = \"0.10\", features = [\"platform-cortex-m\"] }\n";
+    let out = edit_manifest(m, "sample", &path_source(), false).unwrap();
+    let doc: toml::Table = out.parse().unwrap();
+    assert_eq!(
+        doc["dependencies"]["sampler-rt"]["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>(),
+        ["embassy"]
+    );
+    assert_eq!(
+        doc["features"]["sample"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>(),
+        ["dep:sampler-rt", "embassy-executor/trace"]
+    );
+    assert_eq!(
+        edit_manifest(&out, "sample", &path_source(), false).unwrap(),
+        out,
+        "not idempotent"
+    );
+    // Without Embassy, neither.
+    let plain = edit_manifest(MANIFEST, "sample", &path_source(), false).unwrap();
+    assert!(!plain.contains("embassy"), "{plain}");
+}

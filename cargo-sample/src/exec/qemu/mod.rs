@@ -89,7 +89,7 @@ pub struct RunSpec {
 #[derive(Debug, Clone)]
 pub struct TaskWatch {
     /// sampler-rt's hooks and the clock's read (`elf::task_hooks`).
-    pub hooks: [u32; 6],
+    pub hooks: [u32; 8],
     /// The task pools' ranges, in address order.
     pub pools: Vec<(u32, u32)>,
 }

@@ -583,6 +583,59 @@ fn lap_regions_are_a_table_of_their_own() {
     assert!(shown.values().any(|v| v != "-"));
 }
 
+#[test]
+fn embassy_tasks_are_a_table_with_a_histogram_per_task() {
+    let Some(b) = Browser::start() else { return };
+    let (r, dir) = profile_example("embassy-metrics", &["--release", "--truth"]);
+    let page = dir.join("test-tasks.html");
+    report(
+        &dir,
+        &["--format", "html", "-o", page.to_str().unwrap()],
+        &[],
+    );
+    b.open(&page);
+    let shown = b.js(
+        "const h = [...document.querySelectorAll('#t-tasks thead th')].map(t => t.textContent); \
+         const k = h.findIndex(t => t.startsWith('poll lengths')); \
+         return [...document.querySelectorAll('#t-tasks tbody tr')].map(tr => [ \
+           tr.children[0].textContent, tr.children[1].textContent, \
+           [...tr.children[k].querySelectorAll('.bar')].map(s => [s.title, s.offsetHeight])])",
+    );
+    let rows = shown.as_array().unwrap();
+    let tasks = r["tasks"]["tasks"].as_array().unwrap();
+    assert_eq!(rows.len(), tasks.len());
+    for t in tasks {
+        let name = t["name"].as_str().unwrap();
+        let label = if t["ended"] == true {
+            format!("{name} (ended)")
+        } else {
+            name.to_owned()
+        };
+        let row = rows
+            .iter()
+            .find(|r| r[0] == label.as_str())
+            .unwrap_or_else(|| panic!("no row for {label}: {rows:?}"));
+        assert_eq!(row[1], with_commas(t["polls"].as_u64().unwrap()).as_str());
+        // One bar per bin of the poll lengths; the tallest is the bin with the most polls.
+        let bins = t["poll_histogram"].as_array().unwrap();
+        let bars = row[2].as_array().unwrap();
+        assert_eq!(bars.len(), bins.len(), "{label}");
+        let most = bins
+            .iter()
+            .max_by_key(|b| b["count"].as_u64().unwrap())
+            .unwrap();
+        let tallest = bars.iter().max_by_key(|b| b[1].as_u64().unwrap()).unwrap();
+        assert!(
+            tallest[0].as_str().unwrap().ends_with(&format!(
+                ": {}",
+                with_commas(most["count"].as_u64().unwrap())
+            )),
+            "{label}: {tallest} against {most}"
+        );
+    }
+    b.screenshot("tasks.png");
+}
+
 fn with_commas(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();

@@ -334,6 +334,47 @@
     ])));
   }
 
+  // ---- Embassy tasks ----
+  if (r.tasks && r.tasks.tasks && r.tasks.tasks.length) {
+    const T = r.tasks;
+    const num = (title, f, fmt) => ({ title, num: true, value: f,
+      cell: (x) => el("td", { class: "num", text: f(x) === undefined || f(x) === null ? "-" : fmt(f(x)) }) });
+    const whole = (v) => Math.round(v).toLocaleString("en-US");
+    // A histogram as bars, one per power of two (a bar's title: its range and count).
+    const bars = (bins) => {
+      const most = Math.max(1, ...bins.map((b) => b.count));
+      return el("td", { class: "hist" }, ...bins.slice().reverse().map((b) => el("span", {
+        class: "bar",
+        style: "height:" + Math.max(2, Math.round(24 * b.count / most)) + "px",
+        title: whole(b.low) + " – " + whole(b.high) + " " + T.unit + ": " + fmtInt(b.count),
+      })));
+    };
+    const exactCols = T.tasks.some((k) => k.exact);
+    section("tasks", "Embassy tasks", el("div", { class: "in",
+      text: "Timed by " + T.clock + " in " + T.unit + (T.idle_percent !== undefined
+        ? " · executor idle " + fmtPct(T.idle_percent) + (T.exact_idle_percent !== undefined ? " (exact " + fmtPct(T.exact_idle_percent) + ")" : "")
+        : "") }),
+    T.notes && T.notes.length ? el("ul", { class: "findings" },
+      ...T.notes.map((w) => el("li", { text: w }))) : null,
+    rowsTable("t-tasks", T.tasks, [
+      { title: "task", ascFirst: true, value: (x) => x.name, cell: (x) => el("td", { class: "name", text: x.name + (x.ended ? " (ended)" : "") }) },
+      num("polls", (x) => x.polls, fmtInt),
+      Object.assign(num("busy %", (x) => x.busy_percent, fmtPct), { sortDefault: true }),
+      num("mean poll", (x) => x.mean_poll, whole),
+      num("max poll", (x) => x.max_poll, whole),
+      { title: "poll lengths", value: (x) => x.poll_histogram.length, cell: (x) => bars(x.poll_histogram) },
+      num("wakes", (x) => x.wakes, fmtInt),
+      num("mean latency", (x) => x.mean_latency, whole),
+      num("max latency", (x) => x.max_latency, whole),
+      { title: "latencies", value: (x) => x.latency_histogram.length, cell: (x) => bars(x.latency_histogram) },
+      num("sampled %", (x) => x.sampled_percent, fmtPct),
+    ].concat(exactCols ? [
+      num("exact busy %", (x) => x.exact && x.exact.busy_percent, fmtPct),
+      num("exact max poll", (x) => x.exact && x.exact.max_poll, whole),
+      num("error σ", (x) => x.exact && x.exact.error_sigma, (v) => v.toFixed(1)),
+    ] : [])));
+  }
+
   // ---- exception trace (SWO captures) ----
   if (r.exceptions && r.exceptions.length) {
     const num = (title, f, fmt) => ({ title, num: true, value: f,

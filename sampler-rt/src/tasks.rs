@@ -174,8 +174,30 @@ pub extern "C" fn sampler_rt_task_clock() -> u32 {
 }
 
 const _: () = {
-    // The RAM a task takes, as the crate's documentation says.
-    assert!(core::mem::size_of::<Slot>() == 328);
+    use core::mem::offset_of;
+    use wire::tasks_table as w;
+    // The layout a host reads out of memory (and the RAM a task takes, as the crate's
+    // documentation says).
+    assert!(core::mem::size_of::<Slot>() == w::SLOT_SIZE);
+    assert!(offset_of!(Table, flip) == w::FLIP && offset_of!(Table, mask) == w::MASK);
+    assert!(offset_of!(Table, counter) == w::COUNTER && offset_of!(Table, chosen) == w::CHOSEN);
+    assert!(offset_of!(Table, executor) == w::EXECUTOR && offset_of!(Table, others) == w::OTHERS);
+    assert!(offset_of!(Table, last) == w::LAST && offset_of!(Table, span) == w::SPAN);
+    assert!(offset_of!(Table, idle) == w::IDLE && offset_of!(Table, idle_at) == w::IDLE_AT);
+    assert!(offset_of!(Table, idle_stolen) == w::IDLE_STOLEN);
+    assert!(offset_of!(Table, idling) == w::IDLING);
+    assert!(offset_of!(Table, idle_periods) == w::IDLE_PERIODS);
+    assert!(offset_of!(Table, dropped) == w::DROPPED && offset_of!(Table, stolen) == w::STOLEN);
+    assert!(offset_of!(Table, stolen_total) == w::STOLEN_TOTAL);
+    assert!(offset_of!(Table, end) == w::END && offset_of!(Table, ended) == w::ENDED);
+    assert!(offset_of!(Table, slots) == w::SLOTS);
+    assert!(offset_of!(Slot, id) == w::ID && offset_of!(Slot, polls) == w::POLLS);
+    assert!(offset_of!(Slot, max_poll) == w::MAX_POLL && offset_of!(Slot, flags) == w::FLAGS);
+    assert!(offset_of!(Slot, busy) == w::BUSY && offset_of!(Slot, wakes) == w::WAKES);
+    assert!(offset_of!(Slot, max_latency) == w::MAX_LATENCY);
+    assert!(offset_of!(Slot, latency) == w::LATENCY);
+    assert!(offset_of!(Slot, poll_hist) == w::POLL_HIST);
+    assert!(offset_of!(Slot, latency_hist) == w::LATENCY_HIST);
     assert!(core::mem::offset_of!(Table, source) == 0);
     assert!(core::mem::offset_of!(Table, flip) == 4);
 };

@@ -190,3 +190,49 @@ fn the_samplers_own_streaming_inside_a_poll_is_left_out_of_it() {
     assert_eq!(long.len(), 1, "{long:#?}");
     assert!(long[0].contains("embassy_metrics::logger"), "{}", long[0]);
 }
+
+#[test]
+fn the_task_table_comes_back_over_the_probe() {
+    // probe-rs against a QEMU core: the host reads the table out of the firmware's memory at
+    // the end, as it reads the ring (QEMU's core has no CYCCNT and the sampler takes SysTick:
+    // the polls are counted).
+    let src = std::fs::read_to_string(example_dir().join("src/main.rs")).unwrap();
+    let out = cargo_sample(
+        &example_dir(),
+        &[
+            "--release",
+            "--chip",
+            "mps2-an385",
+            "--probe",
+            "qemu",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &r["tasks"];
+    assert_eq!(
+        task(t, "chatter")["polls"],
+        constant(&src, "CHATTER_YIELDS") + 1,
+        "{t:#}"
+    );
+    assert_eq!(
+        task(t, "crunch")["polls"],
+        constant(&src, "CRUNCH_ROUNDS") + 1,
+        "{t:#}"
+    );
+    assert!(task(t, "logger")["sampled_percent"].as_f64().unwrap() > 10.0);
+}
+
+#[test]
+fn a_live_run_reads_the_same_table_out_of_memory_as_the_dump_carries() {
+    let (dumped, _) = profile_example("embassy-metrics", &["--release"]);
+    let (live, _) = profile_example("embassy-metrics", &["--release", "--live"]);
+    assert_eq!(live["tasks"], dumped["tasks"]);
+    assert_eq!(live["tasks"]["clock"], "SysTick");
+}

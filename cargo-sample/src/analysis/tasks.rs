@@ -279,9 +279,10 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         notes.push(
             "polls are counted, not timed: the core has no cycle counter that counts (DWT \
              CYCCNT; QEMU models none) and SysTick paces the sampler. Pace the sampler with \
-             another timer so that SysTick times the polls (leave `--timer` out and \
-             cargo-sample takes a free timer of the machine, or name one: `--timer timer0` \
-             on mps2 machines), or run on a core with CYCCNT"
+             another timer so that SysTick times the polls (in QEMU, leave `--timer` out \
+             and cargo-sample takes a free timer of the machine, or name one: `--timer \
+             timer0` on mps2 machines; on a board, `sampler_rt::start_with_timer`), or run \
+             on a core with CYCCNT"
                 .to_owned(),
         );
     }

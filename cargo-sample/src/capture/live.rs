@@ -60,6 +60,8 @@ pub struct Live {
     pub state_bytes: Vec<u8>,
     /// The firmware's tag names (`sampler_rt::name_tag`), read at the end.
     pub names: Vec<(u32, String)>,
+    /// The firmware's Embassy task statistics, read at the end.
+    pub tasks: Option<crate::dump::tasks::Tasks>,
     /// `MODE_HIST`: the counters' bytes, read at the end (and for progress saves); the state
     /// alone is polled meanwhile.
     pub bins: Option<Vec<u8>>,
@@ -68,11 +70,12 @@ pub struct Live {
 }
 
 /// Where the firmware keeps its tag names: the table's address, and whether its pointers are
-/// 64-bit (ARMv8-A).
+/// 64-bit (ARMv8-A); and its Embassy task table's address and size, if it keeps one.
 #[derive(Debug, Clone, Copy)]
 pub struct NamesAt {
     pub addr: u32,
     pub wide: bool,
+    pub tasks: Option<(u32, u32)>,
 }
 
 /// The firmware's tag names, read out of its memory (the table, then each name).
@@ -161,6 +164,7 @@ impl Live {
             state: s,
             state_bytes: b,
             names: Vec::new(),
+            tasks: None,
             bins: None,
             beat: 0,
         })
@@ -287,6 +291,13 @@ impl Live {
     pub fn finish(&mut self, t: &mut dyn Memory, names: Option<NamesAt>) -> Result<()> {
         if let Some(at) = names {
             self.names = read_names(t, at).unwrap_or_default();
+            if let Some((addr, len)) = at.tasks {
+                let mut b = vec![0u8; len as usize];
+                self.tasks = t
+                    .read(addr, &mut b)
+                    .ok()
+                    .and_then(|()| crate::dump::tasks::from_memory(&b));
+            }
         }
         self.read_bins(t)
     }
@@ -305,6 +316,7 @@ impl Live {
         let info = crate::capture::snapshot::info_of(&self.state, stop, self.next, lost, code);
         let mut d = Dump::of_samples(info, self.first_seq, self.pcs.clone(), self.tags.clone());
         d.names = self.names.clone();
+        d.tasks = self.tasks.clone();
         if self.stacks.len() == d.pcs.len() {
             d.stacks = self.stacks.clone();
         }

@@ -363,7 +363,8 @@ pub(crate) fn board_period(args: &RunArgs, clock: u64) -> Result<u64> {
     })
 }
 
-/// Where the firmware keeps its tag names, for a host that reads its memory.
+/// Where the firmware keeps its tag names (and its Embassy task table), for a host that reads
+/// its memory.
 pub(crate) fn names_at(
     elf_bytes: &[u8],
     fw: &elf::Firmware,
@@ -372,6 +373,9 @@ pub(crate) fn names_at(
     Some(crate::capture::live::NamesAt {
         addr: u32::try_from(addr).ok()?,
         wide: fw.aarch64,
+        tasks: elf::symbol_range(elf_bytes, "SAMPLER_RT_TASKS")
+            .filter(|_| !fw.aarch64)
+            .and_then(|(a, len)| Some((u32::try_from(a).ok()?, u32::try_from(len).ok()?))),
     })
 }
 

@@ -108,6 +108,76 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
     })
 }
 
+/// The statistics as a host reads them out of the firmware's memory (sampler-rt's task table,
+/// `wire::tasks_table`), with the figures the firmware's TASKS record would have: up to the
+/// run's end if it ended, else up to the last executor hook. `None` before the first spawn.
+pub fn from_memory(b: &[u8]) -> Option<Tasks> {
+    use wire::tasks_table as w;
+    let r32 = |at: usize| read_u32(b, at);
+    let r64 = |at: usize| Some(u64::from(read_u32(b, at)?) | u64::from(read_u32(b, at + 4)?) << 32);
+    if r32(w::CHOSEN)? == 0 {
+        return None;
+    }
+    let counter = r32(w::COUNTER)? as u8;
+    let timed = counter != wire::LAP_COUNTER_NONE;
+    let mask = r32(w::MASK)?;
+    let ticks = |a: u32, z: u32| z.wrapping_sub(a) & mask;
+    let last = r32(w::LAST)?;
+    let end = if r32(w::ENDED)? != 0 {
+        r32(w::END)?
+    } else {
+        last
+    };
+    let stolen = r32(w::STOLEN)?;
+    let span = if timed {
+        r64(w::SPAN)? + u64::from(ticks(last, end))
+    } else {
+        0
+    };
+    let mut idle = r64(w::IDLE)?;
+    if timed && r32(w::IDLING)? != 0 {
+        let inside = stolen.wrapping_sub(r32(w::IDLE_STOLEN)?);
+        idle += u64::from(ticks(r32(w::IDLE_AT)?, end).wrapping_sub(inside));
+    }
+    let slots = b.len().checked_sub(w::SLOTS)? / w::SLOT_SIZE;
+    let mut tasks = Vec::new();
+    for k in 0..slots {
+        let at = w::SLOTS + k * w::SLOT_SIZE;
+        let id = r32(at + w::ID)?;
+        if id == 0 {
+            continue;
+        }
+        let hist = |from: usize| {
+            (0..wire::TASK_BINS)
+                .map(|i| r32(at + from + 4 * i))
+                .collect::<Option<Vec<_>>>()
+        };
+        tasks.push(Task {
+            id,
+            polls: r32(at + w::POLLS)?,
+            max_poll: r32(at + w::MAX_POLL)?,
+            busy: r64(at + w::BUSY)?,
+            wakes: r32(at + w::WAKES)?,
+            max_latency: r32(at + w::MAX_LATENCY)?,
+            latency: r64(at + w::LATENCY)?,
+            ended: r32(at + w::FLAGS)? & wire::TASK_ENDED != 0,
+            poll_hist: hist(w::POLL_HIST)?,
+            latency_hist: hist(w::LATENCY_HIST)?,
+        });
+    }
+    Some(Tasks {
+        counter,
+        dropped: r32(w::DROPPED)?,
+        executor: r32(w::EXECUTOR)?,
+        span,
+        idle,
+        idle_periods: r32(w::IDLE_PERIODS)?,
+        other_executors: r32(w::OTHERS)?,
+        stolen: r64(w::STOLEN_TOTAL)?,
+        tasks,
+    })
+}
+
 /// The TASKS payload of `t` (as the firmware writes it).
 pub fn encode(t: &Tasks) -> Vec<u8> {
     let mut words = vec![

@@ -404,6 +404,17 @@ pub fn unaligned_functions(data: &[u8], align: u64) -> Vec<String> {
     v
 }
 
+/// The address and size of a symbol of the image, by its (mangled or plain) name.
+pub fn symbol_range(data: &[u8], name: &str) -> Option<(u64, u64)> {
+    let file = object::File::parse(data).ok()?;
+    file.symbols()
+        .find(|s| {
+            s.name()
+                .is_ok_and(|n| n == name || crate::image::symbolize::demangle(n) == name)
+        })
+        .map(|s| (s.address(), s.size()))
+}
+
 /// The address of a symbol of the image, by its (mangled or plain) name.
 pub fn symbol_address(data: &[u8], name: &str) -> Option<u64> {
     let file = object::File::parse(data).ok()?;

@@ -104,6 +104,43 @@ pub const TASKS_HEADER_WORDS: u32 = 12;
 /// Words of a task's entry before its histograms: `id`, `polls`, `max_poll`, `busy` (`u64`),
 /// `wakes`, `max_latency`, `latency` (`u64`), `flags` ([`TASK_ENDED`]).
 pub const TASK_FIXED_WORDS: u32 = 10;
+/// Where the fields of sampler-rt's task table (`SAMPLER_RT_TASKS`, Cortex-M) are, for a host
+/// that reads the table out of memory instead of the dump's TASKS record (a board, a live
+/// run); checked against the runtime's struct at compile time.
+pub mod tasks_table {
+    pub const FLIP: usize = 4;
+    pub const MASK: usize = 8;
+    pub const COUNTER: usize = 12;
+    pub const CHOSEN: usize = 16;
+    pub const EXECUTOR: usize = 28;
+    pub const OTHERS: usize = 32;
+    pub const LAST: usize = 36;
+    pub const SPAN: usize = 40;
+    pub const IDLE: usize = 48;
+    pub const IDLE_AT: usize = 56;
+    pub const IDLE_STOLEN: usize = 60;
+    pub const IDLING: usize = 64;
+    pub const IDLE_PERIODS: usize = 68;
+    pub const DROPPED: usize = 72;
+    pub const STOLEN: usize = 76;
+    pub const STOLEN_TOTAL: usize = 80;
+    pub const END: usize = 92;
+    pub const ENDED: usize = 96;
+    pub const SLOTS: usize = 104;
+    /// A slot's fields.
+    pub const SLOT_SIZE: usize = 328;
+    pub const ID: usize = 0;
+    pub const POLLS: usize = 4;
+    pub const MAX_POLL: usize = 8;
+    pub const FLAGS: usize = 12;
+    pub const BUSY: usize = 16;
+    pub const WAKES: usize = 24;
+    pub const MAX_LATENCY: usize = 28;
+    pub const LATENCY: usize = 32;
+    pub const POLL_HIST: usize = 60;
+    pub const LATENCY_HIST: usize = 192;
+}
+
 /// A task's flag: it ran to completion (`_embassy_trace_task_end`).
 pub const TASK_ENDED: u32 = 1;
 /// Histogram bins of poll lengths and latencies, by the leading zeros of the value in ticks:

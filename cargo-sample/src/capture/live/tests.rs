@@ -270,7 +270,15 @@ fn tag_names_are_read_out_of_memory_for_both_pointer_sizes() {
             put((strings + off) as usize, name.as_bytes());
         }
         let mut ram = Ram { base, bytes };
-        let names = read_names(&mut ram, NamesAt { addr: base, wide }).unwrap();
+        let names = read_names(
+            &mut ram,
+            NamesAt {
+                addr: base,
+                wide,
+                tasks: None,
+            },
+        )
+        .unwrap();
         assert_eq!(
             names,
             [(7, "motor".to_owned()), (9, "radio".to_owned())],

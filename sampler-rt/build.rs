@@ -4,7 +4,8 @@
 //! for debuggers (`SAMPLER_RT_PMU_OUT_BYTES`, default 4096) and the laps kept in order for the
 //! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) and the ARMv8-A PMU region laps
 //! kept for it (`SAMPLER_RT_PMU_TRACE_WORDS`, default 2048) and the Embassy tasks the `embassy`
-//! feature keeps statistics of (`SAMPLER_RT_TASKS`, a power of two, default 8) to the crate.
+//! feature keeps statistics of (`SAMPLER_RT_TASKS`, a power of two, default 8) and the newest
+//! polls it keeps in order (`SAMPLER_RT_TASK_TRACE`, default 256, 12 bytes each) to the crate.
 use std::env;
 
 fn main() {
@@ -14,6 +15,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_OUT_BYTES");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_LAP_TRACE");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASKS");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASK_TRACE");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_TRACE_WORDS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
@@ -42,6 +44,13 @@ fn main() {
         }
         _ => println!(
             "cargo::error=SAMPLER_RT_TASKS must be a power of two from 1 to 256 (the Embassy tasks whose statistics are kept), got `{tasks}`"
+        ),
+    }
+    let polls = env::var("SAMPLER_RT_TASK_TRACE").unwrap_or_else(|_| "256".to_string());
+    match polls.trim().parse::<u32>() {
+        Ok(n) if n <= 1 << 16 => println!("cargo::rustc-env=SAMPLER_RT_TASK_TRACE={n}"),
+        _ => println!(
+            "cargo::error=SAMPLER_RT_TASK_TRACE must be a number of polls up to 65536 (0 for none), got `{polls}`"
         ),
     }
     let words = env::var("SAMPLER_RT_PMU_TRACE_WORDS").unwrap_or_else(|_| "2048".to_string());

@@ -25,6 +25,15 @@ use crate::wire;
 
 /// Tasks whose statistics are kept (`SAMPLER_RT_TASKS`, a power of two, default 8).
 pub const MAX_TASKS: usize = crate::decimal(env!("SAMPLER_RT_TASKS"));
+/// Polls kept in order while the sampler runs (the newest; `SAMPLER_RT_TASK_TRACE`, 12 bytes
+/// each; 0 keeps none).
+pub const TRACE: usize = crate::decimal(env!("SAMPLER_RT_TASK_TRACE"));
+
+/// The newest polls in order: `(task, samples taken at its end, ticks)`, and how many were
+/// traced.
+static mut POLL_TRACE: [[u32; 3]; TRACE] = [[0; 3]; TRACE];
+static mut POLLS_TRACED: u32 = 0;
+static mut POLL_NEXT: usize = 0;
 const BINS: usize = wire::TASK_BINS;
 
 const DEMCR: *mut u32 = 0xE000_EDFC as *mut u32;
@@ -391,6 +400,15 @@ fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
             (*s).max_poll = d;
         }
         bin(addr_of_mut!((*s).poll_hist), d);
+        if TRACE > 0
+            && let Some(seq) = crate::running_seq()
+        {
+            // The next entry to write wraps without a division (none on ARMv6-M).
+            let at = *addr_of!(POLL_NEXT);
+            *addr_of_mut!(POLL_TRACE[at]) = [task_id, seq, d];
+            *addr_of_mut!(POLL_NEXT) = if at + 1 == TRACE { 0 } else { at + 1 };
+            *addr_of_mut!(POLLS_TRACED) = (*addr_of!(POLLS_TRACED)).wrapping_add(1);
+        }
     }
 }
 
@@ -497,6 +515,34 @@ pub(crate) fn freeze() {
         if (*t).ended == 0 && (*t).chosen != 0 {
             (*t).end = sampler_rt_task_clock();
             (*t).ended = 1;
+        }
+    }
+}
+
+/// The TASK_TRACE record's payload length, when polls were traced.
+pub(crate) fn trace_len() -> Option<u32> {
+    // SAFETY: read at dump time.
+    let total = unsafe { *addr_of!(POLLS_TRACED) };
+    (TRACE > 0 && total > 0).then(|| 8 + 12 * total.min(TRACE as u32))
+}
+
+/// The TASK_TRACE record's payload, oldest poll first.
+pub(crate) fn write_trace(mut put: impl FnMut(u32)) {
+    // SAFETY: read at dump time; sampling has stopped, so no poll is traced meanwhile.
+    unsafe {
+        let total = *addr_of!(POLLS_TRACED);
+        let count = total.min(TRACE as u32);
+        put(total);
+        put(count);
+        // The oldest kept is `count` entries before the next one to write.
+        let next = *addr_of!(POLL_NEXT);
+        for k in 0..count as usize {
+            let at = (next + TRACE - count as usize + k)
+                .checked_rem(TRACE)
+                .unwrap_or(0);
+            for w in *addr_of!(POLL_TRACE[at]) {
+                put(w);
+            }
         }
     }
 }

@@ -236,3 +236,57 @@ fn a_live_run_reads_the_same_table_out_of_memory_as_the_dump_carries() {
     assert_eq!(live["tasks"], dumped["tasks"]);
     assert_eq!(live["tasks"]["clock"], "SysTick");
 }
+
+#[test]
+fn each_traced_poll_is_a_marker_on_its_tasks_thread_in_the_firefox_profile() {
+    let (r, dir) = profile_example("embassy-metrics", &["--release"]);
+    let out = cargo_sample(
+        &example_dir(),
+        &["report", dir.to_str().unwrap(), "--format", "firefox"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &r["tasks"];
+    let tick = t["tick"].as_f64().unwrap();
+    let mut polls = 0;
+    for thread in profile["threads"].as_array().unwrap() {
+        let (markers, _) = firefox_markers(thread);
+        let name = thread["name"].as_str().unwrap();
+        for m in markers.iter().filter(|m| m.data["type"] == "Poll") {
+            polls += 1;
+            // On the thread of its task, as long as the task's polls can be.
+            assert_eq!(format!("task {}", m.name), name);
+            let k = task(t, m.name.rsplit("::").next().unwrap());
+            let units = m.data["units"].as_f64().unwrap();
+            assert!(
+                units <= k["max_poll"].as_f64().unwrap() + tick + 1.0 && m.end.unwrap() > m.start,
+                "{m:?}"
+            );
+        }
+    }
+    // The newest 256 polls (sampler-rt's SAMPLER_RT_TASK_TRACE), and logger's blocking one.
+    let total: u64 = t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["polls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(polls, total.min(256), "{t:#}");
+    let longest = profile["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|th| firefox_markers(th).0)
+        .filter(|m| m.data["type"] == "Poll")
+        .map(|m| m.data["units"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let logger_max = task(t, "logger")["max_poll"].as_f64().unwrap();
+    assert!(
+        (longest - logger_max).abs() <= 1.0,
+        "{longest} against {logger_max}"
+    );
+}

@@ -527,7 +527,7 @@ pub fn firefox_markers(thread: &Value) -> (Vec<FirefoxMarker>, Vec<f64>) {
         .map(|i| {
             let mut data = m["data"][i].as_object().cloned().unwrap_or_default();
             // String fields are indexes into the thread's strings.
-            for key in ["lap", "message"] {
+            for key in ["lap", "message", "poll"] {
                 if let Some(k) = data.get(key).and_then(Value::as_u64) {
                     data.insert(key.into(), strings[k as usize].clone());
                 }

@@ -100,6 +100,7 @@ pub(super) fn leave_out(
             wire::REC_HELD_OFF => dump.held_off = None,
             wire::REC_LAPS => dump.laps = None,
             wire::REC_TASKS => dump.tasks = None,
+            wire::REC_TASK_TRACE => dump.task_trace = None,
             wire::REC_LAP_TRACE => dump.lap_trace = None,
             wire::REC_PMU => dump.pmu = None,
             wire::REC_PMU_TRACE => dump.pmu_trace = None,

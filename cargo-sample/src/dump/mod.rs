@@ -70,6 +70,8 @@ pub struct Dump {
     pub held_off: Option<HeldOff>,
     /// Embassy task statistics, when the firmware kept them (sampler-rt's `embassy` feature).
     pub tasks: Option<tasks::Tasks>,
+    /// The newest Embassy polls in order, placed among the samples.
+    pub task_trace: Option<tasks::Trace>,
 }
 
 /// The sampler's lateness check ([`wire::REC_HELD_OFF`]).
@@ -341,6 +343,12 @@ impl Decoding<'_> {
                 records::pcs(dump, kind, payload, len, cut, total)?;
             }
             wire::REC_STACKS => records::stacks(dump, payload, len, cut)?,
+            wire::REC_TASK_TRACE if !cut => {
+                dump.task_trace = Some(
+                    tasks::decode_trace(payload)
+                        .ok_or_else(|| DumpError::Malformed("damaged TASK_TRACE record".into()))?,
+                );
+            }
             wire::REC_TASKS if !cut => {
                 dump.tasks = Some(
                     tasks::decode(payload)

@@ -57,6 +57,31 @@ impl Tasks {
     }
 }
 
+/// The TASK_TRACE record: the newest polls in the order they ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Polls traced while the sampler ran (the oldest beyond `polls` were overwritten).
+    pub total: u32,
+    /// `(task, samples taken when the poll ended, ticks)`, oldest first.
+    pub polls: Vec<(u32, u32, u32)>,
+}
+
+/// Decode a TASK_TRACE payload; `None` if it is damaged.
+pub fn decode_trace(p: &[u8]) -> Option<Trace> {
+    let total = read_u32(p, 0)?;
+    let count = read_u32(p, 4)? as usize;
+    if count > total as usize || count > p.len().saturating_sub(8) / 12 {
+        return None;
+    }
+    let polls = (0..count)
+        .map(|k| {
+            let w = |i: usize| read_u32(p, 8 + 12 * k + 4 * i);
+            Some((w(0)?, w(1)?, w(2)?))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Trace { total, polls })
+}
+
 /// The values a histogram bin counts, in ticks: `[low, high)` (bin 32 holds the zeros).
 pub fn bin_range(bin: usize) -> (u64, u64) {
     match bin {

@@ -444,6 +444,8 @@ pub enum MarkerKind {
     Lap,
     /// A line the firmware logged: an instant.
     Log,
+    /// A poll of an Embassy task: it has a duration, on its task's thread.
+    Poll,
 }
 
 /// A lap or a log line on the samples' time axis.
@@ -463,6 +465,8 @@ pub struct TimelineMarker {
     pub samples: u32,
     /// The log line's text, or the lap's length in words.
     pub text: String,
+    /// The thread it belongs on (a poll: its task's), if any.
+    pub thread: Option<u32>,
 }
 
 /// One inline chain (outermost first) and its count.

@@ -70,7 +70,56 @@ impl Timeline {
                 units,
                 samples: l.inside,
                 text: format!("{units:.0} {unit}{time}"),
+                thread: None,
             });
+        }
+    }
+
+    /// Embassy's polls traced while sampling: a marker per poll on its task's thread (a thread
+    /// of its own when no sample landed in the task), ending where the poll ended among the
+    /// samples.
+    pub fn add_polls(
+        &mut self,
+        trace: &crate::dump::tasks::Trace,
+        name: impl Fn(u32) -> String,
+        units_per_tick: f64,
+        period_units: f64,
+        unit: &str,
+    ) {
+        if period_units <= 0.0 {
+            return;
+        }
+        for &(task, end_seq, ticks) in &trace.polls {
+            let thread_name = name(task);
+            let thread = self.thread_named(&thread_name);
+            let units = f64::from(ticks) * units_per_tick;
+            let periods = units / period_units;
+            // It ended after sample `end_seq - 1` and before sample `end_seq`.
+            let end = f64::from(end_seq) - 0.5;
+            self.markers.push(TimelineMarker {
+                kind: MarkerKind::Poll,
+                name: thread_name
+                    .strip_prefix("task ")
+                    .unwrap_or(&thread_name)
+                    .to_owned(),
+                at: end - periods,
+                periods,
+                units,
+                samples: 0,
+                text: format!("{units:.0} {unit}"),
+                thread: Some(thread),
+            });
+        }
+    }
+
+    /// The thread named `name`, added when there is none.
+    fn thread_named(&mut self, name: &str) -> u32 {
+        match self.threads.iter().position(|t| t == name) {
+            Some(i) => i as u32,
+            None => {
+                self.threads.push(name.to_owned());
+                (self.threads.len() - 1) as u32
+            }
         }
     }
 
@@ -136,6 +185,7 @@ impl Timeline {
                 units,
                 samples: l.inside,
                 text: text.join(" · "),
+                thread: None,
             });
             for (track, &d) in tracks.iter_mut().zip(&l.deltas) {
                 track.points.push((at, 0.0));
@@ -163,6 +213,7 @@ impl Timeline {
                 units: 0.0,
                 samples: 0,
                 text,
+                thread: None,
             });
         }
     }
@@ -284,7 +335,7 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
     if !t.markers.is_empty() {
         // On the only thread, beside its samples; with threads per tag, on a thread of their
         // own (a lap or a line belongs to no one task).
-        let thread = if threads.len() == 1 {
+        let thread = if threads.len() == 1 || t.markers.iter().all(|m| m.thread.is_some()) {
             threads[0]
         } else {
             let h = p.add_thread(
@@ -299,6 +350,7 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
         p.set_thread_show_markers_in_timeline(thread, true);
         let laps = p.add_category("Lap", CategoryColor::Blue);
         let logs = p.add_category("Log", CategoryColor::Green);
+        let polls = p.add_category("Poll", CategoryColor::Yellow);
         for m in &t.markers {
             let name = p.intern_string(&m.name);
             let text = p.intern_string(&m.text);
@@ -314,6 +366,24 @@ pub fn firefox(r: &Report) -> Result<Vec<u8>> {
                         samples: m.samples,
                     },
                 ),
+                MarkerKind::Poll => {
+                    let on = m
+                        .thread
+                        .and_then(|i| threads.get(i as usize))
+                        .copied()
+                        .unwrap_or(thread);
+                    p.set_thread_show_markers_in_timeline(on, true);
+                    p.add_marker(
+                        on,
+                        MarkerTiming::Interval(at(m.at), at(m.at + m.periods)),
+                        PollMarker {
+                            name,
+                            text,
+                            category: polls,
+                            units: m.units,
+                        },
+                    )
+                }
                 MarkerKind::Log => p.add_marker(
                     thread,
                     MarkerTiming::Instant(at(m.at)),
@@ -391,6 +461,43 @@ impl StaticSchemaMarker for LapMarker {
         } else {
             f64::from(self.samples)
         }
+    }
+}
+
+/// A poll of an Embassy task.
+struct PollMarker {
+    name: StringHandle,
+    text: StringHandle,
+    category: CategoryHandle,
+    units: f64,
+}
+
+impl StaticSchemaMarker for PollMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "Poll";
+    const DESCRIPTION: Option<&'static str> =
+        Some("A poll of an Embassy task, timed by sampler-rt's trace hooks");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.data.poll}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.poll}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.poll}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[
+        StaticSchemaMarkerField {
+            key: "poll",
+            label: "Poll",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "units",
+            label: "Length (report unit)",
+            format: MarkerFieldFormat::Integer,
+            flags: MarkerFieldFlags::empty(),
+        },
+    ];
+
+    marker_text!();
+
+    fn number_field_value(&self, _: u32) -> f64 {
+        self.units.round()
     }
 }
 

@@ -412,6 +412,11 @@ pub(crate) unsafe fn send_dump(s: *mut State) {
             st.record(wire::REC_TASKS, len);
             crate::tasks::write_record(|w| st.put32(w));
         }
+        #[cfg(feature = "embassy")]
+        if let Some(len) = crate::tasks::trace_len() {
+            st.record(wire::REC_TASK_TRACE, len);
+            crate::tasks::write_trace(|w| st.put32(w));
+        }
         // The final INFO supersedes the first one: readers keep the last.
         st.info(&info_now(s, taken));
         st.end();

@@ -99,6 +99,11 @@ pub const LATE_NO_COUNT: u32 = 3;
 /// periods, hooks of other executors, the sampler's own time inside the run as a `u64`), then per task [`TASK_FIXED_WORDS`] words and two
 /// histograms of `bins` words (poll lengths, then wake-to-poll latencies).
 pub const REC_TASKS: u16 = 15;
+/// The newest Embassy polls in the order they ended, while the sampler ran (`embassy`
+/// feature): `total: u32` (polls traced; the oldest are overwritten), `count: u32`, then
+/// `count` entries of three words, oldest first: the task's header address, the number of
+/// samples taken when the poll ended, and the poll in raw ticks of the task clock.
+pub const REC_TASK_TRACE: u16 = 16;
 /// Words of the TASKS record's header.
 pub const TASKS_HEADER_WORDS: u32 = 12;
 /// Words of a task's entry before its histograms: `id`, `polls`, `max_poll`, `busy` (`u64`),

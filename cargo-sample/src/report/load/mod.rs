@@ -655,6 +655,28 @@ impl Loading<'_> {
                 functions: Vec::new(),
             });
         }
+        // Each traced poll on its task's thread of the timeline.
+        let (period, unit) = (report.period_units(), report.unit.clone());
+        if let (Some(tl), Some(trace), true) =
+            (report.timeline.as_mut(), &dump.task_trace, t.timed())
+        {
+            tl.add_polls(
+                trace,
+                |id| {
+                    samples
+                        .tag_names
+                        .get(&id)
+                        .cloned()
+                        .unwrap_or_else(|| match names.get(&id) {
+                            Some(n) => format!("task {n}"),
+                            None => format!("task at {id:#010x}"),
+                        })
+                },
+                scale.units_per_tick,
+                period,
+                &unit,
+            );
+        }
         report.tasks = Some(table);
         Ok(())
     }

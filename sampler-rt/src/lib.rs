@@ -65,7 +65,8 @@
 //!   executor's idle time are kept (timed by DWT CYCCNT, else by SysTick when the sampler
 //!   leaves it free) and sent as the dump's TASKS record: the report's task table.
 //!   `SAMPLER_RT_TASKS` (a power of two, default 8) sets how many tasks are kept, 328 bytes of
-//!   RAM each.
+//!   RAM each; `SAMPLER_RT_TASK_TRACE` (default 256, 12 bytes each, 0 for none) how many of the
+//!   newest polls are kept in order for the timeline.
 //! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample
 //!   --format firefox` puts the firmware's defmt log lines on the samples' timeline (not for an
 //!   application that defines its own timestamp).

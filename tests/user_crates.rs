@@ -222,6 +222,33 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
 }
 
 #[test]
+fn a_hal_application_on_netduinoplus2_is_set_up_and_profiled_from_zero() {
+    let copy = copy_crate("tests/crates/stm32-hal");
+    let dir = copy.path();
+    let diff = init(dir, &[]);
+    assert!(diff.contains("+    sampler_rt::start();"), "{diff}");
+    // The HAL's polled delay owns SysTick: a free STM32 timer paces the sampler, on QEMU's
+    // 1 GHz timer clock (no clock mismatch with the exact count of the same run), and the
+    // shares are within 3 sigma of it.
+    let r = profile_against_exact(dir, &[], 3000);
+    assert!(
+        share(&r, "functions", "stm32_hal_app::crc") > 50.0,
+        "{}",
+        r["functions"]
+    );
+    assert!(
+        !kinds(&r).contains(&"clock-mismatch".to_owned()),
+        "{:#}",
+        r["diagnostics"]
+    );
+    assert!(
+        r["timer"].as_str().is_some_and(|t| t.contains("TIM")),
+        "{}",
+        r["timer"]
+    );
+}
+
+#[test]
 fn a_workspace_of_two_firmware_crates_is_set_up_one_crate_at_a_time() {
     let copy = copy_crate("tests/crates/workspace");
     let dir = copy.path();

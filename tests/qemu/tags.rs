@@ -173,12 +173,24 @@ fn tags_that_cannot_be_recorded_are_refused_with_the_reason() {
 }
 
 /// An RTIC application tagged by exception: each hardware task by its task name with its
-/// interrupt (`control (GPIOA, IRQ 0)`, not `GPIOA`), and a dispatcher by the software tasks
-/// that share it; with LTO (tasks inlined into their handlers) and without (called).
+/// interrupt (`control (GPIOA, IRQ 0)`, not `GPIOA`), and a dispatcher that two async tasks
+/// share split per task by each sample's inline chain, the rest (RTIC's executor, functions
+/// the tasks call) a row of its own, the exact count split the same way; with LTO (tasks
+/// inlined into their handlers) and without (called).
 #[test]
-fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
+fn rtic_tasks_are_named_and_a_shared_dispatcher_is_split_per_task() {
+    let rest = "dispatcher QEI0, IRQ 13: RTIC's executor and functions its tasks call (no one \
+                task's code)";
     for profile in [["--release", ""], ["--profile", "nolto"]] {
-        let mut args = vec!["--bin", "tasks", "--tag", "exception", "--samples", "2000"];
+        let mut args = vec![
+            "--bin",
+            "tasks",
+            "--tag",
+            "exception",
+            "--samples",
+            "2000",
+            "--truth",
+        ];
         args.extend(profile.iter().filter(|a| !a.is_empty()));
         let (r, _) = profile_example("rtic-app", &args);
         let tags = rows(&r, "tags");
@@ -186,7 +198,7 @@ fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
             "control (GPIOA, IRQ 0)",
             "telemetry (GPIOB, IRQ 1)",
             "watchdog (GPIOC, IRQ 2)",
-            "software tasks logger, sensor (dispatcher QEI0, IRQ 13, shared)",
+            rest,
             "thread mode",
         ] {
             assert!(
@@ -194,7 +206,21 @@ fn rtic_tasks_are_named_and_a_shared_dispatcher_says_whose_it_is() {
                 "{profile:?}: no {name} in {tags:?}"
             );
         }
+        assert!(
+            !tags
+                .keys()
+                .any(|t| t.contains("software tasks logger, sensor")),
+            "{profile:?}: the dispatcher is not split: {tags:?}"
+        );
         assert_eq!(tags.values().sum::<u64>(), 2000, "{profile:?}");
+        // Every row of the split against the exact count split the same way.
+        for row in r["tags"].as_array().unwrap() {
+            let name = row["name"].as_str().unwrap();
+            if name.contains("QEI0") {
+                let z = row["error_sigma"].as_f64().unwrap();
+                assert!(z.abs() <= 3.0, "{profile:?}: {name} {z:+.1} sigma");
+            }
+        }
     }
 }
 

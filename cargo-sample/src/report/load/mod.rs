@@ -84,6 +84,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
              sample with `--truth`, or count every instruction with `--exact --cycles`"
         );
     }
+    let mut samples = samples;
+    at.split_dispatchers(&mut samples, &dump)?;
     let mut report = report::build_samples(
         &samples,
         at.sym,
@@ -282,6 +284,84 @@ impl Loading<'_> {
             .map(|u| u32::from(u.exception))
             .collect();
         Ok((s, Some(hidden)))
+    }
+
+    /// RTIC v2: a dispatcher that several async tasks share is split into a row per task (and
+    /// one for the dispatcher's code that is no one task's: RTIC's executor, or a function the
+    /// tasks call, which a sample's address alone does not tell apart), in the samples and in
+    /// the exact instructions per exception alike, by each address's inline chain.
+    fn split_dispatchers(&mut self, s: &mut report::Samples, dump: &Dump) -> Result<()> {
+        if dump.info.tag_kind != wire::TAG_XPSR
+            || s.tags.len() != s.ordered.len()
+            || !crate::image::rtic::is_rtic(self.sym)
+        {
+            return Ok(());
+        }
+        let Some(code) = self.code.as_deref_mut() else {
+            return Ok(());
+        };
+        let irqs: std::collections::BTreeSet<u32> = s
+            .tags
+            .iter()
+            .copied()
+            .chain(s.exact_by_tag.keys().copied())
+            .filter(|&t| (16..512).contains(&t))
+            .collect();
+        let contexts = std::fs::read(self.dir.join(dump::exact::CONTEXTS_FILE)).ok();
+        for n in irqs {
+            let Some(handler) = self.vectors.iter().find(|v| v.0 == n).map(|v| v.1) else {
+                continue;
+            };
+            let tasks = crate::image::rtic::tasks_of(self.sym, code, u64::from(handler));
+            if tasks.software.len() < 2 || !tasks.hardware.is_empty() {
+                continue;
+            }
+            let interrupt = match self.sym.function_of(u64::from(handler)) {
+                Some(f) => format!("{f}, IRQ {}", n - 16),
+                None => format!("IRQ {}", n - 16),
+            };
+            // A tag per task (and one for the rest) above every exception number.
+            let split = |k: Option<usize>| 0x8000_0000 | n << 8 | k.map_or(0, |k| k as u32 + 1);
+            for (tag, &pc) in s.tags.iter_mut().zip(&s.ordered) {
+                if *tag == n {
+                    let k = crate::image::rtic::software_task_at(self.sym, pc, &tasks.software);
+                    *tag = split(k);
+                }
+            }
+            if let (Some(bytes), Some(total)) = (&contexts, s.exact_by_tag.remove(&n)) {
+                let mut counted = 0;
+                for (context, pc, count) in
+                    dump::exact::contexts_by_exception(bytes, &self.vectors, &[])?
+                {
+                    if context == n && !self.sym.is_sampler(pc as u64) {
+                        let k = crate::image::rtic::software_task_at(self.sym, pc, &tasks.software);
+                        *s.exact_by_tag.entry(split(k)).or_default() += count;
+                        counted += count;
+                    }
+                }
+                if counted != total {
+                    // Not the same instructions: leave the exception whole rather than split
+                    // it wrongly.
+                    s.exact_by_tag
+                        .retain(|&t, _| t & 0xFFFF_FF00 != split(None));
+                    s.exact_by_tag.insert(n, total);
+                }
+            }
+            for (k, task) in tasks.software.iter().enumerate() {
+                s.tag_names.insert(
+                    split(Some(k)),
+                    format!("software task {task} (dispatcher {interrupt})"),
+                );
+            }
+            s.tag_names.insert(
+                split(None),
+                format!(
+                    "dispatcher {interrupt}: RTIC's executor and functions its tasks call (no \
+                     one task's code)"
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Each sample's tag, its name, and the exact instructions per exception.

@@ -1,7 +1,8 @@
 //! The live "top" view: while a ring is read (`--live`, `--duration`, board runs), a table of
 //! the hottest functions so far, with their shares and intervals, the samples taken and lost
-//! and the rate, redrawn in place on a terminal (like orbtop). The full report follows at the
-//! end; where standard error is not a terminal nothing is drawn.
+//! and the rate, redrawn in place on a terminal (like orbtop); for an Embassy image whose
+//! samples carry the task being polled, a table of the tasks by their share too. The full
+//! report follows at the end; where standard error is not a terminal nothing is drawn.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -17,6 +18,10 @@ pub struct Top {
     functions: Vec<(u64, u64, String)>,
     counts: HashMap<usize, u64>,
     outside: u64,
+    /// Embassy task pools `(task, start, end)`, and the samples seen per task and outside any.
+    tasks: Vec<crate::image::elf::TaskPool>,
+    by_task: HashMap<usize, u64>,
+    between: u64,
     /// Samples already counted (a prefix of `Live::pcs`).
     seen: usize,
     started: Instant,
@@ -43,8 +48,27 @@ impl Top {
             functions,
             counts: HashMap::new(),
             outside: 0,
+            tasks: Vec::new(),
+            by_task: HashMap::new(),
+            between: 0,
             seen: 0,
             started: Instant::now(),
+        }
+    }
+
+    /// Count the samples' tasks too: an Embassy image's task pools (a sample's tag is the
+    /// header address of the task being polled).
+    pub fn with_tasks(mut self, tasks: Vec<crate::image::elf::TaskPool>) -> Top {
+        self.tasks = tasks;
+        self
+    }
+
+    fn count_tasks(&mut self, tags: &[u32]) {
+        for &t in tags {
+            match self.tasks.iter().position(|p| t >= p.1 && t < p.2) {
+                Some(i) => *self.by_task.entry(i).or_default() += 1,
+                None => self.between += 1,
+            }
         }
     }
 
@@ -64,6 +88,10 @@ impl Top {
         if l.pcs.len() > self.seen {
             let new = l.pcs[self.seen..].to_vec();
             self.count(&new);
+            if !self.tasks.is_empty() && l.tags.len() == l.pcs.len() {
+                let tags = l.tags[self.seen..].to_vec();
+                self.count_tasks(&tags);
+            }
             self.seen = l.pcs.len();
         }
         let n = self.seen as u64;
@@ -100,6 +128,26 @@ impl Top {
         if rows.len() > ROWS {
             let _ = write!(s, "\n   ... {} more functions", rows.len() - ROWS);
         }
+        if !self.by_task.is_empty() {
+            let mut tasks: Vec<(&str, u64)> = self
+                .by_task
+                .iter()
+                .map(|(&i, &k)| (self.tasks[i].0.as_str(), k))
+                .collect();
+            tasks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            tasks.push(("[no task: the executor, idle, handlers]", self.between));
+            let _ = write!(s, "\n   share      95% interval   Embassy task");
+            for (name, k) in tasks {
+                let (lo, hi) = wilson(k, n, Z95);
+                let _ = write!(
+                    s,
+                    "\n {:>6.2}%  [{:>6.2}, {:>6.2}]%   {name}",
+                    100.0 * k as f64 / n as f64,
+                    100.0 * lo,
+                    100.0 * hi
+                );
+            }
+        }
         s
     }
 }
@@ -127,5 +175,36 @@ mod tests {
         let s = t.table("run", &l);
         assert!(s.lines().nth(2).unwrap().ends_with(" b"), "{s}");
         assert!(s.lines().nth(2).unwrap().contains("50.00%"), "{s}");
+    }
+
+    #[test]
+    fn an_embassy_images_samples_are_counted_by_task_too() {
+        let pools = vec![
+            ("app::motor".to_owned(), 0x2000_0000, 0x2000_0040),
+            ("app::link".to_owned(), 0x2000_0040, 0x2000_0080),
+        ];
+        let mut t = Top::new(vec![(0x100, 0x200, "a".into())]).with_tasks(pools);
+        let mut l = Live::default();
+        l.pcs = vec![0x101, 0x102, 0x103, 0x104];
+        l.tags = vec![0x2000_0000, 0x2000_0044, 0x2000_0000, 0];
+        let s = t.table("run", &l);
+        let tasks: Vec<&str> = s
+            .lines()
+            .skip_while(|l| !l.ends_with("Embassy task"))
+            .skip(1)
+            .collect();
+        assert_eq!(tasks.len(), 3, "{s}");
+        assert!(
+            tasks[0].contains("50.00%") && tasks[0].ends_with("app::motor"),
+            "{s}"
+        );
+        assert!(
+            tasks[1].contains("25.00%") && tasks[1].ends_with("app::link"),
+            "{s}"
+        );
+        assert!(
+            tasks[2].contains("25.00%") && tasks[2].contains("[no task"),
+            "{s}"
+        );
     }
 }

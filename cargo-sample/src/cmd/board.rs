@@ -221,6 +221,7 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
         rtt_addr: elf::symbol_address(elf_bytes, "_SEGGER_RTT"),
         names: names_at(elf_bytes, fw),
         functions: crate::capture::top::functions_of(elf_bytes),
+        tasks: elf::task_pools(elf_bytes),
     });
     let code = elf::fingerprint(elf_bytes, fw.text);
     let cap = match cap {

@@ -245,6 +245,7 @@ impl Spec<'_> {
                     .map(|a| (a as u32, dir.to_path_buf())),
                 names: names_at(elf_bytes, &img.fw),
                 functions: crate::capture::top::functions_of(elf_bytes),
+                tasks: elf::task_pools(elf_bytes),
             }),
             pmu_in_memory: None,
             // With stacks, `--truth` follows the calls too: exact inclusive shares and callers;

@@ -42,7 +42,8 @@ pub(crate) fn capture_ring(
     let mut last_taken = None;
     let mut moved = Instant::now();
     let mut failures = 0;
-    let mut top = crate::capture::top::Top::new(opts.functions.clone());
+    let mut top =
+        crate::capture::top::Top::new(opts.functions.clone()).with_tasks(opts.tasks.clone());
     let mut top_drawn = Instant::now();
     // How far the reader had got: a step that failed after some progress is no failure of
     // the link (a long backlog takes many reads, one of which may fault).

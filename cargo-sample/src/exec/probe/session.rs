@@ -80,6 +80,8 @@ pub struct CaptureSpec {
     pub names: Option<crate::capture::live::NamesAt>,
     /// The image's functions, for the live top view.
     pub functions: Vec<(u64, u64, String)>,
+    /// The image's Embassy task pools, for the live top view's tasks.
+    pub tasks: Vec<crate::image::elf::TaskPool>,
 }
 
 /// What a board run brought back.

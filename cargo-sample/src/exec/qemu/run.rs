@@ -54,7 +54,8 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
         exec_log: matches!(opts.counting, Some(Counting::ExecLog { .. })),
         ended: Ended::default(),
         live: opts.live.as_ref().map(|spec| LiveRun {
-            top: crate::capture::top::Top::new(spec.functions.clone()),
+            top: crate::capture::top::Top::new(spec.functions.clone())
+                .with_tasks(spec.tasks.clone()),
             spec: spec.clone(),
             monitor: None,
             reader: Reader::new(

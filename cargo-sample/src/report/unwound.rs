@@ -169,7 +169,7 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
 
 /// The exact graph's stacks as unwinding would see them (see
 /// [`callgraph::observable_stacks`]), without sampler-rt's own code (its interrupt is the
-/// measurement, not the program).
+/// measurement, not the program); what it called is a stack of its own.
 fn exact_stacks(tree: &Tree, sym: &Symbolizer, u: &Unwinder) -> Stacks {
     let mut s = callgraph::observable_stacks(
         tree,
@@ -183,8 +183,23 @@ fn exact_stacks(tree: &Tree, sym: &Symbolizer, u: &Unwinder) -> Stacks {
         // The site is inside the call instruction: a 4-byte `bl` ends 2 bytes after it.
         |site, entry| u.bl_target(site.wrapping_add(2)) == Some(entry),
     );
+    // sampler-rt's own instructions are left out; what it called (`memset` zeroing its ring)
+    // stays, as a stack of its own: the exact self shares count those instructions too, and
+    // the callers above the sampler's frame do not hold them.
+    let stacks = std::mem::take(&mut s.stacks);
+    let mut kept: HashMap<Vec<String>, u64> = HashMap::new();
+    for (chain, n) in stacks {
+        let below = match chain.iter().rposition(|f| f == SAMPLER) {
+            Some(i) => chain[i + 1..].to_vec(),
+            None => chain,
+        };
+        if !below.is_empty() {
+            *kept.entry(below).or_default() += n;
+        }
+    }
+    s.stacks = kept.into_iter().collect();
     s.stacks
-        .retain(|(chain, _)| !chain.iter().any(|f| f == SAMPLER));
+        .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     s.total = s.stacks.iter().map(|x| x.1).sum();
     s
 }
@@ -229,7 +244,11 @@ pub fn apply(
     };
     let inc = callgraph::inclusive(&s);
     let exact_inc = exact.as_ref().map(callgraph::inclusive);
-    let exact_total = exact.as_ref().map(|e| e.total.max(1) as f64);
+    // Of the same whole as the exact self shares (every instruction counted, sampler-rt's own
+    // left out), so that the two columns compare; the graph's own total is only the fallback.
+    let exact_total = exact
+        .as_ref()
+        .map(|e| r.exact_instructions.unwrap_or(e.total).max(1) as f64);
     // Functions that were only ever callers (never the sampled frame: `main`, a dispatcher)
     // get a row too, for their inclusive share.
     let mut only_callers: Vec<&String> = inc

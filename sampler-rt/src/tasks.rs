@@ -442,6 +442,32 @@ fn _embassy_trace_task_end(_executor_id: u32, task_id: u32) {
     }
 }
 
+/// An executor hook at `now`: the span grows to it, for the executor whose idle time is kept;
+/// another executor's is only counted (`false`).
+#[inline(always)]
+unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32) -> bool {
+    // SAFETY: the caller's table.
+    unsafe {
+        if executor_id != (*t).executor {
+            (*t).others += 1;
+            return false;
+        }
+        (*t).span += u64::from(ticks(t, (*t).last, now));
+        (*t).last = now;
+    }
+    true
+}
+
+/// The idle period in progress, up to `now`, the sampler's own time in it left out.
+#[inline(always)]
+unsafe fn idle_until(t: *mut Table, now: u32) -> u32 {
+    // SAFETY: the caller's table.
+    unsafe {
+        let stolen = (*t).stolen.wrapping_sub((*t).idle_stolen);
+        ticks(t, (*t).idle_at, now).wrapping_sub(stolen)
+    }
+}
+
 #[unsafe(no_mangle)]
 #[inline(never)]
 fn _embassy_trace_executor_idle(executor_id: u32) {
@@ -449,12 +475,9 @@ fn _embassy_trace_executor_idle(executor_id: u32) {
     let t = table();
     // SAFETY: as above.
     unsafe {
-        if executor_id != (*t).executor {
-            (*t).others += 1;
+        if !executor_hook(t, executor_id, now) {
             return;
         }
-        (*t).span += u64::from(ticks(t, (*t).last, now));
-        (*t).last = now;
         (*t).idle_at = now;
         (*t).idle_stolen = (*t).stolen;
         (*t).idling = 1;
@@ -468,16 +491,12 @@ fn _embassy_trace_poll_start(executor_id: u32) {
     let t = table();
     // SAFETY: as above.
     unsafe {
-        if executor_id != (*t).executor {
-            (*t).others += 1;
+        if !executor_hook(t, executor_id, now) {
             return;
         }
-        (*t).span += u64::from(ticks(t, (*t).last, now));
-        (*t).last = now;
         if (*t).idling != 0 {
             (*t).idling = 0;
-            let stolen = (*t).stolen.wrapping_sub((*t).idle_stolen);
-            (*t).idle += u64::from(ticks(t, (*t).idle_at, now).wrapping_sub(stolen));
+            (*t).idle += u64::from(idle_until(t, now));
             (*t).idle_periods += 1;
         }
     }
@@ -572,8 +591,7 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
         };
         let mut idle = (*t).idle;
         if timed && (*t).idling != 0 {
-            let stolen = (*t).stolen.wrapping_sub((*t).idle_stolen);
-            idle += u64::from(ticks(t, (*t).idle_at, now).wrapping_sub(stolen));
+            idle += u64::from(idle_until(t, now));
         }
         let counter = if timed {
             (*t).counter

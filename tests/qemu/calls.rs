@@ -206,8 +206,10 @@ pub(crate) fn inclusive_within_3_sigma(r: &Value) -> u64 {
         let z = sigmas(s + unrooted.min((x - s).max(0.0)), x, n);
         assert!(
             z.abs() <= 3.0,
-            "{}: inclusive {s:.3} % vs exact {x:.3} % ({z:+.1} sigma, {unrooted:.2} % not unwound to their root)",
-            f["name"]
+            "{}: inclusive {s:.3} % vs exact {x:.3} % ({z:+.1} sigma, {unrooted:.2} % not unwound to their root; {} samples, {} lost; {u})",
+            f["name"],
+            r["samples"],
+            r["lost"]
         );
         let [lo, hi] = [
             f["inclusive_ci95"][0].as_f64().unwrap(),

@@ -108,8 +108,12 @@ impl std::fmt::Display for NotStarted {
 
 impl std::error::Error for NotStarted {}
 
-/// Read the state block, twice if needed, until it is consistent (a block read is not atomic:
-/// the sampler may move its counters between the words).
+/// Read the state block until two reads in a row agree (a block read is not atomic, and the
+/// core runs while it is read). The count is three words: the sampler's interrupt moves
+/// `remaining` alone on each sample, but at the end of a chunk it moves `before`, `chunk` and
+/// `remaining` one after the other, and a read between them finds a count up to a chunk
+/// ahead of the samples written. Two reads with the same `before` and `chunk`, the second's
+/// count not behind the first's, saw no such step: the first of them is kept.
 fn read_state(t: &mut dyn Memory, addr: u32) -> Result<(StateView, Vec<u8>)> {
     let mut prev: Option<(StateView, Vec<u8>)> = None;
     for _ in 0..8 {
@@ -120,8 +124,8 @@ fn read_state(t: &mut dyn Memory, addr: u32) -> Result<(StateView, Vec<u8>)> {
         };
         if let Some((p, _)) = &prev {
             let d = s.taken().wrapping_sub(p.taken());
-            if d <= s.capacity.max(1) {
-                return Ok((s, b));
+            if d <= s.capacity.max(1) && (s.before, s.chunk) == (p.before, p.chunk) {
+                return Ok(prev.unwrap());
             }
         }
         prev = Some((s, b));
@@ -211,11 +215,24 @@ impl Live {
             let q = self.next;
             let n = taken.wrapping_sub(q).min(per_piece);
             let bytes = self.read_entries(t, q, n)?;
-            // Entries the sampler may have overwritten while they were read: those more than
-            // a ring behind its count afterwards.
+            // Entries the sampler may have overwritten while they were read: those a ring or
+            // more behind its count afterwards. The count moves only once an entry is whole,
+            // so the entry of the sample being written as the count was read (one ring behind
+            // it) may be half old, half new: it counts as spoiled too, unless the sampler
+            // had stopped.
             let (after, _) = read_state(t, self.state_addr)?;
-            let spoiled = after.taken().wrapping_sub(q).saturating_sub(cap).min(n);
+            let writing = u32::from(after.phase < wire::PHASE_STOPPED);
+            let spoiled = after
+                .taken()
+                .wrapping_sub(q)
+                .wrapping_add(writing)
+                .saturating_sub(cap)
+                .min(n);
             self.lost += spoiled as u64;
+            if self.pcs.is_empty() && spoiled < n {
+                // The dump numbers its samples from the first one kept.
+                self.first_seq = q.wrapping_add(spoiled);
+            }
             for k in spoiled as usize..n as usize {
                 let w = |o: usize| read_u32(&bytes, o).unwrap_or(0);
                 if stacked {

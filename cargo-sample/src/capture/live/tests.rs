@@ -9,6 +9,13 @@ struct Fake {
     taken: u32,
     /// Samples the sampler takes during each ring read (a slow probe).
     during_read: u32,
+    /// Whether a read of the ring finds the sampler in the middle of writing its next entry
+    /// (the count not yet moved): that slot holds a value that is no sample.
+    writing: bool,
+    /// The state read (counted from 1) that finds the sampler between the steps of its
+    /// chunk's end (`before` moved on, `chunk` not yet cleared), 0 none.
+    torn_state_read: u32,
+    state_reads: u32,
     /// Every this many 1 KiB blocks read, one fails (a probe's FAULT), 0 never.
     fail_every: u32,
     blocks: u32,
@@ -25,6 +32,9 @@ impl Fake {
             cap,
             taken: 0,
             during_read: 0,
+            writing: false,
+            torn_state_read: 0,
+            state_reads: 0,
             fail_every: 0,
             blocks: 0,
         };
@@ -65,8 +75,17 @@ impl Memory for Fake {
         }
         if addr == STATE {
             buf.copy_from_slice(&self.state[..buf.len()]);
+            self.state_reads += 1;
+            if self.state_reads == self.torn_state_read {
+                // before = taken with the old chunk (a whole ring) still there.
+                buf[32..36].copy_from_slice(&self.cap.to_le_bytes());
+            }
         } else {
             let o = (addr - RING) as usize;
+            if self.writing {
+                let slot = (self.taken % self.cap) as usize * 4;
+                self.ring[slot..slot + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            }
             buf.copy_from_slice(&self.ring[o..o + buf.len()]);
             let n = self.during_read;
             self.take(n);
@@ -92,7 +111,9 @@ fn check(l: &Live, f: &Fake) {
 fn a_host_that_keeps_up_gets_every_sample() {
     let mut f = Fake::new(64);
     let mut l = Live::attach(&mut f, STATE).unwrap();
-    for step in [10, 0, 63, 64, 1, 50] {
+    // 63 at most between reads: with a whole ring (64) behind, the oldest entry may be the
+    // one the sampler is writing over, and is counted lost.
+    for step in [10, 0, 63, 63, 1, 50] {
         f.take(step);
         l.poll(&mut f).unwrap();
     }
@@ -107,8 +128,8 @@ fn a_host_that_falls_behind_counts_what_it_missed() {
     let mut l = Live::attach(&mut f, STATE).unwrap();
     f.take(200);
     l.poll(&mut f).unwrap();
-    assert_eq!(l.lost, 136);
-    assert_eq!(l.pcs.first(), Some(&136));
+    assert_eq!(l.lost, 137);
+    assert_eq!(l.pcs.first(), Some(&137));
     check(&l, &f);
 }
 
@@ -133,6 +154,43 @@ fn samples_overwritten_while_being_read_are_counted_not_kept() {
 }
 
 #[test]
+fn an_entry_being_written_as_it_is_read_is_counted_not_kept() {
+    // The host is a whole ring behind; as it reads, the sampler is writing the next sample
+    // over the oldest one the host is about to take, and has not moved its count yet.
+    let mut f = Fake::new(64);
+    let mut l = Live::attach(&mut f, STATE).unwrap();
+    f.take(64);
+    f.writing = true;
+    l.poll(&mut f).unwrap();
+    f.writing = false;
+    f.take(1);
+    l.poll(&mut f).unwrap();
+    check(&l, &f);
+    assert!(!l.pcs.contains(&u32::MAX), "a half-written entry was kept");
+    assert_eq!((l.lost, l.pcs[0]), (1, 1));
+}
+
+#[test]
+fn a_count_read_in_the_middle_of_a_chunks_end_is_read_again() {
+    // Whichever of the state reads lands between the words the sampler's chunk end moves,
+    // the host neither takes slots not yet written for samples nor thinks the target was
+    // reset when the count looks to go back.
+    for torn in 1..=6 {
+        let mut f = Fake::new(64);
+        let mut l = Live::attach(&mut f, STATE).unwrap();
+        f.take(40);
+        l.poll(&mut f).unwrap();
+        f.take(10);
+        f.torn_state_read = f.state_reads + torn;
+        l.poll(&mut f).unwrap();
+        f.take(30);
+        l.poll(&mut f).unwrap();
+        check(&l, &f);
+        assert_eq!((l.lost, l.pcs.len()), (0, 80), "torn read {torn}");
+    }
+}
+
+#[test]
 fn attaching_late_starts_with_what_the_ring_holds() {
     let mut f = Fake::new(64);
     f.take(1000);
@@ -140,13 +198,13 @@ fn attaching_late_starts_with_what_the_ring_holds() {
     l.poll(&mut f).unwrap();
     f.take(5);
     l.poll(&mut f).unwrap();
-    assert_eq!(l.pcs.len(), 69);
-    assert_eq!(*l.pcs.first().unwrap(), 1000 - 64);
+    assert_eq!(l.pcs.len(), 68);
+    assert_eq!(*l.pcs.first().unwrap(), 1000 - 63);
     // The dump counts from the first sample read; the ones before were never in reach.
     let d = l.to_dump(Fingerprint::default(), wire::STOP_SNAPSHOT);
-    assert_eq!(d.first_seq, 1000 - 64);
+    assert_eq!(d.first_seq, 1000 - 63);
     assert_eq!(d.info.taken, f.taken);
-    assert_eq!(d.info.lost, 1000 - 64);
+    assert_eq!(d.info.lost, 1000 - 63);
 }
 
 #[test]
@@ -233,7 +291,7 @@ fn losses_reach_the_dump() {
     f.take(20);
     l.poll(&mut f).unwrap();
     let d = l.to_dump(Fingerprint::default(), wire::STOP_LIMIT);
-    assert_eq!((d.info.taken, d.info.lost, d.pcs.len()), (20, 12, 8));
+    assert_eq!((d.info.taken, d.info.lost, d.pcs.len()), (20, 13, 7));
     // The bytes decode to the same thing.
     let again = crate::dump::decode(&crate::dump::encode(&crate::dump::Dump::of_samples(
         d.info,
@@ -242,7 +300,7 @@ fn losses_reach_the_dump() {
         Vec::new(),
     )))
     .unwrap();
-    assert_eq!(again.info.lost, 12);
+    assert_eq!(again.info.lost, 13);
 }
 
 use super::testing::Ram;

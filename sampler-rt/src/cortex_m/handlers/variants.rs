@@ -175,6 +175,9 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
             fp = next;
         }
         *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16 | flags;
+        // A host reading the ring while the core runs trusts every entry below the count:
+        // the entry is whole before the count moves.
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
         (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
         (*s).remaining -= 1;
         // ARMv7-M keeps the span (mask + 1) for a multiply-high, ARMv6-M the mask itself.

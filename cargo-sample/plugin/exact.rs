@@ -77,7 +77,10 @@
 //! longest latency: `u64` each), then the instructions idle (from an idle hook's clock read to
 //! the next poll start's), idle periods, instructions from the first clock read to the last,
 //! polls whose task was not found, and the sampler's own instructions between its pauses and
-//! resumes (`u64` each).
+//! resumes (`u64` each); then the idle time per executor, told apart by the context its hooks
+//! run in (an `InterruptExecutor` idles in its interrupt's handler): a count, then per context
+//! the entry of its innermost handler (0: thread mode), instructions idle and idle periods
+//! (`u64` each). The idle time above is the first context's to idle.
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -326,6 +329,19 @@ extern "C" fn on_store(_vcpu: u32, _info: u32, vaddr: u64, _data: *mut c_void) {
     }
 }
 
+/// The entry of the innermost exception handler running (0: thread mode, or exceptions not
+/// followed).
+fn current_handler() -> u32 {
+    GRAPH
+        .lock()
+        .map(|g| {
+            g.as_ref()
+                .filter(|g| g.follows())
+                .map_or(0, |g| g.inner[g.current() as usize])
+        })
+        .unwrap_or(0)
+}
+
 /// Whether the code running is an exception handler's (when exceptions are followed: the task
 /// a hook is for is the pool its own context, thread mode or handler, stored to last; a
 /// handler that wakes a task between a thread-mode store and its hook changes nothing).
@@ -360,23 +376,30 @@ struct PoolTimes {
     ready_at: Option<(u64, u64)>,
 }
 
+/// An executor's context (its handler's entry, 0 thread mode), its idle period in progress
+/// (clock read and the sampler's time then), instructions idle and idle periods.
+type ExecutorIdle = (u32, Option<(u64, u64)>, u64, u64);
+
 /// Embassy's polls, timed at the firmware's clock reads (`tasks=`).
 struct TaskWatch {
     out: String,
     /// Entries of the hooks (begin, end, ready, idle, poll start, the sampler's pause and
     /// resume), and the clock's read.
     fns: [u32; 8],
-    /// Hooks entered whose clock read is still to come, with the pool stored to last.
-    pending: Vec<(usize, u64)>,
-    /// Polls in progress (nested executors), with their clock reads and the sampler's time.
-    running: Vec<(u64, u64, u64)>,
+    /// Hooks entered whose clock read is still to come, with the pool stored to last and the
+    /// handler they run in.
+    pending: Vec<(usize, u64, u32)>,
+    /// Polls in progress (a poll of another executor nests in the one it preempts), with
+    /// their clock reads, the sampler's time then, and the instructions of the polls nested in
+    /// them so far (left out of their own, as the firmware does).
+    running: Vec<(u64, u64, u64, u64)>,
     pools: Vec<PoolTimes>,
-    idle_at: Option<(u64, u64)>,
+    /// Per context an executor idles in (its handler's entry, 0 thread mode), in the order
+    /// they first idled: the idle period in progress, instructions idle and idle periods.
+    idles: Vec<ExecutorIdle>,
     /// The sampler's own time (streaming a chunk) so far, and its current pause's start.
     stolen: u64,
     paused_at: u64,
-    idle: u64,
-    idle_periods: u64,
     first: Option<u64>,
     last: u64,
     unknown: u64,
@@ -414,8 +437,8 @@ impl TaskWatch {
                 let t = self.count + i as u64;
                 self.first.get_or_insert(t);
                 self.last = t;
-                if let Some((kind, pool)) = self.pending.pop() {
-                    self.clock(kind, pool, t);
+                if let Some((kind, pool, handler)) = self.pending.pop() {
+                    self.clock(kind, pool, handler, t);
                 }
             }
             self.count += ran as u64;
@@ -426,18 +449,20 @@ impl TaskWatch {
             self.pending.push((
                 kind,
                 LAST_POOL[usize::from(in_exception())].load(Ordering::Relaxed),
+                current_handler(),
             ));
         }
     }
 
-    /// Hook `kind`'s clock read at `t`, for the pool stored to last before it (index + 1).
-    /// The sampler's own time inside a window is left out of it, as the firmware does.
-    fn clock(&mut self, kind: usize, pool: u64, t: u64) {
+    /// Hook `kind`'s clock read at `t`, for the pool stored to last before it (index + 1), in
+    /// the handler entered at `handler` (0: thread mode). The sampler's own time inside a
+    /// window is left out of it, as the firmware does.
+    fn clock(&mut self, kind: usize, pool: u64, handler: u32, t: u64) {
         let slot = (pool as usize).checked_sub(1);
         let stolen = self.stolen;
         match kind {
             0 => {
-                self.running.push((pool, t, stolen));
+                self.running.push((pool, t, stolen, 0));
                 match slot.and_then(|i| self.pools.get_mut(i)) {
                     Some(p) => {
                         if let Some((r, s0)) = p.ready_at.take() {
@@ -451,12 +476,18 @@ impl TaskWatch {
                 }
             }
             1 => {
-                if let Some((pool, b, s0)) = self.running.pop()
-                    && let Some(p) = (pool as usize)
-                        .checked_sub(1)
-                        .and_then(|i| self.pools.get_mut(i))
+                let Some((pool, b, s0, nested)) = self.running.pop() else {
+                    return;
+                };
+                let wall = t - b - (stolen - s0);
+                if let Some(outer) = self.running.last_mut() {
+                    outer.3 += wall;
+                }
+                if let Some(p) = (pool as usize)
+                    .checked_sub(1)
+                    .and_then(|i| self.pools.get_mut(i))
                 {
-                    let d = t - b - (stolen - s0);
+                    let d = wall.saturating_sub(nested);
                     p.polls += 1;
                     p.busy += d;
                     p.max_poll = p.max_poll.max(d);
@@ -467,11 +498,16 @@ impl TaskWatch {
                     p.ready_at.get_or_insert((t, stolen));
                 }
             }
-            3 => self.idle_at = Some((t, stolen)),
+            3 => match self.idles.iter_mut().find(|e| e.0 == handler) {
+                Some(e) => e.1 = Some((t, stolen)),
+                None => self.idles.push((handler, Some((t, stolen)), 0, 0)),
+            },
             4 => {
-                if let Some((a, s0)) = self.idle_at.take() {
-                    self.idle += t - a - (stolen - s0);
-                    self.idle_periods += 1;
+                if let Some(e) = self.idles.iter_mut().find(|e| e.0 == handler)
+                    && let Some((a, s0)) = e.1.take()
+                {
+                    e.2 += t - a - (stolen - s0);
+                    e.3 += 1;
                 }
             }
             5 => self.paused_at = t,
@@ -495,14 +531,27 @@ impl TaskWatch {
             }
         }
         let span = self.first.map_or(0, |f| self.last - f);
-        for v in [
-            self.idle,
-            self.idle_periods,
-            span,
-            self.unknown,
-            self.stolen,
-        ] {
+        // An idle period still in progress counts up to the last clock read (the runtime's
+        // at the start of its dump), as the firmware counts it.
+        let idles: Vec<(u32, u64, u64)> = self
+            .idles
+            .iter()
+            .map(|e| {
+                let open = e.1.map_or(0, |(a, s0)| {
+                    self.last.saturating_sub(a + (self.stolen - s0))
+                });
+                (e.0, e.2 + open, e.3)
+            })
+            .collect();
+        let (idle, periods) = idles.first().map_or((0, 0), |e| (e.1, e.2));
+        for v in [idle, periods, span, self.unknown, self.stolen] {
             b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&(idles.len() as u64).to_le_bytes());
+        for e in &idles {
+            for v in [u64::from(e.0), e.1, e.2] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
         }
         write_file(&self.out, &b);
     }
@@ -1126,11 +1175,9 @@ fn with_tasks(f: impl FnOnce(&mut TaskWatch)) {
         pending: Vec::new(),
         running: Vec::new(),
         pools: Vec::new(),
-        idle_at: None,
+        idles: Vec::new(),
         stolen: 0,
         paused_at: 0,
-        idle: 0,
-        idle_periods: 0,
         first: None,
         last: 0,
         unknown: 0,

@@ -3,8 +3,9 @@
 //!
 //! Per task: polls, the time in them, the longest and a histogram of their lengths, and the
 //! latency from a wake (`task_ready_begin`) to the poll it causes (`task_exec_begin`), with its
-//! longest and histogram; per executor (the first one that polls) the time from
-//! `executor_idle` to the next `poll_start`. Each sample's tag is the task being polled (its
+//! longest and histogram; per executor (the first one that spawns, and
+//! [`wire::MORE_EXECUTORS`] more) the time from `executor_idle` to the next `poll_start`, and
+//! the exception it idles in. Each sample's tag is the task being polled (its
 //! header's address), 0 between tasks.
 //!
 //! Time comes from DWT CYCCNT where it counts, else from SysTick running free (24 bits, from
@@ -85,6 +86,31 @@ const FREE: Slot = Slot {
     latency_hist: [0; BINS],
 };
 
+/// An executor besides the first: its idle time, as the first one's is kept in the table.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Exec {
+    /// The executor's address; 0 while the entry is free.
+    id: u32,
+    /// The exception number at its last idle hook (0: thread mode).
+    context: u32,
+    idling: u32,
+    idle_at: u32,
+    idle_stolen: u32,
+    periods: u32,
+    idle: u64,
+}
+
+const NO_EXEC: Exec = Exec {
+    id: 0,
+    context: 0,
+    idling: 0,
+    idle_at: 0,
+    idle_stolen: 0,
+    periods: 0,
+    idle: 0,
+};
+
 #[repr(C)]
 struct Table {
     /// The counter register the clock reads (a zero word when there is none; null, which
@@ -97,13 +123,12 @@ struct Table {
     /// `wire::LAP_COUNTER_*`, once `chosen` is 1.
     counter: u32,
     chosen: u32,
-    /// The task being polled and its slot (a poll of another executor nested in it leaves
-    /// another task here: the hook then finds its slot by address).
+    /// The task being polled (0 between polls) and its slot.
     current_id: u32,
     current: *mut Slot,
     /// The executor whose idle time is kept (the first that spawned a task).
     executor: u32,
-    /// Hooks of other executors (their idle time is not kept).
+    /// Hooks of executors beyond the table (their idle time is not kept).
     others: u32,
     /// The clock at the last executor hook, and the time from the first to it.
     last: u32,
@@ -124,6 +149,16 @@ struct Table {
     /// The clock when the dump began (the end of the run), once it did.
     end: u32,
     ended: u32,
+    /// The exception number at the first executor's last idle hook.
+    context: u32,
+    more: [Exec; wire::MORE_EXECUTORS],
+    /// Polls preempted by a poll of another executor (an `InterruptExecutor`'s), outermost
+    /// first: the task, its slot and the ticks of polls nested in it so far; and the running
+    /// poll's. A poll's time leaves out the polls nested in it, as an RTOS charges a task only
+    /// for its own time.
+    depth: u32,
+    nested: u32,
+    nest: [[u32; 3]; wire::tasks_table::NEST_MAX],
     slots: [Slot; MAX_TASKS],
 }
 
@@ -154,6 +189,11 @@ static mut SAMPLER_RT_TASKS: Table = Table {
     paused_at: 0,
     end: 0,
     ended: 0,
+    context: 0,
+    more: [NO_EXEC; wire::MORE_EXECUTORS],
+    depth: 0,
+    nested: 0,
+    nest: [[0; 3]; wire::tasks_table::NEST_MAX],
     slots: [FREE; MAX_TASKS],
 };
 
@@ -199,6 +239,15 @@ const _: () = {
     assert!(offset_of!(Table, dropped) == w::DROPPED && offset_of!(Table, stolen) == w::STOLEN);
     assert!(offset_of!(Table, stolen_total) == w::STOLEN_TOTAL);
     assert!(offset_of!(Table, end) == w::END && offset_of!(Table, ended) == w::ENDED);
+    assert!(offset_of!(Table, context) == w::CONTEXT && offset_of!(Table, more) == w::MORE);
+    assert!(core::mem::size_of::<Exec>() == w::EXEC_SIZE);
+    assert!(offset_of!(Exec, id) == w::EXEC_ID && offset_of!(Exec, context) == w::EXEC_CONTEXT);
+    assert!(offset_of!(Exec, idling) == w::EXEC_IDLING);
+    assert!(offset_of!(Exec, idle_at) == w::EXEC_IDLE_AT);
+    assert!(offset_of!(Exec, idle_stolen) == w::EXEC_IDLE_STOLEN);
+    assert!(offset_of!(Exec, periods) == w::EXEC_PERIODS && offset_of!(Exec, idle) == w::EXEC_IDLE);
+    assert!(offset_of!(Table, depth) == w::DEPTH && offset_of!(Table, nested) == w::NESTED);
+    assert!(offset_of!(Table, nest) == w::NEST);
     assert!(offset_of!(Table, slots) == w::SLOTS);
     assert!(offset_of!(Slot, id) == w::ID && offset_of!(Slot, polls) == w::POLLS);
     assert!(offset_of!(Slot, max_poll) == w::MAX_POLL && offset_of!(Slot, flags) == w::FLAGS);
@@ -353,6 +402,10 @@ fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
     // SAFETY: as above. A wake from an interrupt between the read of `woken` and its clearing
     // is merged with this poll's: it came before the poll began.
     unsafe {
+        if (*t).current_id != 0 {
+            nest(t);
+        }
+        (*t).nested = 0;
         let s = find(t, task_id);
         (*t).current_id = if s.is_null() { 0 } else { task_id };
         (*t).current = s;
@@ -386,14 +439,23 @@ fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
     unsafe {
         let mut s = (*t).current;
         if (*t).current_id != task_id {
-            // A poll of another executor ran inside this one (or the task has no slot).
+            // The task has no slot (or the hooks were entered out of order).
             s = find(t, task_id);
             if s.is_null() {
                 (*t).dropped += 1;
+                if (*t).depth != 0 {
+                    unnest(t, 0);
+                }
                 return;
             }
         }
-        let d = ticks(t, (*s).begin, now).wrapping_sub((*t).stolen.wrapping_sub((*s).begin_stolen));
+        (*t).current_id = 0;
+        let wall =
+            ticks(t, (*s).begin, now).wrapping_sub((*t).stolen.wrapping_sub((*s).begin_stolen));
+        let d = wall.saturating_sub((*t).nested);
+        if (*t).depth != 0 {
+            unnest(t, wall);
+        }
         (*s).polls += 1;
         (*s).busy += u64::from(d);
         if d > (*s).max_poll {
@@ -442,20 +504,103 @@ fn _embassy_trace_task_end(_executor_id: u32, task_id: u32) {
     }
 }
 
-/// An executor hook at `now`: the span grows to it, for the executor whose idle time is kept;
-/// another executor's is only counted (`false`).
+/// A poll of another executor begins inside the running one: keep the running one's.
+#[cold]
+#[inline(never)]
+unsafe fn nest(t: *mut Table) {
+    // SAFETY: the caller's table; the nested poll's hooks run in a handler that preempted the
+    // outer poll, and end before it resumes.
+    unsafe {
+        let d = (*t).depth as usize;
+        if let Some(e) = (*t).nest.get_mut(d) {
+            *e = [(*t).current_id, (*t).current as u32, (*t).nested];
+        }
+        (*t).depth += 1;
+    }
+}
+
+/// A nested poll of `wall` ticks ended: the poll it preempted runs again, with those ticks
+/// left out of its own, and its task's tag back on the samples.
+#[cold]
+#[inline(never)]
+unsafe fn unnest(t: *mut Table, wall: u32) {
+    // SAFETY: as for `nest`.
+    unsafe {
+        (*t).depth -= 1;
+        if let Some(&[id, slot, nested]) = (*t).nest.get((*t).depth as usize) {
+            (*t).current_id = id;
+            (*t).current = slot as *mut Slot;
+            (*t).nested = nested.wrapping_add(wall);
+            SAMPLER_RT_TAG.store(id, Ordering::Relaxed);
+        }
+    }
+}
+
+/// An executor hook at `now`: the span grows to it, for the first executor; another's goes
+/// to [`other_executor`] (`false`).
 #[inline(always)]
-unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32) -> bool {
+unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32, idle: bool) -> bool {
     // SAFETY: the caller's table.
     unsafe {
         if executor_id != (*t).executor {
-            (*t).others += 1;
+            other_executor(t, executor_id, now, idle);
             return false;
         }
         (*t).span += u64::from(ticks(t, (*t).last, now));
         (*t).last = now;
     }
     true
+}
+
+/// The exception number the core is in (0: thread mode).
+#[inline(always)]
+fn ipsr() -> u32 {
+    let v: u32;
+    // SAFETY: reading a special register.
+    unsafe {
+        core::arch::asm!("mrs {}, ipsr", out(reg) v, options(nomem, nostack, preserves_flags))
+    };
+    v & 0x1FF
+}
+
+/// A hook of an executor other than the first (an `InterruptExecutor`, a second thread
+/// executor): its idle period begins (`idle`) or ends, in its entry of the table, which its
+/// first hook claims; an executor beyond the table is only counted.
+#[cold]
+#[inline(never)]
+unsafe fn other_executor(t: *mut Table, executor_id: u32, now: u32, idle: bool) {
+    // SAFETY: the caller's table; an entry is claimed with interrupts masked, and each
+    // executor's hooks run in its own context, one at a time.
+    unsafe {
+        let e = crate::without_interrupts(|| {
+            for i in 0..wire::MORE_EXECUTORS {
+                let e = addr_of_mut!((*t).more[i]);
+                if (*e).id == executor_id {
+                    return e;
+                }
+                if (*e).id == 0 {
+                    (*e).id = executor_id;
+                    return e;
+                }
+            }
+            null_mut()
+        });
+        if e.is_null() {
+            (*t).others += 1;
+            return;
+        }
+        if idle {
+            (*e).idle_at = now;
+            (*e).idle_stolen = (*t).stolen;
+            (*e).context = ipsr();
+            (*e).idling = 1;
+        } else if (*e).idling != 0 {
+            (*e).idling = 0;
+            let stolen = (*t).stolen.wrapping_sub((*e).idle_stolen);
+            (*e).idle += u64::from(ticks(t, (*e).idle_at, now).wrapping_sub(stolen));
+            (*e).periods += 1;
+        }
+    }
 }
 
 /// The idle period in progress, up to `now`, the sampler's own time in it left out.
@@ -475,11 +620,12 @@ fn _embassy_trace_executor_idle(executor_id: u32) {
     let t = table();
     // SAFETY: as above.
     unsafe {
-        if !executor_hook(t, executor_id, now) {
+        if !executor_hook(t, executor_id, now, true) {
             return;
         }
         (*t).idle_at = now;
         (*t).idle_stolen = (*t).stolen;
+        (*t).context = ipsr();
         (*t).idling = 1;
     }
 }
@@ -491,7 +637,7 @@ fn _embassy_trace_poll_start(executor_id: u32) {
     let t = table();
     // SAFETY: as above.
     unsafe {
-        if !executor_hook(t, executor_id, now) {
+        if !executor_hook(t, executor_id, now, false) {
             return;
         }
         if (*t).idling != 0 {
@@ -571,8 +717,12 @@ pub(crate) fn record_len() -> Option<u32> {
     let t = table();
     // SAFETY: read at dump time; slots only ever gain an id.
     let n = unsafe { (*t).slots.iter().filter(|s| s.id != 0).count() } as u32;
-    (n != 0)
-        .then(|| 4 * (wire::TASKS_HEADER_WORDS + n * (wire::TASK_FIXED_WORDS + 2 * BINS as u32)))
+    // SAFETY: as above; an executor entry only ever gains an id.
+    let more = unsafe { (*t).more.iter().filter(|e| e.id != 0).count() } as u32;
+    let executors = 1 + (1 + more) * wire::EXECUTOR_WORDS;
+    (n != 0).then(|| {
+        4 * (wire::TASKS_HEADER_WORDS + n * (wire::TASK_FIXED_WORDS + 2 * BINS as u32) + executors)
+    })
 }
 
 /// The TASKS record's payload, word by word (the length is [`record_len`]'s).
@@ -611,7 +761,7 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
         put((*t).others);
         put((*t).stolen_total as u32);
         put(((*t).stolen_total >> 32) as u32);
-        for s in used {
+        for s in used.clone() {
             put(s.id);
             put(s.polls);
             put(s.max_poll);
@@ -625,6 +775,28 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
             for &v in s.poll_hist.iter().chain(s.latency_hist.iter()) {
                 put(v);
             }
+        }
+        // The executors: the first, then the others that idled, each with the period in
+        // progress at the end.
+        let more = (*t).more.iter().filter(|e| e.id != 0);
+        put(1 + more.clone().count() as u32);
+        for v in [(*t).executor, (*t).context] {
+            put(v);
+        }
+        put(idle as u32);
+        put((idle >> 32) as u32);
+        put((*t).idle_periods);
+        for e in more {
+            let mut idle = e.idle;
+            if timed && e.idling != 0 {
+                let stolen = (*t).stolen.wrapping_sub(e.idle_stolen);
+                idle += u64::from(ticks(t, e.idle_at, now).wrapping_sub(stolen));
+            }
+            put(e.id);
+            put(e.context);
+            put(idle as u32);
+            put((idle >> 32) as u32);
+            put(e.periods);
         }
     }
 }

@@ -633,6 +633,22 @@ fn embassy_tasks_are_a_table_with_a_histogram_per_task() {
             "{label}: {tallest} against {most}"
         );
     }
+    // Each executor's idle share, the interrupt executor's among them, as the JSON has it.
+    let shown =
+        b.js("return [...document.querySelectorAll('#executors li')].map(l => l.textContent)");
+    let items = shown.as_array().unwrap();
+    let executors = r["tasks"]["executors"].as_array().unwrap();
+    assert_eq!(items.len(), executors.len(), "{items:?}");
+    for (li, x) in items.iter().zip(executors) {
+        let li = li.as_str().unwrap();
+        let pct = |v: &serde_json::Value| format!("{:.2} %", v.as_f64().unwrap());
+        assert!(
+            li.contains(x["context"].as_str().unwrap())
+                && li.contains(&format!("idle {}", pct(&x["idle_percent"])))
+                && li.contains(&format!("(exact {})", pct(&x["exact_idle_percent"]))),
+            "{li} against {x}"
+        );
+    }
     b.screenshot("tasks.png");
 }
 

@@ -50,8 +50,12 @@ pub struct TasksReport {
     pub tasks: Vec<TaskRow>,
     /// Polls of tasks beyond the runtime's table (`SAMPLER_RT_TASKS`).
     pub dropped_polls: u32,
-    /// Hooks of executors other than the first (their idle time is not in `idle`).
+    /// Hooks of executors beyond the runtime's table (their idle time is not kept).
     pub other_executor_hooks: u32,
+    /// Every executor's idle time, the first (the one of `idle`) first, where the firmware
+    /// kept them apart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub executors: Vec<ExecutorRow>,
     /// The longest poll a task may take before the report warns, in units.
     pub max_poll_limit: f64,
     /// What the table cannot say.
@@ -102,6 +106,28 @@ pub struct TaskRow {
     pub exact: Option<ExactTask>,
 }
 
+/// One executor's idle time.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExecutorRow {
+    /// The executor's address.
+    pub id: u32,
+    /// Where it idles: `thread mode`, or the interrupt whose handler runs it.
+    pub context: String,
+    /// Time from its `executor_idle` to its next `poll_start`, in units, and its share of the
+    /// span (the time the executor had nothing to poll; for an interrupt executor, the time
+    /// between its interrupts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_percent: Option<f64>,
+    pub idle_periods: u32,
+    /// QEMU's exact count of the same idle periods, told apart by the context they ran in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_idle: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_idle_percent: Option<f64>,
+}
+
 /// A histogram bin: values in `[low, high)` units.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct HistBin {
@@ -143,6 +169,9 @@ pub struct Inputs<'a> {
     pub max_poll: Option<f64>,
     /// Units per second, if known (for the default limit and durations in messages).
     pub units_per_second: Option<f64>,
+    /// Per exception number: a label (`GPIO1 (IRQ 7)`) and its handler's entry, from the
+    /// vector table (to name executors' contexts and find their exact idle time).
+    pub contexts: &'a HashMap<u32, (String, u32)>,
 }
 
 /// The default limit on a poll: 1 ms, or a twentieth of the run when that is shorter.
@@ -295,16 +324,66 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         ));
     }
     if t.other_executors > 0 {
-        notes.push(
-            "more than one executor ran: the idle time is the first executor's (the one that \
-             spawned first); the tasks of every executor are in the table"
-                .to_owned(),
-        );
+        notes.push(format!(
+            "more than {} executors ran: the idle time of those beyond is not kept (their \
+             tasks are in the table)",
+            1 + wire::MORE_EXECUTORS
+        ));
     }
-    if let (Some((e, _)), true) = (i.exact, timed) {
+    // Each executor, with QEMU's exact idle time of the context it idles in (an executor
+    // runs in one: thread mode, or its interrupt's handler). Dumps from before executors were
+    // kept apart have the first one only.
+    let first = crate::dump::tasks::Executor {
+        id: t.executor,
+        context: 0,
+        idle: t.idle,
+        periods: t.idle_periods,
+    };
+    let list = if t.executors.is_empty() {
+        std::slice::from_ref(&first)
+    } else {
+        t.executors.as_slice()
+    };
+    let exact_of = |ctx: u32| -> Option<u64> {
+        let (e, _) = i.exact?;
+        if e.idles.is_empty() {
+            // A plugin that kept one executor's: the first's.
+            return (ctx == list[0].context).then_some(e.idle);
+        }
+        let entry = if ctx == 0 { 0 } else { i.contexts.get(&ctx)?.1 };
+        e.idles.iter().find(|x| x.0 == entry).map(|x| x.1)
+    };
+    let executors: Vec<ExecutorRow> = list
+        .iter()
+        .map(|x| {
+            let exact_idle = exact_of(x.context);
+            ExecutorRow {
+                id: x.id,
+                context: match x.context {
+                    0 => "thread mode".to_owned(),
+                    n => i
+                        .contexts
+                        .get(&n)
+                        .map(|c| c.0.clone())
+                        .unwrap_or_else(|| format!("exception {n}")),
+                },
+                idle: timed.then(|| u(x.idle as f64)),
+                idle_percent: span
+                    .filter(|&s| s > 0.0)
+                    .map(|s| 100.0 * u(x.idle as f64) / s),
+                idle_periods: x.periods,
+                exact_idle,
+                exact_idle_percent: exact_idle
+                    .zip(exact_span)
+                    .filter(|&(_, whole)| whole > 0)
+                    .map(|(e, whole)| 100.0 * e as f64 / whole as f64),
+            }
+        })
+        .collect();
+    if let (Some(e), true) = (executors[0].exact_idle, timed) {
         let idle = u(t.idle as f64);
         let slack = f64::from(t.idle_periods) * i.scale.units_per_tick + 1.0;
-        if (idle - e.idle as f64).abs() > slack && e.idle > 0 {
+        if (idle - e as f64).abs() > slack && e > 0 {
             notes.push(format!(
                 "the executor's idle time by the firmware's clock is {:+.1} % off QEMU's exact \
                  count of the same idle periods, while every poll and latency agrees to the \
@@ -312,7 +391,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
                  period, around the executor's WFE, with a time that is not its count of \
                  instructions (the run's total stays right). In QEMU the exact figure is the \
                  right one",
-                100.0 * (idle / e.idle as f64 - 1.0)
+                100.0 * (idle / e as f64 - 1.0)
             ));
         }
     }
@@ -323,7 +402,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             (longest > limit).then(|| (r.name.clone(), longest, r.hottest_line.clone()))
         })
         .collect();
-    let exact_idle = i.exact.map(|(e, _)| e.idle);
+    let exact_idle = executors[0].exact_idle;
     let report = TasksReport {
         clock: match t.counter {
             wire::LAP_COUNTER_CYCCNT => "DWT CYCCNT",
@@ -340,11 +419,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             .filter(|&s| s > 0.0)
             .map(|s| 100.0 * u(t.idle as f64) / s),
         idle_periods: t.idle_periods,
-        exact_idle_percent: i
-            .exact
-            .zip(exact_span)
-            .filter(|&(_, whole)| whole > 0)
-            .map(|((e, _), whole)| 100.0 * e.idle as f64 / whole as f64),
+        exact_idle_percent: executors[0].exact_idle_percent,
         exact_idle,
         exact_span,
         samples: i.sampled.map(|(by_tag, _)| {
@@ -355,6 +430,11 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         tasks: rows,
         dropped_polls: t.dropped,
         other_executor_hooks: t.other_executors,
+        executors: if t.executors.is_empty() {
+            Vec::new()
+        } else {
+            executors
+        },
         max_poll_limit: limit,
         notes,
     };
@@ -434,6 +514,7 @@ mod tests {
                 exact: Some((&exact, &pools)),
                 max_poll: None,
                 units_per_second: Some(1e9),
+                contexts: &HashMap::new(),
             },
         );
         assert_eq!(r.span, Some(40_000.0));
@@ -490,6 +571,7 @@ mod tests {
                 exact: None,
                 max_poll: Some(10.0),
                 units_per_second: None,
+                contexts: &HashMap::new(),
             },
         );
         assert_eq!(r.tasks[0].polls, 3);

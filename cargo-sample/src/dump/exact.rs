@@ -64,9 +64,14 @@ pub struct TaskTimes {
     pub unknown: u64,
     /// The sampler's own instructions inside the run (left out of every window).
     pub stolen: u64,
+    /// Per context an executor idled in, in the order they first idled: the entry of its
+    /// innermost handler (0: thread mode), instructions idle, idle periods. Empty in files
+    /// from before they were kept.
+    pub idles: Vec<(u32, u64, u64)>,
 }
 
-/// Parse a task-polls file (`SMPLTSK1`, `u32` pools, six `u64`s a pool, five `u64`s).
+/// Parse a task-polls file (`SMPLTSK1`, `u32` pools, six `u64`s a pool, five `u64`s, then
+/// a count and three `u64`s per executor context).
 pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
     let Some(body) = bytes.strip_prefix(b"SMPLTSK1") else {
         bail!("not a task-polls file (no SMPLTSK1 header)");
@@ -78,14 +83,30 @@ pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
         bail!("the task-polls file ends before its pool count");
     };
     let words = &body[4..];
-    if words.len() != 8 * (6 * n as usize + 5) {
+    let fixed = 6 * n as usize + 5;
+    let v = |i: usize| {
+        words
+            .get(8 * i..8 * i + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    let contexts = if words.len() > 8 * fixed {
+        v(fixed) as usize
+    } else {
+        0
+    };
+    let len = 8 * (fixed + usize::from(words.len() > 8 * fixed) + 3 * contexts);
+    if words.len() < 8 * fixed || words.len() != len {
         bail!(
-            "the task-polls file has {} bytes for {n} pools, not {}",
-            words.len(),
-            8 * (6 * n as usize + 5)
+            "the task-polls file has {} bytes for {n} pools, not {len}",
+            words.len()
         );
     }
-    let v = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().unwrap_or_default());
+    let idles = (0..contexts)
+        .map(|k| {
+            let at = fixed + 1 + 3 * k;
+            (v(at) as u32, v(at + 1), v(at + 2))
+        })
+        .collect();
     let pools = (0..n as usize)
         .map(|k| PoolTimes {
             polls: v(6 * k),
@@ -104,6 +125,7 @@ pub fn parse_tasks(bytes: &[u8]) -> Result<TaskTimes> {
         span: v(at + 2),
         unknown: v(at + 3),
         stolen: v(at + 4),
+        idles,
     })
 }
 

@@ -19,12 +19,27 @@ pub struct Tasks {
     /// Ticks the executor spent idle (from `executor_idle` to the next `poll_start`).
     pub idle: u64,
     pub idle_periods: u32,
-    /// Hooks of other executors (their idle time is not kept).
+    /// Hooks of executors beyond the runtime's table (their idle time is not kept).
     pub other_executors: u32,
     /// Ticks of the sampler's own work inside the run (streaming its ring), left out of every
     /// poll, latency and idle period.
     pub stolen: u64,
     pub tasks: Vec<Task>,
+    /// Every executor whose idle time was kept, the first (the one above) first; empty in
+    /// dumps from before the record had them.
+    pub executors: Vec<Executor>,
+}
+
+/// One executor's idle time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Executor {
+    /// Its address.
+    pub id: u32,
+    /// The exception number it idled in (IPSR at its idle hook; 0: thread mode, 16 + n: IRQ n).
+    pub context: u32,
+    /// Ticks idle (from `executor_idle` to the next `poll_start`), the sampler's own left out.
+    pub idle: u64,
+    pub periods: u32,
 }
 
 /// One task's statistics.
@@ -120,6 +135,28 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
+    // The executors section, where the record has one.
+    let at = header + n * entry;
+    let executors = match w(at) {
+        None => Vec::new(),
+        Some(m) => {
+            let e = wire::EXECUTOR_WORDS as usize;
+            if m as usize > 1 + wire::MORE_EXECUTORS || p.len() < 4 * (at + 1 + m as usize * e) {
+                return None;
+            }
+            (0..m as usize)
+                .map(|k| {
+                    let b = at + 1 + k * e;
+                    Some(Executor {
+                        id: w(b)?,
+                        context: w(b + 1)?,
+                        idle: u64_at(b + 2)?,
+                        periods: w(b + 4)?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?
+        }
+    };
     Some(Tasks {
         counter: first as u8,
         dropped: w(2)?,
@@ -130,6 +167,7 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
         other_executors: w(9)?,
         stolen: u64_at(10)?,
         tasks,
+        executors,
     })
 }
 
@@ -163,6 +201,31 @@ pub fn from_memory(b: &[u8]) -> Option<Tasks> {
     if timed && r32(w::IDLING)? != 0 {
         let inside = stolen.wrapping_sub(r32(w::IDLE_STOLEN)?);
         idle += u64::from(ticks(r32(w::IDLE_AT)?, end).wrapping_sub(inside));
+    }
+    let first = Executor {
+        id: r32(w::EXECUTOR)?,
+        context: r32(w::CONTEXT)?,
+        idle,
+        periods: r32(w::IDLE_PERIODS)?,
+    };
+    let mut executors = vec![first];
+    for k in 0..wire::MORE_EXECUTORS {
+        let at = w::MORE + k * w::EXEC_SIZE;
+        let id = r32(at + w::EXEC_ID)?;
+        if id == 0 {
+            continue;
+        }
+        let mut idle = r64(at + w::EXEC_IDLE)?;
+        if timed && r32(at + w::EXEC_IDLING)? != 0 {
+            let inside = stolen.wrapping_sub(r32(at + w::EXEC_IDLE_STOLEN)?);
+            idle += u64::from(ticks(r32(at + w::EXEC_IDLE_AT)?, end).wrapping_sub(inside));
+        }
+        executors.push(Executor {
+            id,
+            context: r32(at + w::EXEC_CONTEXT)?,
+            idle,
+            periods: r32(at + w::EXEC_PERIODS)?,
+        });
     }
     let slots = b.len().checked_sub(w::SLOTS)? / w::SLOT_SIZE;
     let mut tasks = Vec::new();
@@ -200,6 +263,7 @@ pub fn from_memory(b: &[u8]) -> Option<Tasks> {
         other_executors: r32(w::OTHERS)?,
         stolen: r64(w::STOLEN_TOTAL)?,
         tasks,
+        executors,
     })
 }
 
@@ -236,6 +300,18 @@ pub fn encode(t: &Tasks) -> Vec<u8> {
             words.extend((0..wire::TASK_BINS).map(|b| h.get(b).copied().unwrap_or(0)));
         }
     }
+    if !t.executors.is_empty() {
+        words.push(t.executors.len() as u32);
+        for e in &t.executors {
+            words.extend([
+                e.id,
+                e.context,
+                e.idle as u32,
+                (e.idle >> 32) as u32,
+                e.periods,
+            ]);
+        }
+    }
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
@@ -267,6 +343,20 @@ mod tests {
                 poll_hist,
                 latency_hist: vec![0; wire::TASK_BINS],
             }],
+            executors: vec![
+                Executor {
+                    id: 0x2000_0100,
+                    context: 0,
+                    idle: 1234,
+                    periods: 9,
+                },
+                Executor {
+                    id: 0x2000_0300,
+                    context: 23,
+                    idle: 3 << 32 | 5,
+                    periods: 4,
+                },
+            ],
         }
     }
 
@@ -276,11 +366,21 @@ mod tests {
         let bytes = encode(&t);
         assert_eq!(
             bytes.len(),
-            4 * (wire::TASKS_HEADER_WORDS + wire::TASK_FIXED_WORDS + 2 * wire::TASK_BINS as u32)
-                as usize
+            4 * (wire::TASKS_HEADER_WORDS
+                + wire::TASK_FIXED_WORDS
+                + 2 * wire::TASK_BINS as u32
+                + 1
+                + 2 * wire::EXECUTOR_WORDS) as usize
         );
-        assert_eq!(decode(&bytes), Some(t));
+        assert_eq!(decode(&bytes), Some(t.clone()));
         assert_eq!(decode(&bytes[..bytes.len() - 4]), None);
+        // A record from before the executors section: the same, without them.
+        let short = 4
+            * (wire::TASKS_HEADER_WORDS + wire::TASK_FIXED_WORDS + 2 * wire::TASK_BINS as u32)
+                as usize;
+        let mut before = t;
+        before.executors.clear();
+        assert_eq!(decode(&bytes[..short]), Some(before));
     }
 
     #[test]

@@ -108,15 +108,18 @@ pub fn follows_unmasking(sym: &Symbolizer, code: &mut Code, pc: u32, priority: u
 
 /// Split exact per-address counts the way the samples are split: the instructions run inside
 /// the `hidden` exceptions (`contexts`: exception, address, instructions) leave their address
-/// for [`HELD_OFF_ADDRESS`]. Returns the instructions moved.
+/// for [`HELD_OFF_ADDRESS`]. The sampler's own code (`sampler`: its dump sent from inside an
+/// application's handler, which `exit` may be called from) stays where it is: the comparison
+/// leaves it out, as no sample is of it. Returns the instructions moved.
 pub fn split_exact(
     exact: &mut Vec<(u32, u64)>,
     contexts: &[(u32, u32, u64)],
     hidden: &[u32],
+    sampler: impl Fn(u32) -> bool,
 ) -> u64 {
     let mut out: HashMap<u32, u64> = HashMap::new();
     for &(exception, pc, n) in contexts {
-        if hidden.contains(&exception) {
+        if hidden.contains(&exception) && !sampler(pc & !1) {
             *out.entry(pc & !1).or_default() += n;
         }
     }
@@ -212,12 +215,20 @@ mod tests {
             (15, 0x200, 10),
             (16, 0x200, 5),
         ];
-        let moved = split_exact(&mut exact, &contexts, &[15]);
+        let moved = split_exact(&mut exact.clone(), &contexts, &[15], |_| false);
         assert_eq!(moved, 30);
+        // The sampler's own code (0x300 here: its dump sent from the handler) stays put.
+        let moved = split_exact(&mut exact, &contexts, &[15], |pc| pc == 0x300);
+        assert_eq!(moved, 10);
         exact.sort();
         assert_eq!(
             exact,
-            vec![(0x100, 50), (0x200, 20), (HELD_OFF_ADDRESS, 30)]
+            vec![
+                (0x100, 50),
+                (0x200, 20),
+                (0x300, 20),
+                (HELD_OFF_ADDRESS, 10)
+            ]
         );
         assert_eq!(exact.iter().map(|e| e.1).sum::<u64>(), 100);
     }

@@ -174,6 +174,26 @@ fn tasks(s: &mut String, t: &crate::analysis::tasks::TasksReport) {
         _ => String::new(),
     };
     let _ = writeln!(s, "{idle}{exact_idle}{own}");
+    // More than one executor: each one's idle time, by where it idles.
+    if t.executors.len() > 1 {
+        for x in &t.executors {
+            let idle = match (x.idle_percent, x.idle) {
+                (Some(p), Some(i)) => format!("idle {p:.2} % ({} {})", figure(Some(i)), t.unit),
+                _ => "idle: not timed".to_owned(),
+            };
+            let exact = match (x.exact_idle_percent, x.exact_idle) {
+                (Some(p), Some(i)) => {
+                    format!("; exact {p:.2} % ({} {})", figure(Some(i as f64)), t.unit)
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "  executor {:#010x} in {}: {idle}, {} periods{exact}",
+                x.id, x.context, x.idle_periods
+            );
+        }
+    }
     for n in &t.notes {
         let _ = writeln!(s, "{}", paint("2", &format!("note: {n}")));
     }

@@ -1,4 +1,5 @@
-//! Four Embassy tasks on QEMU mps2-an385, each a kind every Embassy application has:
+//! Embassy tasks on QEMU mps2-an385, each a kind every Embassy application has, on two
+//! executors (the thread-mode one, and an interrupt executor on GPIO 1's interrupt):
 //!
 //! - `crunch` computes: a checksum of a buffer, [`CRUNCH_ROUNDS`] times, yielding after each
 //!   (polled `CRUNCH_ROUNDS + 1` times);
@@ -10,11 +11,13 @@
 //!   one before, as a wake is);
 //! - `logger` is woken by `sensor` after every [`READINGS_PER_FLUSH`] readings and then blocks
 //!   inside its poll in `flush_blocking` (a busy wait, as a blocking driver call does), holding
-//!   off every other task, `sensor` included, for about fifteen timer periods.
+//!   off every other task, `sensor` included, for about fifteen timer periods;
+//! - `urgent` runs on the interrupt executor: `sensor` wakes it after every reading, and its
+//!   poll preempts the thread-mode executor at once (polled `READINGS + 1` times).
 //!
 //! The run ends at the first timer interrupt after `logger`'s last flush. With sampler-rt's
 //! `embassy` feature and embassy-executor's `trace`, `cargo sample` prints the task table:
-//! polls, time in polls, wake-to-poll latency and the executor's idle time.
+//! polls, time in polls, wake-to-poll latency and each executor's idle time.
 #![no_std]
 #![no_main]
 
@@ -27,7 +30,7 @@ use core::task::{Poll, Waker};
 
 use cortex_m_semihosting::debug;
 use critical_section::Mutex;
-use embassy_executor::Spawner;
+use embassy_executor::{InterruptExecutor, Spawner};
 use embassy_futures::yield_now;
 
 /// Checksum rounds of `crunch`.
@@ -96,6 +99,9 @@ impl Event {
 }
 
 static TICK: Event = Event::new();
+static URGENT: Event = Event::new();
+/// The executor of `urgent`, run by GPIO 1's interrupt (nothing else uses it in QEMU).
+static HIGH: InterruptExecutor = InterruptExecutor::new();
 static FLUSH: Event = Event::new();
 static DONE: AtomicBool = AtomicBool::new(false);
 static SUM: AtomicU32 = AtomicU32::new(0);
@@ -161,11 +167,20 @@ async fn sensor() {
     for i in 0..READINGS {
         TICK.wait().await;
         x = filter(x);
+        URGENT.signal();
         if (i + 1) % READINGS_PER_FLUSH == 0 {
             FLUSH.signal();
         }
     }
     SUM.fetch_add(x, Ordering::Relaxed);
+}
+
+#[embassy_executor::task]
+async fn urgent() {
+    for _ in 0..READINGS {
+        URGENT.wait().await;
+        spin!(300, "urgent");
+    }
 }
 
 #[embassy_executor::task]
@@ -179,6 +194,24 @@ async fn logger() {
 
 const TIMER1_BASE: usize = 0x4000_1000;
 const TIMER1_IRQ: u32 = 9;
+/// GPIO 1's interrupt: pended by software only, for the interrupt executor.
+const GPIO1_IRQ: u16 = 7;
+
+#[derive(Clone, Copy)]
+struct Gpio1;
+
+// SAFETY: 7 is a device interrupt of the mps2-an385.
+unsafe impl cortex_m::interrupt::InterruptNumber for Gpio1 {
+    fn number(self) -> u16 {
+        GPIO1_IRQ
+    }
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn GPIO1() {
+    // SAFETY: the executor's interrupt, after `start`.
+    unsafe { HIGH.on_interrupt() };
+}
 
 /// CMSDK timer 1: an interrupt every `TICK_PERIOD` ticks.
 fn start_timer() {
@@ -226,6 +259,10 @@ async fn main(spawner: Spawner) {
     spawner.spawn(chatter().unwrap());
     spawner.spawn(sensor().unwrap());
     spawner.spawn(logger().unwrap());
+    // Less urgent than the sampler's timer, so that its polls are sampled; set before start.
+    // SAFETY: the NVIC's priority byte of GPIO 1's interrupt.
+    unsafe { write_volatile((0xE000_E400 + u32::from(GPIO1_IRQ)) as *mut u8, 0x40) };
+    HIGH.start(Gpio1).spawn(urgent().unwrap());
     start_timer();
 }
 
@@ -243,7 +280,6 @@ unsafe extern "C" {
     fn UARTRX2();
     fn UARTTX2();
     fn GPIO0();
-    fn GPIO1();
     fn TIMER0();
 }
 

@@ -97,8 +97,16 @@ pub const LATE_NO_COUNT: u32 = 3;
 /// `docs/dump-format.md`: a header of [`TASKS_HEADER_WORDS`] words (`counter | bins << 8`,
 /// tasks, polls of tasks without a slot, the executor, span and idle time as `u64`s, idle
 /// periods, hooks of other executors, the sampler's own time inside the run as a `u64`), then per task [`TASK_FIXED_WORDS`] words and two
-/// histograms of `bins` words (poll lengths, then wake-to-poll latencies).
+/// histograms of `bins` words (poll lengths, then wake-to-poll latencies), then the executors
+/// section: a count, and per executor [`EXECUTOR_WORDS`] words (see `docs/dump-format.md`;
+/// absent from older dumps).
 pub const REC_TASKS: u16 = 15;
+/// Words of an executor's entry in the TASKS record's executors section: its address, the
+/// exception number it idles in (IPSR at its idle hook: 0 thread mode), its idle time
+/// (`u64` ticks) and idle periods.
+pub const EXECUTOR_WORDS: u32 = 5;
+/// Executors whose idle time is kept besides the first (their hooks beyond are counted).
+pub const MORE_EXECUTORS: usize = 3;
 /// The newest Embassy polls in the order they ended, while the sampler ran (`embassy`
 /// feature): `total: u32` (polls traced; the oldest are overwritten), `count: u32`, then
 /// `count` entries of three words, oldest first: the task's header address, the number of
@@ -131,7 +139,25 @@ pub mod tasks_table {
     pub const STOLEN_TOTAL: usize = 80;
     pub const END: usize = 92;
     pub const ENDED: usize = 96;
-    pub const SLOTS: usize = 104;
+    /// The first executor's exception number at its last idle hook.
+    pub const CONTEXT: usize = 100;
+    /// The other executors (`MORE_EXECUTORS` entries of `EXEC_SIZE` bytes).
+    pub const MORE: usize = 104;
+    pub const EXEC_SIZE: usize = 32;
+    pub const EXEC_ID: usize = 0;
+    pub const EXEC_CONTEXT: usize = 4;
+    pub const EXEC_IDLING: usize = 8;
+    pub const EXEC_IDLE_AT: usize = 12;
+    pub const EXEC_IDLE_STOLEN: usize = 16;
+    pub const EXEC_PERIODS: usize = 20;
+    pub const EXEC_IDLE: usize = 24;
+    /// Polls preempted by a poll of another executor: their depth, the running poll's ticks
+    /// in polls nested in it, and the outer polls' (task, slot, nested ticks), `NEST_MAX` deep.
+    pub const DEPTH: usize = MORE + super::MORE_EXECUTORS * EXEC_SIZE;
+    pub const NESTED: usize = DEPTH + 4;
+    pub const NEST: usize = DEPTH + 8;
+    pub const NEST_MAX: usize = 4;
+    pub const SLOTS: usize = NEST + NEST_MAX * 12;
     /// A slot's fields.
     pub const SLOT_SIZE: usize = 328;
     pub const ID: usize = 0;

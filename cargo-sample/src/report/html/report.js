@@ -354,6 +354,11 @@
       text: "Timed by " + T.clock + " in " + T.unit + (T.idle_percent !== undefined
         ? " · executor idle " + fmtPct(T.idle_percent) + (T.exact_idle_percent !== undefined ? " (exact " + fmtPct(T.exact_idle_percent) + ")" : "")
         : "") }),
+    T.executors && T.executors.length > 1 ? el("ul", { class: "in", id: "executors" },
+      ...T.executors.map((x) => el("li", { text: "executor " + hex(x.id) + " in " + x.context
+        + (x.idle_percent !== undefined ? ": idle " + fmtPct(x.idle_percent) : ": idle not timed")
+        + " in " + fmtInt(x.idle_periods) + " periods"
+        + (x.exact_idle_percent !== undefined ? " (exact " + fmtPct(x.exact_idle_percent) + ")" : "") }))) : null,
     T.notes && T.notes.length ? el("ul", { class: "findings" },
       ...T.notes.map((w) => el("li", { text: w }))) : null,
     rowsTable("t-tasks", T.tasks, [

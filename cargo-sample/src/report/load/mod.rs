@@ -72,7 +72,8 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         && let Ok(bytes) = std::fs::read(dir.join(dump::exact::CONTEXTS_FILE))
     {
         let contexts = dump::exact::contexts_by_exception(&bytes, &at.vectors, e)?;
-        report::held_off::split_exact(e, &contexts, hidden);
+        let sym = &*at.sym;
+        report::held_off::split_exact(e, &contexts, hidden, |pc| sym.is_sampler(u64::from(pc)));
     }
     let timeline = opts.timeline;
     let max_poll = opts.max_poll;
@@ -694,6 +695,29 @@ impl Loading<'_> {
         };
         let pools = elf::task_pools(self.elf_bytes);
         let total = samples.ordered.len() as u64;
+        // The exceptions executors idled in, named by their handlers.
+        let in_handlers: Vec<u32> = t
+            .executors
+            .iter()
+            .map(|e| e.context)
+            .filter(|&c| c != 0)
+            .collect();
+        let labels = tag_names(
+            wire::TAG_XPSR,
+            &in_handlers,
+            &[],
+            &self.vectors,
+            self.sym,
+            None,
+        );
+        let contexts: HashMap<u32, (String, u32)> = in_handlers
+            .iter()
+            .map(|&c| {
+                let entry = self.vectors.iter().find(|v| v.0 == c).map_or(0, |v| v.1);
+                let label = labels.get(&c).cloned().unwrap_or_default();
+                (c, (label, entry))
+            })
+            .collect();
         let (table, over) = crate::analysis::tasks::analyse(
             t,
             &crate::analysis::tasks::Inputs {
@@ -705,6 +729,7 @@ impl Loading<'_> {
                 exact: exact.as_ref().map(|e| (e, pools.as_slice())),
                 max_poll: limit,
                 units_per_second,
+                contexts: &contexts,
             },
         );
         for (task, longest, line) in over {

@@ -180,7 +180,7 @@ fn tags_that_cannot_be_recorded_are_refused_with_the_reason() {
 #[test]
 fn rtic_tasks_are_named_and_a_shared_dispatcher_is_split_per_task() {
     let rest = "dispatcher QEI0, IRQ 13: RTIC's executor and functions its tasks call (no one \
-                task's code)";
+                task's code; `--stacks` tells them apart)";
     for profile in [["--release", ""], ["--profile", "nolto"]] {
         let mut args = vec![
             "--bin",
@@ -222,6 +222,54 @@ fn rtic_tasks_are_named_and_a_shared_dispatcher_is_split_per_task() {
             }
         }
     }
+}
+
+/// With call stacks, a sample in a function a software task calls (`filter`, `crunch`) is that
+/// task's, from its caller frames inside the dispatcher, and the exact count is split by the
+/// exact call graph's stacks the same way: each task's row holds what it calls, within 3 sigma
+/// of the exact share, and what is left is RTIC's executor alone.
+#[test]
+fn with_call_stacks_each_task_on_a_shared_dispatcher_gets_what_it_calls() {
+    let (r, _) = profile_example(
+        "rtic-app",
+        &[
+            "--bin",
+            "tasks",
+            "--release",
+            "--tag",
+            "exception",
+            "--samples",
+            "2000",
+            "--truth",
+            "--stacks",
+            "32",
+        ],
+    );
+    let row = |name: &str| {
+        r["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {:#}", r["tags"]))
+            .clone()
+    };
+    let sensor = row("software task sensor (dispatcher QEI0, IRQ 13)");
+    let logger = row("software task logger (dispatcher QEI0, IRQ 13)");
+    let rest = row("dispatcher QEI0, IRQ 13: RTIC's executor (no task on the call stack)");
+    for t in [&sensor, &logger, &rest] {
+        let z = t["error_sigma"].as_f64().unwrap();
+        assert!(z.abs() <= 3.0, "{t:#}");
+    }
+    // `sensor` calls `filter(round, 60)`, `logger` `crunch(round, 20)`: their own shares hold
+    // those calls, and the executor's code alone is smaller than either.
+    let exact = |t: &Value| t["exact_percent"].as_f64().unwrap();
+    assert!(
+        exact(&sensor) > exact(&rest) && exact(&logger) > exact(&rest),
+        "{sensor:#} {logger:#} {rest:#}"
+    );
+    let tags = rows(&r, "tags");
+    assert_eq!(tags.values().sum::<u64>(), 2000);
 }
 
 /// RTIC v1 (`examples/rtic-v1`: cortex-m-rtic 1.1, a SysTick monotonic, software tasks on two
@@ -301,7 +349,9 @@ fn rtic_tasks_match_the_exact_count_of_each_exception() {
         ],
     );
     let rows = r["tags"].as_array().unwrap();
-    assert_eq!(rows.len(), 5, "{rows:#?}");
+    // Three hardware tasks, thread mode, and the shared dispatcher as its two software tasks
+    // and RTIC's executor with the functions the tasks call.
+    assert_eq!(rows.len(), 7, "{rows:#?}");
     for row in rows {
         let sigma = row["error_sigma"]
             .as_f64()

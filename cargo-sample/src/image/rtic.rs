@@ -75,16 +75,15 @@ fn app_task(function: &str) -> Option<(&str, bool)> {
 }
 
 /// Which of a dispatcher's software tasks the code at `pc` is: the outermost function of the
-/// app module in its inline chain, if it is one of `software`; `None` in RTIC's own code or in
-/// a function the tasks call (which the address alone does not tell apart).
+/// app module in its inline chain that is one of `software` (the dispatcher's own closure,
+/// `app::QEI0::{{closure}}`, is in the app module too, and outside the task it inlines);
+/// `None` in RTIC's own code or in a function the tasks call (which the address alone does not
+/// tell apart).
 pub fn software_task_at(sym: &mut Symbolizer, pc: u32, software: &[String]) -> Option<usize> {
-    let task = sym
-        .resolve(pc)
-        .frames
-        .iter()
-        .rev()
-        .find_map(|f| app_task(&f.function).map(|(t, _)| t.to_owned()))?;
-    software.iter().position(|s| *s == task)
+    sym.resolve(pc).frames.iter().rev().find_map(|f| {
+        let (task, _) = app_task(&f.function)?;
+        software.iter().position(|s| s == task)
+    })
 }
 
 /// The RTIC tasks the handler at `start` runs: at each of its instructions, the outermost

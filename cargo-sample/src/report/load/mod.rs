@@ -290,7 +290,8 @@ impl Loading<'_> {
     /// RTIC v2: a dispatcher that several async tasks share is split into a row per task (and
     /// one for the dispatcher's code that is no one task's: RTIC's executor, or a function the
     /// tasks call, which a sample's address alone does not tell apart), in the samples and in
-    /// the exact instructions per exception alike, by each address's inline chain.
+    /// the exact instructions per exception alike, by each address's inline chain; with call
+    /// stacks, by the innermost task on the stack (and the exact graph's stacks).
     fn split_dispatchers(&mut self, s: &mut report::Samples, dump: &Dump) -> Result<()> {
         if dump.info.tag_kind != wire::TAG_XPSR
             || s.tags.len() != s.ordered.len()
@@ -309,6 +310,20 @@ impl Loading<'_> {
             .filter(|&t| (16..512).contains(&t))
             .collect();
         let contexts = std::fs::read(self.dir.join(dump::exact::CONTEXTS_FILE)).ok();
+        // With call stacks, a sample in a function a task calls is the task's (its caller
+        // frames in the dispatcher say which task); the exact count is then split by the
+        // exact call graph's stacks the same way, so that the two compare. Without the exact
+        // graph beside exact counts, both are split by address alone.
+        let graph = std::fs::read(self.dir.join(dump::callgraph::FILE))
+            .ok()
+            .and_then(|b| dump::callgraph::parse(&b).ok());
+        let stacked = !dump.stacks.is_empty()
+            && dump.stacks.len() == s.ordered.len()
+            && (graph.is_some() || s.exact_by_tag.is_empty());
+        let mut unwinder = stacked.then(|| {
+            let reset = self.vectors.iter().find(|v| v.0 == 1).map(|v| v.1);
+            crate::image::unwind::Unwinder::new(self.elf_bytes, &self.sym.ranges(), reset)
+        });
         for n in irqs {
             let Some(handler) = self.vectors.iter().find(|v| v.0 == n).map(|v| v.1) else {
                 continue;
@@ -323,13 +338,33 @@ impl Loading<'_> {
             };
             // A tag per task (and one for the rest) above every exception number.
             let split = |k: Option<usize>| 0x8000_0000 | n << 8 | k.map_or(0, |k| k as u32 + 1);
-            for (tag, &pc) in s.tags.iter_mut().zip(&s.ordered) {
+            for (i, (tag, &pc)) in s.tags.iter_mut().zip(&s.ordered).enumerate() {
                 if *tag == n {
-                    let k = crate::image::rtic::software_task_at(self.sym, pc, &tasks.software);
+                    let mut k = crate::image::rtic::software_task_at(self.sym, pc, &tasks.software);
+                    if let (None, Some(u), Some(st)) = (k, unwinder.as_mut(), dump.stacks.get(i)) {
+                        k = task_of_callers(self.sym, u, pc, st, &tasks.software);
+                    }
                     *tag = split(k);
                 }
             }
-            if let (Some(bytes), Some(total)) = (&contexts, s.exact_by_tag.remove(&n)) {
+            let by_graph = match (&graph, stacked) {
+                (Some(t), true) => s.exact_by_tag.get(&n).map(|&total| {
+                    (
+                        total,
+                        exact_split_by_graph(self.sym, t, handler, &tasks.software),
+                    )
+                }),
+                _ => None,
+            };
+            if let Some((total, parts)) = by_graph {
+                // The same instructions, or the exception stays whole.
+                if parts.values().sum::<u64>() == total {
+                    s.exact_by_tag.remove(&n);
+                    for (k, count) in parts {
+                        *s.exact_by_tag.entry(split(k)).or_default() += count;
+                    }
+                }
+            } else if let (Some(bytes), Some(total)) = (&contexts, s.exact_by_tag.remove(&n)) {
                 let mut counted = 0;
                 for (context, pc, count) in
                     dump::exact::contexts_by_exception(bytes, &self.vectors, &[])?
@@ -356,10 +391,14 @@ impl Loading<'_> {
             }
             s.tag_names.insert(
                 split(None),
-                format!(
-                    "dispatcher {interrupt}: RTIC's executor and functions its tasks call (no \
-                     one task's code)"
-                ),
+                if stacked {
+                    format!("dispatcher {interrupt}: RTIC's executor (no task on the call stack)")
+                } else {
+                    format!(
+                        "dispatcher {interrupt}: RTIC's executor and functions its tasks call \
+                         (no one task's code; `--stacks` tells them apart)"
+                    )
+                },
             );
         }
         Ok(())
@@ -838,4 +877,91 @@ pub fn hist_samples(
         findings,
         ..report::Samples::default()
     }
+}
+
+/// The software task a dispatcher sample ran for, from its caller frames inside the handler
+/// (the first whose inline chain is a task's), for a sample in code no task inlines.
+fn task_of_callers(
+    sym: &mut Symbolizer,
+    u: &mut crate::image::unwind::Unwinder,
+    pc: u32,
+    st: &dump::StackSample,
+    software: &[String],
+) -> Option<usize> {
+    use crate::image::unwind::{Context as Regs, Kind};
+    let w = u.unwind(&Regs {
+        pc,
+        lr: st.lr,
+        sp: st.sp,
+        r7: st.r7,
+        window: &st.window,
+        records: &st.records,
+        frames_inline: st.frames_inline,
+    });
+    w.frames
+        .iter()
+        .skip(1)
+        .take_while(|f| f.kind != Kind::Interrupted)
+        .filter(|f| f.kind == Kind::Call)
+        .find_map(|f| crate::image::rtic::software_task_at(sym, f.pc, software))
+}
+
+/// The exact instructions run inside the handler at `handler` split by software task (`None`:
+/// no task's), each counted block given to the task its own code or its innermost calling
+/// site inside the handler is in: the exact call graph's stacks read as [`task_of_callers`]
+/// reads a sampled one. The sampler's own code is left out, as it is from the exact counts.
+fn exact_split_by_graph(
+    sym: &mut Symbolizer,
+    t: &dump::callgraph::Tree,
+    handler: u32,
+    software: &[String],
+) -> HashMap<Option<usize>, u64> {
+    let mut out: HashMap<Option<usize>, u64> = HashMap::new();
+    // Per node: whether it runs inside this handler (the innermost exception above it is this
+    // handler's entry), and the task of its innermost calling site there.
+    let mut memo: HashMap<u32, Option<Option<usize>>> = HashMap::new();
+    for &(node, block, n) in &t.counts {
+        if sym.is_sampler(u64::from(block)) {
+            continue;
+        }
+        let ctx = match memo.get(&node) {
+            Some(&c) => c,
+            None => {
+                let c = node_task(sym, t, node, handler, software);
+                memo.insert(node, c);
+                c
+            }
+        };
+        let Some(from_sites) = ctx else { continue };
+        let own = crate::image::rtic::software_task_at(sym, block, software);
+        *out.entry(own.or(from_sites)).or_default() += n;
+    }
+    out
+}
+
+/// For the exact graph's `node`: `None` when it does not run inside the handler at
+/// `handler`, else the software task of its innermost calling site inside it.
+fn node_task(
+    sym: &mut Symbolizer,
+    t: &dump::callgraph::Tree,
+    node: u32,
+    handler: u32,
+    software: &[String],
+) -> Option<Option<usize>> {
+    let mut found = None;
+    let mut at = node;
+    for _ in 0..t.nodes.len() {
+        let n = t.nodes.get(at as usize)?;
+        if n.exception {
+            return (n.entry & !1 == handler & !1).then_some(found);
+        }
+        if found.is_none() && n.site != 0 {
+            found = crate::image::rtic::software_task_at(sym, n.site, software);
+        }
+        if n.parent == at {
+            return None;
+        }
+        at = n.parent;
+    }
+    None
 }

@@ -380,6 +380,21 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             }
         })
         .collect();
+    // In QEMU, WFE returns at once: a thread-mode executor with nothing to poll spins through
+    // its loop (poll_start, an empty poll, executor_idle) where a chip would sleep.
+    let polls: u64 = t.tasks.iter().map(|k| u64::from(k.polls)).sum();
+    if i.unit == "instructions"
+        && let Some(x) = list.iter().find(|x| x.context == 0)
+        && u64::from(x.periods) > 2 * (polls + 1)
+    {
+        notes.push(format!(
+            "the thread-mode executor went idle {} times for {polls} polls: QEMU's WFE returns \
+             at once rather than wait for an event, so between wakes the executor spins \
+             through its loop (`poll_start`, an empty poll, `executor_idle`) where a chip would \
+             sleep, and the idle share counts only part of that time",
+            x.periods
+        ));
+    }
     if let (Some(e), true) = (executors[0].exact_idle, timed) {
         let idle = u(t.idle as f64);
         let slack = f64::from(t.idle_periods) * i.scale.units_per_tick + 1.0;
@@ -462,6 +477,39 @@ mod tests {
             poll_hist,
             latency_hist: vec![0; wire::TASK_BINS],
         }
+    }
+
+    #[test]
+    fn an_executor_spinning_on_qemus_wfe_is_said_to_be_idle_in_qemu_only() {
+        let t = Tasks {
+            counter: wire::LAP_COUNTER_NONE,
+            idle_periods: 300_000,
+            tasks: vec![task(0x100, 2, 0, 0)],
+            ..Tasks::default()
+        };
+        let names = HashMap::new();
+        let note = |unit: &str| {
+            let (r, _) = analyse(
+                &t,
+                &Inputs {
+                    scale: Scale {
+                        units_per_tick: 1.0,
+                        hz: None,
+                    },
+                    unit,
+                    names: &names,
+                    sampled: None,
+                    lines: &HashMap::new(),
+                    exact: None,
+                    max_poll: None,
+                    units_per_second: None,
+                    contexts: &HashMap::new(),
+                },
+            );
+            r.notes.iter().any(|n| n.contains("QEMU's WFE returns at once"))
+        };
+        assert!(note("instructions"));
+        assert!(!note("cycles"));
     }
 
     #[test]

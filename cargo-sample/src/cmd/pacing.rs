@@ -92,8 +92,24 @@ pub(crate) fn build(
     let for_tasks = owner.as_deref() == Some(TASK_CLOCK);
     let (t, vector) = match pick_free(m, &inspect, wanted, owner.as_deref()) {
         Ok(pick) => pick,
-        // Embassy's polls are then counted, not timed; the report says why.
-        Err(_) if for_tasks => return Ok((inspect, timer)),
+        // Embassy's polls are then counted, not timed; the report says so too.
+        Err(_) if for_tasks => {
+            let timers: Vec<String> = m.timers.iter().map(|t| t.describe()).collect();
+            let why = match timers.as_slice() {
+                [] => "it has no device timer the sampler drives".to_owned(),
+                [one] => format!("{one} is the application's"),
+                [rest @ .., last] => {
+                    format!("{} and {last} are the application's", rest.join(", "))
+                }
+            };
+            term::note(format!(
+                "no timer of {} is free to pace the sampler ({why}): it samples on SysTick, \
+                 and the Embassy tasks' polls are counted, not timed (QEMU models no cycle \
+                 counter)",
+                m.name
+            ));
+            return Ok((inspect, timer));
+        }
         Err(e) => return Err(e),
     };
     if for_tasks {

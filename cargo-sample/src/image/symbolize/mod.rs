@@ -488,14 +488,19 @@ impl Symbolizer {
 /// code, so its time is the firmware's, and the exact count keeps it. The code that writes
 /// those records into the dump runs once sampling has stopped, and stays the sampler's.
 fn sampler_api_sampled(name: &str) -> bool {
-    const SAMPLED: [&str; 5] = [
+    // The Embassy hooks' helpers and the task clock they read run inside the executor's
+    // hooks, in the firmware's time (the hooks themselves, `_embassy_trace_*`, are named
+    // without the crate); the sampler's pause and resume run inside its own interrupt.
+    const SAMPLED: [&str; 7] = [
         "sampler_rt::laps::",
         "sampler_rt::bench::",
         "sampler_rt::tags::",
         "sampler_rt::pmu::",
+        "sampler_rt::tasks::",
+        "sampler_rt_task_clock",
         "sampler_rt::without_interrupts",
     ];
-    const AT_THE_END: [&str; 7] = [
+    const AT_THE_END: [&str; 8] = [
         "write_record",
         "write_trace",
         "write_names",
@@ -503,6 +508,7 @@ fn sampler_api_sampled(name: &str) -> bool {
         "trace_len",
         "::hooks::",
         "::finish",
+        "::freeze",
     ];
     SAMPLED.iter().any(|p| name.contains(p)) && !AT_THE_END.iter().any(|p| name.contains(p))
 }
@@ -549,6 +555,9 @@ mod tests {
             "sampler_rt::pmu::trace",
             "sampler_rt::pmu::Region::measure",
             "sampler_rt::without_interrupts",
+            "sampler_rt_task_clock",
+            "sampler_rt::tasks::claim",
+            "sampler_rt::tasks::other_executor",
         ] {
             assert!(sampler_api_sampled(sampled), "{sampled}");
         }
@@ -562,6 +571,9 @@ mod tests {
             "sampler_rt::pmu::finish",
             "sampler_rt::start",
             "sampler_rt::a64::vectors::sample",
+            "sampler_rt_task_pause",
+            "sampler_rt::tasks::freeze",
+            "sampler_rt::tasks::write_record",
         ] {
             assert!(!sampler_api_sampled(own), "{own}");
         }

@@ -506,7 +506,9 @@ mod tests {
                     contexts: &HashMap::new(),
                 },
             );
-            r.notes.iter().any(|n| n.contains("QEMU's WFE returns at once"))
+            r.notes
+                .iter()
+                .any(|n| n.contains("QEMU's WFE returns at once"))
         };
         assert!(note("instructions"));
         assert!(!note("cycles"));

@@ -61,11 +61,12 @@
 //! - `embassy` (Cortex-M): implements embassy-executor's trace hooks (enable its `trace`
 //!   feature): each sample carries the Embassy task being polled (`cargo sample` records it for
 //!   such an image unless `--tag` says otherwise), and each task's polls, time in polls (the
-//!   longest, and a histogram), wake-to-poll latency (the longest, and a histogram), and the
-//!   executor's idle time are kept (timed by DWT CYCCNT, else by SysTick when the sampler
-//!   leaves it free) and sent as the dump's TASKS record: the report's task table.
+//!   longest, and a histogram; polls of another executor nested in it left out), wake-to-poll
+//!   latency (the longest, and a histogram), and each executor's idle time (the first executor
+//!   and three more) are kept (timed by DWT CYCCNT, else by SysTick when the sampler leaves it
+//!   free) and sent as the dump's TASKS record: the report's task table.
 //!   `SAMPLER_RT_TASKS` (a power of two, default 8) sets how many tasks are kept, 328 bytes of
-//!   RAM each; `SAMPLER_RT_TASK_TRACE` (default 256, 12 bytes each, 0 for none) how many of the
+//!   RAM each after a 256-byte header; `SAMPLER_RT_TASK_TRACE` (default 256, 12 bytes each, 0 for none) how many of the
 //!   newest polls are kept in order for the timeline.
 //! - `defmt-timestamp`: defines defmt's timestamp as [`samples_taken`], so that `cargo sample
 //!   --format firefox` puts the firmware's defmt log lines on the samples' timeline (not for an

@@ -174,12 +174,14 @@ extern "C" fn sampler_rt_stack(frame: *const u32, exc_return: u32, r7: u32) -> u
             low = fp + 8;
             fp = next;
         }
-        *out.add(5) = (exc_return & 0xFF) | valid << 8 | n << 16 | flags;
         // A host reading the ring while the core runs trusts every entry below the count:
-        // the entry is whole before the count moves.
-        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        // the entry is whole before the count moves (volatile accesses keep their order).
+        core::ptr::write_volatile(
+            out.add(5),
+            (exc_return & 0xFF) | valid << 8 | n << 16 | flags,
+        );
         (*s).wptr = out.add(wire::stack_entry_words(window, records) as usize) as u32;
-        (*s).remaining -= 1;
+        core::ptr::write_volatile(core::ptr::addr_of_mut!((*s).remaining), (*s).remaining - 1);
         // ARMv7-M keeps the span (mask + 1) for a multiply-high, ARMv6-M the mask itself.
         if (*s).jitter > u32::from(!cfg!(armv6m)) {
             let mut x = (*s).rng;

@@ -72,7 +72,9 @@
 //! the exact counters of the blocks before it. The task a poll or a wake is for is the pool that
 //! embassy-executor stored to last before the hook (it marks the task dequeued or queued just
 //! before, in thread mode when `handlers=` has exceptions followed), not what the firmware
-//! says. Written as `SMPLTSK1`, `u32` pool count, then per
+//! says. A poll that begins while another is running (another executor's, preempting it) is
+//! nested in it, and the outer poll's time leaves the nested one's out, as the firmware does.
+//! Written as `SMPLTSK1`, `u32` pool count, then per
 //! pool (polls, instructions in polls, longest poll, wakes, instructions from wake to poll,
 //! longest latency: `u64` each), then the instructions idle (from an idle hook's clock read to
 //! the next poll start's), idle periods, instructions from the first clock read to the last,

@@ -219,6 +219,30 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
         "{:#}",
         r["diagnostics"]
     );
+    // The crate's other binary runs no executor: sampler-rt's statistics, on for the whole
+    // crate, keep nothing there, and nothing is said or done for Embassy tasks (no timer
+    // taken to time polls, no table); it once got a note that its polls were counted.
+    let all = [
+        "--release",
+        "--bin",
+        "plain",
+        "--samples",
+        "500",
+        "--format",
+        "json",
+    ];
+    let out = cargo_sample_in_copy(dir, &all, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("Embassy"), "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(r.get("tasks").is_none(), "{}", r["tasks"]);
+    assert!(
+        share(&r, "functions", "plain::mix") > 90.0,
+        "{}",
+        r["functions"]
+    );
+    assert_eq!(r["timer"], "SysTick", "{}", r["timer"]);
 }
 
 #[test]

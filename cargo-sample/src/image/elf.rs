@@ -514,9 +514,11 @@ fn thumb_isa_use(b: &[u8]) -> Option<u64> {
     None
 }
 
-/// Whether sampler-rt keeps Embassy task statistics in the image (its `embassy` feature).
+/// Whether sampler-rt keeps Embassy task statistics in the image: its `embassy` feature is on
+/// and the image has Embassy tasks (their pools). A crate whose other binaries use Embassy
+/// gets the feature in all of them; one without an executor keeps nothing.
 pub fn keeps_task_statistics(data: &[u8]) -> bool {
-    symbol_address(data, "SAMPLER_RT_TASKS").is_some()
+    symbol_address(data, "SAMPLER_RT_TASKS").is_some() && !task_pools(data).is_empty()
 }
 
 /// sampler-rt's Embassy hooks in an image, when it keeps task statistics: the entries of

@@ -354,6 +354,10 @@ fn select_target(package: &Package, args: &Selection) -> Result<(String, bool)> 
         }
         return Ok((bin.clone(), false));
     }
+    // `default-run` of the manifest, as `cargo run` takes it.
+    if let Some(default) = package.default_run.as_deref().filter(|d| bins.contains(d)) {
+        return Ok((default.to_owned(), false));
+    }
     match bins.as_slice() {
         [one] => Ok((one.to_string(), false)),
         [] => bail!("package `{}` has no binary target", package.name),

@@ -53,6 +53,29 @@ fn functions(r: &Value) -> &Vec<Value> {
     r["functions"].as_array().unwrap()
 }
 
+/// With exception tags, the held-off samples are the hidden handler's in the tag view too (they
+/// were tagged with the context the core was back in, thread mode: SysTick read 0 samples
+/// against its exact share and thread mode over it, both beyond 3 sigma).
+#[test]
+fn held_off_samples_are_the_hidden_handlers_tag() {
+    let r = run_mono_cmsdk_with(&["--tag", "exception", "--seed", "2"], &[]);
+    let held = functions(&r)
+        .iter()
+        .find(|f| f["name"] == "[held off: SysTick]")
+        .unwrap_or_else(|| panic!("no held-off row: {:#?}", functions(&r)))
+        .clone();
+    let tags = r["tags"].as_array().unwrap();
+    let systick = tags
+        .iter()
+        .find(|t| t["name"] == "SysTick")
+        .unwrap_or_else(|| panic!("no SysTick tag: {tags:#?}"));
+    assert_eq!(systick["samples"], held["samples"], "{systick:#}");
+    for t in tags {
+        let z = t["error_sigma"].as_f64().unwrap();
+        assert!(z.abs() < 3.5, "{t:#}");
+    }
+}
+
 /// The done-when of the held-off row: a priority-0 SysTick monotonic app's `[held off:
 /// SysTick]` row within 3 sigma of SysTick's exact share, and `--truth` flags no function.
 /// The same run without the check (`CARGO_SAMPLE_LATE_TICKS=0`) shows what it fixes: SysTick's

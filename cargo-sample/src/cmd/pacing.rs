@@ -127,13 +127,13 @@ pub(crate) fn build(
             t.describe()
         ));
     }
-    let img = build_with(p, args, env_for(t, vector), calls)?;
+    let img = build_with(p, args, env_for(t, &vector), calls)?;
     remember(
         p,
         &key,
         &Remembered {
             timer: t.name.to_owned(),
-            vector: vector.to_owned(),
+            vector,
             auto: owner.is_some(),
         },
     );
@@ -233,7 +233,7 @@ fn pick_free(
     inspect: &Image,
     wanted: Option<&'static DeviceTimer>,
     owner: Option<&str>,
-) -> Result<(&'static DeviceTimer, &'static str)> {
+) -> Result<(&'static DeviceTimer, String)> {
     let candidates: Vec<&'static DeviceTimer> = match wanted {
         Some(t) => vec![t],
         None => m.timers.iter().collect(),

@@ -297,10 +297,25 @@ fn mov_imm16(hw1: Option<u16>, hw2: Option<u16>, op: u16) -> Option<(u16, u16)> 
     Some(((hw2 >> 8) & 0xF, imm))
 }
 
+/// Which of the names at the default handler (`here`) is one of `names` spelled another way:
+/// the same but for case and underscores (`Timer0` for `TIMER0`, `Timer0A` for `TIMER_0A`).
+fn spelled_as(names: &[&str], here: &[&str]) -> Option<String> {
+    let fold = |n: &str| -> String {
+        n.chars()
+            .filter(|c| *c != '_')
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    here.iter()
+        .find(|h| names.iter().any(|n| fold(n) == fold(h)))
+        .map(|h| (*h).to_owned())
+}
+
 /// Whether device interrupt `irq`'s vector goes to the default handler (nothing handles it),
 /// and which of `names` the image knows as an alias of the default handler (the spelling of
-/// that vector in the device crate's `device.x`).
-pub fn free_vector<'a>(elf: &[u8], irq: u32, names: &[&'a str]) -> Option<Option<&'a str>> {
+/// that vector in the device crate's `device.x`: `TIMER0`, or `Timer0` in a crate that spells
+/// it so, as the same name but for case and underscores).
+pub fn free_vector(elf: &[u8], irq: u32, names: &[&str]) -> Option<Option<String>> {
     let file = object::File::parse(elf).ok()?;
     let funcs = functions(&file);
     let vectors = crate::image::elf::vectors(elf);
@@ -315,7 +330,8 @@ pub fn free_vector<'a>(elf: &[u8], irq: u32, names: &[&'a str]) -> Option<Option
     let known = names
         .iter()
         .find(|n| file.symbols().any(|s| s.name() == Ok(**n)))
-        .copied();
+        .map(|n| (*n).to_owned())
+        .or_else(|| spelled_as(names, &here));
     // A firmware without a device crate has no names for its interrupts: cortex-m-rt points
     // all of them at `DefaultHandler` (its `DefaultHandler_` unless the application defines
     // one). The sampler's handler can stand in for that one then. With a device crate, the
@@ -336,7 +352,7 @@ pub fn free_vector<'a>(elf: &[u8], irq: u32, names: &[&'a str]) -> Option<Option
     ];
     let device_names = here.iter().any(|n| !CORE.contains(n));
     if known.is_none() && !device_names && here.contains(&"DefaultHandler_") {
-        return Some(Some("DefaultHandler"));
+        return Some(Some("DefaultHandler".to_owned()));
     }
     Some(known)
 }
@@ -401,6 +417,18 @@ fn advice(pacer: Pacer, rtic: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_crate_may_spell_a_timers_vector_its_own_way() {
+        let here = ["DefaultHandler", "Uart0Rx", "Timer0", "Timer_1A"];
+        assert_eq!(spelled_as(&["TIMER0"], &here).as_deref(), Some("Timer0"));
+        assert_eq!(
+            spelled_as(&["TIMER_1A", "TIMER1A"], &here).as_deref(),
+            Some("Timer_1A")
+        );
+        assert_eq!(spelled_as(&["TIMER2"], &here), None);
+        assert_eq!(spelled_as(&["UART0"], &here), None);
+    }
 
     #[test]
     fn the_fixture_is_wired_to_systick() {

@@ -268,6 +268,38 @@ impl Loading<'_> {
         };
         let a = report::held_off::HELD_OFF_ADDRESS as u64;
         self.sym.add_pseudo(a, a + 2, &row);
+        // Exception tags: a held-off sample is the hidden handlers' time, whatever context the
+        // core was back in when the sample was finally taken (thread mode, mostly).
+        if dump.info.tag_kind == wire::TAG_XPSR && s.tags.len() == s.ordered.len() {
+            let hidden: Vec<&Urgent> = urgent.iter().flatten().collect();
+            let tag = match hidden.as_slice() {
+                [] => None,
+                [one] => {
+                    let n = u32::from(one.exception);
+                    s.tag_names.entry(n).or_insert_with(|| one.label.clone());
+                    Some(n)
+                }
+                many => {
+                    // One row for them all, as in the functions: their exact time together.
+                    let sum: u64 = many
+                        .iter()
+                        .filter_map(|u| s.exact_by_tag.remove(&u32::from(u.exception)))
+                        .sum();
+                    if sum > 0 {
+                        s.exact_by_tag.insert(HELD_OFF_TAG, sum);
+                    }
+                    s.tag_names.insert(HELD_OFF_TAG, row.clone());
+                    Some(HELD_OFF_TAG)
+                }
+            };
+            if let Some(tag) = tag {
+                for (t, &pc) in s.tags.iter_mut().zip(&s.ordered) {
+                    if pc == report::held_off::HELD_OFF_ADDRESS {
+                        *t = tag;
+                    }
+                }
+            }
+        }
         let late_after = format!(
             "{:.0} {}",
             f64::from(h.late_ticks) * self.meta.units_per_tick,
@@ -878,6 +910,10 @@ pub fn hist_samples(
         ..report::Samples::default()
     }
 }
+
+/// The tag of held-off samples when several handlers hide them (exception tags are below 512;
+/// RTIC's split dispatchers set bit 31).
+const HELD_OFF_TAG: u32 = 0x4000_0000;
 
 /// The software task a dispatcher sample ran for, from its caller frames inside the handler
 /// (the first whose inline chain is a task's), for a sample in code no task inlines.

@@ -169,6 +169,36 @@ fn samples_that_find_the_core_asleep_are_called_idle_time() {
     assert!(insns[at - 1]["text"].as_str().unwrap().starts_with("wfi"));
 }
 
+/// Against the exact count, a firmware that sleeps spans more time than it has instructions
+/// for: that is said as sleep, with how much, not as a wrong clock or as lockstep (samples on
+/// the one address where the core wakes), and the disagreement with the exact count names it.
+#[test]
+fn with_the_exact_count_a_sleeping_core_is_said_to_sleep_not_to_have_a_wrong_clock() {
+    let r = profile("sleepy", &["--samples", "3000", "--truth"]);
+    let k = kinds(&r);
+    assert!(!k.contains(&"clock-mismatch".to_owned()), "{k:?}");
+    assert!(!k.contains(&"lockstep".to_owned()), "{k:?}");
+    let slept: Vec<Value> = of_kind(&r, "asleep")
+        .into_iter()
+        .filter(|d| d["message"].as_str().unwrap().starts_with("the core slept"))
+        .collect();
+    assert_eq!(slept.len(), 1, "{:#?}", diagnostics(&r));
+    // As much as the run's time the instructions do not fill.
+    let exact = r["exact_instructions"].as_f64().unwrap();
+    let span = r["duration_units"].as_f64().unwrap();
+    let p = slept[0]["percent"].as_f64().unwrap();
+    assert!((p - 100.0 * (1.0 - exact / span)).abs() < 0.01, "{p}");
+    for d in of_kind(&r, "disagrees-with-exact") {
+        assert!(
+            d["message"]
+                .as_str()
+                .unwrap()
+                .contains("The note on sleep explains it"),
+            "{d:#}"
+        );
+    }
+}
+
 #[test]
 fn code_outside_the_image_is_flagged_with_its_exact_share() {
     let r = profile("foreign-code", &["--samples", "5000", "--truth"]);

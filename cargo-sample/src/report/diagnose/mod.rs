@@ -114,6 +114,41 @@ fn clock_mismatch(input: &Input<'_>) -> Option<Diagnostic> {
     ))
 }
 
+/// Whether any function of the image has an instruction that sleeps (`wfi`, `wfe`).
+fn image_sleeps(sym: &Symbolizer, code: &mut Code) -> bool {
+    sym.ranges().into_iter().any(|r| {
+        code.of(r)
+            .iter()
+            .any(|i| i.kind == crate::image::disasm::Kind::Sleep)
+    })
+}
+
+/// The samples span more time than the run executed instructions, in an image that sleeps:
+/// time went on while the core slept (in QEMU as on a chip), which the exact count of
+/// instructions has no share for.
+fn slept_note(input: &Input<'_>) -> Diagnostic {
+    let f = input.facts;
+    let ran = input.exact_total.unwrap_or(0) as f64;
+    let asleep = 100.0 * (1.0 - ran / f.duration_units.max(1.0));
+    Diagnostic::note(
+        Finding::Asleep,
+        format!(
+            "the core slept for about {asleep:.0} % of the run: {} samples a mean period of \
+             {:.0} {unit} apart span {:.3e} {unit} of time, but the run executed {ran:.3e} \
+             instructions (counted exactly), and the image sleeps (`wfi`, `wfe`: time goes on \
+             while the core sleeps, without instructions). A sample that found the core asleep \
+             sits where it woke: after its `wfi`, or after the unmasking that ends a critical \
+             section it slept in. The exact count has no share for sleep: those rows read high \
+             against it, every other row low",
+            input.total,
+            f.period_units,
+            f.duration_units,
+            unit = f.unit,
+        ),
+    )
+    .at(asleep, Vec::new())
+}
+
 /// Everything the report should say about a sampled profile.
 pub fn sampled(
     input: &Input<'_>,
@@ -126,8 +161,17 @@ pub fn sampled(
         d.push(Diagnostic::warning(Finding::NoSamples, no_samples(input)));
         return d;
     }
+    let mut code = code;
+    // The core slept: the samples span more time than the run has instructions for, and the
+    // image has an instruction that sleeps. Samples then sit where the core woke, which is
+    // neither lockstep nor a wrong clock.
+    let slept = !input.facts.on_events
+        && input
+            .exact_total
+            .is_some_and(|ran| ran > 0 && input.facts.duration_units > 1.5 * ran as f64)
+        && code.as_deref_mut().is_some_and(|c| image_sleeps(sym, c));
     // Lockstep needs the order of the samples; pile-ups need single addresses.
-    let locked = !input.pcs.is_empty() && lockstep(input, sym, &mut d);
+    let locked = !slept && !input.pcs.is_empty() && lockstep(input, sym, &mut d);
     if let Some(code) = code
         && !locked
         && !input.binned
@@ -152,7 +196,9 @@ pub fn sampled(
         );
     }
     let f = input.facts;
-    if let Some(d2) = clock_mismatch(input) {
+    if slept {
+        d.push(slept_note(input));
+    } else if let Some(d2) = clock_mismatch(input) {
         d.push(d2);
     }
     if f.overwritten > 0 {
@@ -255,6 +301,12 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
     let unnamed = off.iter().take(4).any(|r| naming(r).is_none());
     let why = if !unnamed {
         ""
+    } else if found
+        .iter()
+        .any(|d| d.kind == Finding::Asleep && d.message.starts_with("the core slept"))
+    {
+        " The note on sleep explains it: the samples are of time, the exact count of \
+         instructions, and the core slept"
     } else if found.iter().any(|d| d.kind == Finding::MaskedSkid) {
         " The masked-skid warning explains it: samples taken while interrupts were masked land \
          after the region. The exact column is where the time went"

@@ -126,10 +126,27 @@ fn image_sleeps(sym: &Symbolizer, code: &mut Code) -> bool {
 /// The samples span more time than the run executed instructions, in an image that sleeps:
 /// time went on while the core slept (in QEMU as on a chip), which the exact count of
 /// instructions has no share for.
-fn slept_note(input: &Input<'_>) -> Diagnostic {
+/// `piled`: the share of the samples that found the core asleep after a `wfi`; far more than
+/// the time slept means the firmware wakes on the sampler's interrupt and works right after
+/// each sample, where no sample falls.
+fn slept_note(input: &Input<'_>, piled: f64) -> Diagnostic {
     let f = input.facts;
     let ran = input.exact_total.unwrap_or(0) as f64;
     let asleep = 100.0 * (1.0 - ran / f.duration_units.max(1.0));
+    // Three standard deviations of a share of the samples, and at least five points.
+    let n = input.total.max(1) as f64;
+    let spread = (3.0 * 100.0 * (asleep / 100.0 * (1.0 - asleep / 100.0) / n).sqrt()).max(5.0);
+    let woken = if piled > asleep + spread {
+        format!(
+            " Yet {piled:.1} % of the samples found it asleep, more than the time it slept: the \
+             firmware wakes on the sampler's interrupt too and works right after it (a `wfi` \
+             loop that runs on every wake), just after each sample and before the next, where \
+             no sample falls. Its work is under-sampled; a longer period (`--period`) lets it \
+             sleep between samples"
+        )
+    } else {
+        String::new()
+    };
     Diagnostic::note(
         Finding::Asleep,
         format!(
@@ -139,7 +156,7 @@ fn slept_note(input: &Input<'_>) -> Diagnostic {
              while the core sleeps, without instructions). A sample that found the core asleep \
              sits where it woke: after its `wfi`, or after the unmasking that ends a critical \
              section it slept in. The exact count has no share for sleep: those rows read high \
-             against it, every other row low",
+             against it, every other row low.{woken}",
             input.total,
             f.period_units,
             f.duration_units,
@@ -197,7 +214,13 @@ pub fn sampled(
     }
     let f = input.facts;
     if slept {
-        d.push(slept_note(input));
+        // Samples found asleep after a `wfi` (the pile-up note), against the time slept.
+        let piled: f64 = d
+            .iter()
+            .filter(|x| x.kind == Finding::Asleep)
+            .filter_map(|x| x.percent)
+            .sum();
+        d.push(slept_note(input, piled));
     } else if let Some(d2) = clock_mismatch(input) {
         d.push(d2);
     }

@@ -114,6 +114,21 @@ pub struct StackSample {
     pub frames_inline: bool,
 }
 
+impl StackSample {
+    /// The registers and stack the unwinder starts from, for the sample taken at `pc`.
+    pub fn context(&self, pc: u32) -> crate::image::unwind::Context<'_> {
+        crate::image::unwind::Context {
+            pc,
+            lr: self.lr,
+            sp: self.sp,
+            r7: self.r7,
+            window: &self.window,
+            records: &self.records,
+            frames_inline: self.frames_inline,
+        }
+    }
+}
+
 /// Address-range bins as the firmware counted them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hist {

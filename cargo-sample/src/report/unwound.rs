@@ -12,7 +12,7 @@ use crate::analysis::stats::{Z95, wilson};
 use crate::dump::Dump;
 use crate::dump::callgraph::Tree;
 use crate::image::symbolize::Symbolizer;
-use crate::image::unwind::{Context, End, Kind, Unwinder};
+use crate::image::unwind::{End, Kind, Unwinder};
 use crate::report::model::{Diagnostic, EdgeRow, Finding, OUTSIDE, Report, Row, Unwinding};
 
 /// The outermost frame of a stack that the window cut short.
@@ -73,15 +73,7 @@ pub fn unwind_all(dump: &Dump, u: &mut Unwinder, sym: &mut Symbolizer) -> Unwoun
             order.push(i as u32);
             continue;
         }
-        let w = u.unwind(&Context {
-            pc: *pc,
-            lr: st.lr,
-            sp: st.sp,
-            r7: st.r7,
-            window: &st.window,
-            records: &st.records,
-            frames_inline: st.frames_inline,
-        });
+        let w = u.unwind(&st.context(*pc));
         how.samples += 1;
         how.prologue_frames += w.prologue as u64;
         // The low byte of the sampler's EXC_RETURN (bits 7..5 always set).

@@ -924,16 +924,8 @@ fn task_of_callers(
     st: &dump::StackSample,
     software: &[String],
 ) -> Option<usize> {
-    use crate::image::unwind::{Context as Regs, Kind};
-    let w = u.unwind(&Regs {
-        pc,
-        lr: st.lr,
-        sp: st.sp,
-        r7: st.r7,
-        window: &st.window,
-        records: &st.records,
-        frames_inline: st.frames_inline,
-    });
+    use crate::image::unwind::Kind;
+    let w = u.unwind(&st.context(pc));
     w.frames
         .iter()
         .skip(1)

@@ -572,18 +572,25 @@ unsafe fn other_executor(t: *mut Table, executor_id: u32, now: u32, idle: bool) 
     // SAFETY: the caller's table; an entry is claimed with interrupts masked, and each
     // executor's hooks run in its own context, one at a time.
     unsafe {
-        let e = crate::without_interrupts(|| {
-            for i in 0..wire::MORE_EXECUTORS {
-                let e = addr_of_mut!((*t).more[i]);
-                if (*e).id == executor_id {
-                    return e;
+        // Its entry, found without masking (an entry's id is written once); only a first hook
+        // claims one, with interrupts masked.
+        let found = (0..wire::MORE_EXECUTORS)
+            .map(|i| addr_of_mut!((*t).more[i]))
+            .find(|&e| read_volatile(addr_of!((*e).id)) == executor_id);
+        let e = found.unwrap_or_else(|| {
+            crate::without_interrupts(|| {
+                for i in 0..wire::MORE_EXECUTORS {
+                    let e = addr_of_mut!((*t).more[i]);
+                    if (*e).id == executor_id {
+                        return e;
+                    }
+                    if (*e).id == 0 {
+                        (*e).id = executor_id;
+                        return e;
+                    }
                 }
-                if (*e).id == 0 {
-                    (*e).id = executor_id;
-                    return e;
-                }
-            }
-            null_mut()
+                null_mut()
+            })
         });
         if e.is_null() {
             (*t).others += 1;

@@ -5,7 +5,9 @@
 //! timeline (`SAMPLER_RT_LAP_TRACE`, default 256, 12 bytes each) and the ARMv8-A PMU region laps
 //! kept for it (`SAMPLER_RT_PMU_TRACE_WORDS`, default 2048) and the Embassy tasks the `embassy`
 //! feature keeps statistics of (`SAMPLER_RT_TASKS`, a power of two, default 8) and the newest
-//! polls it keeps in order (`SAMPLER_RT_TASK_TRACE`, default 256, 12 bytes each) to the crate.
+//! polls it keeps in order (`SAMPLER_RT_TASK_TRACE`, default 256, 12 bytes each) and the hook
+//! events it holds until an executor idles (`SAMPLER_RT_TASK_EVENTS`, a power of two, default 64,
+//! 16 bytes each) to the crate.
 use std::env;
 
 fn main() {
@@ -16,6 +18,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_LAP_TRACE");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASKS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASK_TRACE");
+    println!("cargo::rerun-if-env-changed=SAMPLER_RT_TASK_EVENTS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_PMU_TRACE_WORDS");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_VECTOR");
     println!("cargo::rerun-if-env-changed=SAMPLER_RT_TIMER_ACK");
@@ -51,6 +54,15 @@ fn main() {
         Ok(n) if n <= 1 << 16 => println!("cargo::rustc-env=SAMPLER_RT_TASK_TRACE={n}"),
         _ => println!(
             "cargo::error=SAMPLER_RT_TASK_TRACE must be a number of polls up to 65536 (0 for none), got `{polls}`"
+        ),
+    }
+    let events = env::var("SAMPLER_RT_TASK_EVENTS").unwrap_or_else(|_| "64".to_string());
+    match events.trim().parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && (4..=4096).contains(&n) => {
+            println!("cargo::rustc-env=SAMPLER_RT_TASK_EVENTS={n}")
+        }
+        _ => println!(
+            "cargo::error=SAMPLER_RT_TASK_EVENTS must be a power of two from 4 to 4096 (the Embassy hook events held until the executor idles, 16 bytes each), got `{events}`"
         ),
     }
     let words = env::var("SAMPLER_RT_PMU_TRACE_WORDS").unwrap_or_else(|_| "2048".to_string());

@@ -11,9 +11,17 @@
 //! Time comes from DWT CYCCNT where it counts, else from SysTick running free (24 bits, from
 //! 0xFFFFFF) when the sampler does not pace itself with it; otherwise polls are counted but not
 //! timed. The counter is chosen at the first spawn. A poll's time is wall time: it includes the
-//! interrupts taken during it (the sampler's too). Every clock reading goes through
-//! [`sampler_rt_task_clock`], so that an exact count in QEMU can find the very instants the
-//! runtime read.
+//! interrupts taken during it (the sampler's too).
+//!
+//! The hooks only append an event (the counter read, what happened, to which task or executor)
+//! to a ring of [`EVENTS`] (`SAMPLER_RT_TASK_EVENTS`), with interrupts masked from the read to
+//! the append, so that the events are in the order of their reads; the statistics are computed
+//! from them when an executor idles (before its idle hook reads the clock, so that the work is
+//! neither a poll's nor idle time) and when the run ends. A hook costs 15 to 20 instructions
+//! on Thumb-2. Every clock read is the one instruction `sampler_rt_task_clock_read`, so that an
+//! exact count in QEMU can find the very instants the runtime read. Events overwritten before
+//! they are folded (an executor that never idles while more than [`EVENTS`] happen) are
+//! counted, and the polls in progress then forgotten.
 //!
 //! The table holds [`MAX_TASKS`] tasks (`SAMPLER_RT_TASKS` at build time), found by a hash of
 //! the task's address; polls of tasks beyond are counted apart. Nothing is allocated.
@@ -201,25 +209,613 @@ fn table() -> *mut Table {
     addr_of_mut!(SAMPLER_RT_TASKS)
 }
 
-/// The task clock: the chosen counter, counting up. Every hook reads time through this one
-/// function (the read's address, `sampler_rt_task_clock_read`, is what an exact count in QEMU
-/// watches). Reads `source` (a counter
-/// register, or ZERO) and XORs `flip`, the table's first two words.
+/// Hook events held until they are folded into the table (`SAMPLER_RT_TASK_EVENTS`, a power
+/// of two, default 64, 16 bytes each).
+pub const EVENTS: usize = crate::decimal(env!("SAMPLER_RT_TASK_EVENTS"));
+
+/// What the hooks append, in the order their clock reads happened: each event is
+/// `[executor, task, kind, raw counter]`, the `k`th at `ring[EVENTS - 1 - k % EVENTS]` (the
+/// hooks store downward from `source`, whose address they hold). The statistics are computed
+/// from them later ([`sampler_rt_task_fold`]), when an executor idles and when the run ends.
+#[repr(C)]
+struct Events {
+    ring: [[u32; 4]; EVENTS],
+    /// The counter register the hooks read (a copy of the table's, once chosen).
+    source: *const u32,
+    /// Events appended, and folded, so far (wrapping).
+    head: u32,
+    tail: u32,
+    /// Events overwritten before they were folded.
+    lost: u32,
+}
+
 #[unsafe(no_mangle)]
-#[unsafe(naked)]
-pub extern "C" fn sampler_rt_task_clock() -> u32 {
-    core::arch::naked_asm!(
-        "ldr r0, ={t}",
-        "ldm r0, {{r0, r1}}",
-        // The read (its address is what an exact count in QEMU watches).
-        ".global sampler_rt_task_clock_read",
-        "sampler_rt_task_clock_read:",
-        "ldr r0, [r0]",
-        "eors r0, r1",
-        "bx lr",
-        ".ltorg",
-        t = sym SAMPLER_RT_TASKS,
-    )
+static mut SAMPLER_RT_TASK_EVENTS: Events = Events {
+    ring: [[0; 4]; EVENTS],
+    source: core::ptr::null(),
+    head: 0,
+    tail: 0,
+    lost: 0,
+};
+
+fn events() -> *mut Events {
+    addr_of_mut!(SAMPLER_RT_TASK_EVENTS)
+}
+
+/// Event kinds (the third word). An idle hook's is the exception number it runs in (below
+/// 0x200), the others are above.
+const READY: u32 = 0x201;
+const BEGIN: u32 = 0x202;
+const END: u32 = 0x203;
+const POLL: u32 = 0x204;
+const PAUSE: u32 = 0x205;
+const RESUME: u32 = 0x206;
+const START: u32 = 0x207;
+const FREEZE: u32 = 0x208;
+const NEW: u32 = 0x209;
+const GONE: u32 = 0x20A;
+/// An idle hook folds the events once this many are held (and the run's end folds the rest):
+/// the folds are few and their cost spread (an executor polling more than a quarter of the
+/// ring's events in a round between idle hooks needs a larger ring).
+const FOLD_AT: u32 = EVENTS as u32 / 4;
+
+/// Tags of polls preempted by a poll of another executor: how many, then the tags, outermost
+/// first (the hooks' cold paths keep it; the tag is the sampler's, read at every sample).
+static mut TAG_NEST: [u32; 1 + wire::tasks_table::NEST_MAX] = [0; 1 + wire::tasks_table::NEST_MAX];
+
+const _: () = {
+    assert!(EVENTS.is_power_of_two());
+    assert!(core::mem::offset_of!(Events, source) == 16 * EVENTS);
+    assert!(core::mem::offset_of!(Events, head) == 16 * EVENTS + 4);
+    assert!(core::mem::offset_of!(Events, tail) == 16 * EVENTS + 8);
+};
+
+// The hooks, and the append they share: interrupts masked from the clock read to the count's
+// move, so that the events are in the order of their reads whatever context appends them. The
+// one read, `sampler_rt_task_clock_read`, is what an exact count in QEMU watches: a hook's
+// time is its next execution after the hook's entry. Each hot path is counted in
+// instructions (`cargo run --release -p cargo-sample-bench -- --tasks-only`): on Thumb-2, 13
+// for the append, 2 to 7 for a hook. Their rare paths (a tag to restore around a nested poll,
+// events to fold at an idle hook) are functions of their own.
+#[cfg(not(armv6m))]
+core::arch::global_asm!(
+    ".section .text.sampler_rt_task_hooks,\"ax\",%progbits",
+    ".syntax unified",
+    ".thumb",
+    // (executor r0, task r1, kind r2): append the event.
+    ".global sampler_rt_task_event",
+    ".type sampler_rt_task_event,%function",
+    ".thumb_func",
+    "sampler_rt_task_event:",
+    "push {{r4, r5, r6, lr}}",
+    "mrs r6, primask",
+    "cpsid i",
+    "ldr r5, ={ev}+{state}",
+    "ldm r5, {{r3, r12}}",
+    ".global sampler_rt_task_clock_read",
+    "sampler_rt_task_clock_read:",
+    "ldr r4, [r3]",
+    "and lr, r12, #{mask}",
+    "sub lr, r5, lr, lsl #4",
+    "stmdb lr, {{r0, r1, r2, r4}}",
+    "add r12, r12, #1",
+    "str r12, [r5, #4]",
+    "msr primask, r6",
+    "pop {{r4, r5, r6, pc}}",
+    ".size sampler_rt_task_event, . - sampler_rt_task_event",
+    // (executor r0, task r1, kind r2): append the event without reading the clock.
+    ".global sampler_rt_task_note",
+    ".type sampler_rt_task_note,%function",
+    ".thumb_func",
+    "sampler_rt_task_note:",
+    "push {{r4, r5, r6, lr}}",
+    "mrs r6, primask",
+    "cpsid i",
+    "ldr r5, ={ev}+{state}",
+    "ldr r12, [r5, #4]",
+    "movs r4, #0",
+    "and lr, r12, #{mask}",
+    "sub lr, r5, lr, lsl #4",
+    "stmdb lr, {{r0, r1, r2, r4}}",
+    "add r12, r12, #1",
+    "str r12, [r5, #4]",
+    "msr primask, r6",
+    "pop {{r4, r5, r6, pc}}",
+    ".size sampler_rt_task_note, . - sampler_rt_task_note",
+    //
+    ".global _embassy_trace_task_ready_begin",
+    ".type _embassy_trace_task_ready_begin,%function",
+    ".thumb_func",
+    "_embassy_trace_task_ready_begin:",
+    "movw r2, #{ready}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_ready_begin, . - _embassy_trace_task_ready_begin",
+    //
+    ".global _embassy_trace_poll_start",
+    ".type _embassy_trace_poll_start,%function",
+    ".thumb_func",
+    "_embassy_trace_poll_start:",
+    "movw r2, #{poll}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_poll_start, . - _embassy_trace_poll_start",
+    //
+    ".global _embassy_trace_task_exec_begin",
+    ".type _embassy_trace_task_exec_begin,%function",
+    ".thumb_func",
+    "_embassy_trace_task_exec_begin:",
+    "ldr r2, ={tag}",
+    "ldr r3, [r2]",
+    "cbnz r3, sampler_rt_task_nest_tag",
+    "str r1, [r2]",
+    "sampler_rt_task_begins:",
+    "movw r2, #{begin}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_exec_begin, . - _embassy_trace_task_exec_begin",
+    //
+    ".global _embassy_trace_task_exec_end",
+    ".type _embassy_trace_task_exec_end,%function",
+    ".thumb_func",
+    "_embassy_trace_task_exec_end:",
+    "ldr r2, ={tag}",
+    "ldr r3, ={nest}",
+    "ldr r3, [r3]",
+    "cbnz r3, sampler_rt_task_unnest_tag",
+    "str r3, [r2]",
+    "sampler_rt_task_ends:",
+    "movw r2, #{end}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_exec_end, . - _embassy_trace_task_exec_end",
+    //
+    ".global _embassy_trace_executor_idle",
+    ".type _embassy_trace_executor_idle,%function",
+    ".thumb_func",
+    "_embassy_trace_executor_idle:",
+    "ldr r3, ={ev}+{state}",
+    "ldrd r2, r3, [r3, #4]",
+    "subs r2, r2, r3",
+    "cmp r2, #{fold_at}",
+    "bhs sampler_rt_task_idle_folds",
+    "sampler_rt_task_idles:",
+    "mrs r2, ipsr",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_executor_idle, . - _embassy_trace_executor_idle",
+    //
+    ".global _embassy_trace_task_new",
+    ".type _embassy_trace_task_new,%function",
+    ".thumb_func",
+    "_embassy_trace_task_new:",
+    "ldr r2, ={tasks}+{chosen}",
+    "ldr r2, [r2]",
+    "cbz r2, sampler_rt_task_chooses",
+    "sampler_rt_task_spawned:",
+    "movw r2, #{new}",
+    "b sampler_rt_task_note",
+    ".size _embassy_trace_task_new, . - _embassy_trace_task_new",
+    //
+    ".global _embassy_trace_task_end",
+    ".type _embassy_trace_task_end,%function",
+    ".thumb_func",
+    "_embassy_trace_task_end:",
+    "movw r2, #{gone}",
+    "b sampler_rt_task_note",
+    ".size _embassy_trace_task_end, . - _embassy_trace_task_end",
+    //
+    // The rare paths.
+    ".type sampler_rt_task_nest_tag,%function",
+    ".thumb_func",
+    "sampler_rt_task_nest_tag:",
+    "push {{r0, r1, r2, lr}}",
+    "mov r0, r1",
+    "bl {push}",
+    "pop {{r0, r1, r2, lr}}",
+    "b sampler_rt_task_begins",
+    ".size sampler_rt_task_nest_tag, . - sampler_rt_task_nest_tag",
+    ".type sampler_rt_task_unnest_tag,%function",
+    ".thumb_func",
+    "sampler_rt_task_unnest_tag:",
+    "push {{r0, r1, r2, lr}}",
+    "bl {pop}",
+    "pop {{r0, r1, r2, lr}}",
+    "b sampler_rt_task_ends",
+    ".size sampler_rt_task_unnest_tag, . - sampler_rt_task_unnest_tag",
+    ".type sampler_rt_task_idle_folds,%function",
+    ".thumb_func",
+    "sampler_rt_task_idle_folds:",
+    "push {{r0, lr}}",
+    "bl {fold_aside}",
+    "pop {{r0, lr}}",
+    "b sampler_rt_task_idles",
+    ".size sampler_rt_task_idle_folds, . - sampler_rt_task_idle_folds",
+    ".type sampler_rt_task_chooses,%function",
+    ".thumb_func",
+    "sampler_rt_task_chooses:",
+    "push {{r0, r1, r2, lr}}",
+    "bl {choose}",
+    "pop {{r0, r1, r2, lr}}",
+    "b sampler_rt_task_spawned",
+    ".size sampler_rt_task_chooses, . - sampler_rt_task_chooses",
+    ".ltorg",
+    ".text",
+    ev = sym SAMPLER_RT_TASK_EVENTS,
+    state = const 16 * EVENTS,
+    mask = const EVENTS - 1,
+    tag = sym SAMPLER_RT_TAG,
+    nest = sym TAG_NEST,
+    ready = const READY,
+    poll = const POLL,
+    begin = const BEGIN,
+    end = const END,
+    fold_at = const FOLD_AT,
+    push = sym sampler_rt_task_tag_push,
+    pop = sym sampler_rt_task_tag_pop,
+    fold_aside = sym sampler_rt_task_fold_aside,
+    tasks = sym SAMPLER_RT_TASKS,
+    chosen = const wire::tasks_table::CHOSEN,
+    new = const NEW,
+    gone = const GONE,
+    choose = sym sampler_rt_task_choose,
+);
+
+// The same on cores without Thumb-2 (ARMv6-M, ARMv8-M Baseline): a few instructions more.
+#[cfg(armv6m)]
+core::arch::global_asm!(
+    ".section .text.sampler_rt_task_hooks,\"ax\",%progbits",
+    ".syntax unified",
+    ".thumb",
+    ".global sampler_rt_task_event",
+    ".type sampler_rt_task_event,%function",
+    ".thumb_func",
+    "sampler_rt_task_event:",
+    "push {{r4, r5, r6, r7, lr}}",
+    "mrs r6, primask",
+    "cpsid i",
+    "ldr r5, ={ev}+{state}",
+    "ldr r3, [r5]",
+    "ldr r7, [r5, #4]",
+    ".global sampler_rt_task_clock_read",
+    "sampler_rt_task_clock_read:",
+    "ldr r4, [r3]",
+    "ldr r3, ={mask}",
+    "ands r3, r7",
+    "lsls r3, r3, #4",
+    "subs r3, r5, r3",
+    "subs r3, #16",
+    "stm r3!, {{r0, r1, r2, r4}}",
+    "adds r7, #1",
+    "str r7, [r5, #4]",
+    "msr primask, r6",
+    "pop {{r4, r5, r6, r7, pc}}",
+    ".size sampler_rt_task_event, . - sampler_rt_task_event",
+    ".global sampler_rt_task_note",
+    ".type sampler_rt_task_note,%function",
+    ".thumb_func",
+    "sampler_rt_task_note:",
+    "push {{r4, r5, r6, r7, lr}}",
+    "mrs r6, primask",
+    "cpsid i",
+    "ldr r5, ={ev}+{state}",
+    "ldr r7, [r5, #4]",
+    "movs r4, #0",
+    "ldr r3, ={mask}",
+    "ands r3, r7",
+    "lsls r3, r3, #4",
+    "subs r3, r5, r3",
+    "subs r3, #16",
+    "stm r3!, {{r0, r1, r2, r4}}",
+    "adds r7, #1",
+    "str r7, [r5, #4]",
+    "msr primask, r6",
+    "pop {{r4, r5, r6, r7, pc}}",
+    ".size sampler_rt_task_note, . - sampler_rt_task_note",
+    //
+    ".global _embassy_trace_task_ready_begin",
+    ".type _embassy_trace_task_ready_begin,%function",
+    ".thumb_func",
+    "_embassy_trace_task_ready_begin:",
+    "ldr r2, ={ready}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_ready_begin, . - _embassy_trace_task_ready_begin",
+    //
+    ".global _embassy_trace_poll_start",
+    ".type _embassy_trace_poll_start,%function",
+    ".thumb_func",
+    "_embassy_trace_poll_start:",
+    "ldr r2, ={poll}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_poll_start, . - _embassy_trace_poll_start",
+    //
+    ".global _embassy_trace_task_exec_begin",
+    ".type _embassy_trace_task_exec_begin,%function",
+    ".thumb_func",
+    "_embassy_trace_task_exec_begin:",
+    "ldr r2, ={tag}",
+    "ldr r3, [r2]",
+    "cmp r3, #0",
+    "bne sampler_rt_task_nest_tag",
+    "str r1, [r2]",
+    "sampler_rt_task_begins:",
+    "ldr r2, ={begin}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_exec_begin, . - _embassy_trace_task_exec_begin",
+    //
+    ".global _embassy_trace_task_exec_end",
+    ".type _embassy_trace_task_exec_end,%function",
+    ".thumb_func",
+    "_embassy_trace_task_exec_end:",
+    "ldr r2, ={tag}",
+    "ldr r3, ={nest}",
+    "ldr r3, [r3]",
+    "cmp r3, #0",
+    "bne sampler_rt_task_unnest_tag",
+    "str r3, [r2]",
+    "sampler_rt_task_ends:",
+    "ldr r2, ={end}",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_task_exec_end, . - _embassy_trace_task_exec_end",
+    //
+    ".global _embassy_trace_executor_idle",
+    ".type _embassy_trace_executor_idle,%function",
+    ".thumb_func",
+    "_embassy_trace_executor_idle:",
+    "ldr r3, ={ev}+{state}",
+    "ldr r2, [r3, #4]",
+    "ldr r3, [r3, #8]",
+    "subs r2, r2, r3",
+    "ldr r3, ={fold_at}",
+    "cmp r2, r3",
+    "bhs sampler_rt_task_idle_folds",
+    "sampler_rt_task_idles:",
+    "mrs r2, ipsr",
+    "b sampler_rt_task_event",
+    ".size _embassy_trace_executor_idle, . - _embassy_trace_executor_idle",
+    //
+    ".global _embassy_trace_task_new",
+    ".type _embassy_trace_task_new,%function",
+    ".thumb_func",
+    "_embassy_trace_task_new:",
+    "ldr r2, ={tasks}+{chosen}",
+    "ldr r2, [r2]",
+    "cmp r2, #0",
+    "beq sampler_rt_task_chooses",
+    "sampler_rt_task_spawned:",
+    "ldr r2, ={new}",
+    "b sampler_rt_task_note",
+    ".size _embassy_trace_task_new, . - _embassy_trace_task_new",
+    //
+    ".global _embassy_trace_task_end",
+    ".type _embassy_trace_task_end,%function",
+    ".thumb_func",
+    "_embassy_trace_task_end:",
+    "ldr r2, ={gone}",
+    "b sampler_rt_task_note",
+    ".size _embassy_trace_task_end, . - _embassy_trace_task_end",
+    //
+    ".type sampler_rt_task_nest_tag,%function",
+    ".thumb_func",
+    "sampler_rt_task_nest_tag:",
+    "push {{r0, r1, r2, lr}}",
+    "mov r0, r1",
+    "bl {push}",
+    "pop {{r0, r1, r2, r3}}",
+    "mov lr, r3",
+    "b sampler_rt_task_begins",
+    ".size sampler_rt_task_nest_tag, . - sampler_rt_task_nest_tag",
+    ".type sampler_rt_task_unnest_tag,%function",
+    ".thumb_func",
+    "sampler_rt_task_unnest_tag:",
+    "push {{r0, r1, r2, lr}}",
+    "bl {pop}",
+    "pop {{r0, r1, r2, r3}}",
+    "mov lr, r3",
+    "b sampler_rt_task_ends",
+    ".size sampler_rt_task_unnest_tag, . - sampler_rt_task_unnest_tag",
+    ".type sampler_rt_task_idle_folds,%function",
+    ".thumb_func",
+    "sampler_rt_task_idle_folds:",
+    "push {{r0, lr}}",
+    "bl {fold_aside}",
+    "pop {{r0, r3}}",
+    "mov lr, r3",
+    "b sampler_rt_task_idles",
+    ".size sampler_rt_task_idle_folds, . - sampler_rt_task_idle_folds",
+    ".type sampler_rt_task_chooses,%function",
+    ".thumb_func",
+    "sampler_rt_task_chooses:",
+    "push {{r0, r1, r2, lr}}",
+    "bl {choose}",
+    "pop {{r0, r1, r2, r3}}",
+    "mov lr, r3",
+    "b sampler_rt_task_spawned",
+    ".size sampler_rt_task_chooses, . - sampler_rt_task_chooses",
+    ".ltorg",
+    ".text",
+    ev = sym SAMPLER_RT_TASK_EVENTS,
+    state = const 16 * EVENTS,
+    mask = const EVENTS - 1,
+    tag = sym SAMPLER_RT_TAG,
+    nest = sym TAG_NEST,
+    ready = const READY,
+    poll = const POLL,
+    begin = const BEGIN,
+    end = const END,
+    fold_at = const FOLD_AT,
+    push = sym sampler_rt_task_tag_push,
+    pop = sym sampler_rt_task_tag_pop,
+    fold_aside = sym sampler_rt_task_fold_aside,
+    tasks = sym SAMPLER_RT_TASKS,
+    chosen = const wire::tasks_table::CHOSEN,
+    new = const NEW,
+    gone = const GONE,
+    choose = sym sampler_rt_task_choose,
+);
+
+unsafe extern "C" {
+    /// Append an event read now (the hooks' shared path, above; `sampler_rt_task_note`
+    /// appends one without reading the clock).
+    fn sampler_rt_task_event(executor: u32, task: u32, kind: u32);
+}
+
+/// A poll begins while a tag is set (another executor's poll it preempts, or the
+/// application's own tag): that tag comes back when this poll ends.
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_task_tag_push(task: u32) {
+    crate::without_interrupts(|| {
+        let before = SAMPLER_RT_TAG.load(Ordering::Relaxed);
+        if before != 0 {
+            // SAFETY: interrupts are masked; only these two functions touch the nest.
+            unsafe {
+                let nest = &mut *addr_of_mut!(TAG_NEST);
+                let d = nest[0] as usize;
+                if let Some(slot) = nest.get_mut(1 + d) {
+                    *slot = before;
+                }
+                nest[0] += 1;
+            }
+        }
+        SAMPLER_RT_TAG.store(task, Ordering::Relaxed);
+    });
+}
+
+/// A poll that began while a tag was set ends: that tag is back.
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_task_tag_pop() {
+    crate::without_interrupts(|| {
+        // SAFETY: as for the push.
+        let tag = unsafe {
+            let nest = &mut *addr_of_mut!(TAG_NEST);
+            nest[0] = nest[0].saturating_sub(1);
+            nest.get(1 + nest[0] as usize).copied().unwrap_or(0)
+        };
+        SAMPLER_RT_TAG.store(tag, Ordering::Relaxed);
+    });
+}
+
+/// An idle hook's fold, when no poll is in progress (an interrupt executor idling inside a
+/// thread-mode poll would make that poll's time the fold's), unless the ring is three quarters
+/// full. The fold's time is the executor's, between its polls and outside its idle periods.
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_task_fold_aside() {
+    let e = events();
+    // SAFETY: plain reads of words the hooks move.
+    let held = unsafe {
+        read_volatile(addr_of!((*e).head)).wrapping_sub(read_volatile(addr_of!((*e).tail)))
+    };
+    if SAMPLER_RT_TAG.load(Ordering::Relaxed) == 0 || held >= (EVENTS as u32 / 4) * 3 {
+        sampler_rt_task_fold();
+    }
+}
+
+/// Fold the events appended so far into the table, oldest first, each with interrupts masked
+/// (a hook of a preempting context appends meanwhile, and may fold too: each event is folded
+/// once, whole). Called at an idle hook before its own read, and when the run ends.
+#[unsafe(no_mangle)]
+extern "C" fn sampler_rt_task_fold() {
+    let (e, t) = (events(), table());
+    loop {
+        // Masked here, not through a helper of its own: a sample held off lands in this
+        // function, whose time it is.
+        let primask: u32;
+        // SAFETY: reading PRIMASK and masking interrupts has no memory effects.
+        unsafe {
+            core::arch::asm!("mrs {}, PRIMASK", "cpsid i", out(reg) primask, options(nomem, nostack))
+        };
+        let mut n = 0;
+        // SAFETY: the events and the table are only changed with interrupts masked (here and in
+        // the hooks' append), on one core.
+        while n < FOLD_MASKED && unsafe { fold_one(e, t) } {
+            n += 1;
+        }
+        if primask & 1 == 0 {
+            // SAFETY: interrupts were enabled on entry.
+            unsafe { core::arch::asm!("cpsie i", options(nomem, nostack)) };
+        }
+        if n < FOLD_MASKED {
+            break;
+        }
+    }
+}
+
+/// Events folded in one stretch with interrupts masked (two: an idle hook's and the next
+/// poll start's, the usual pair, at one masking).
+const FOLD_MASKED: usize = 2;
+
+/// Fold the oldest event held, if any.
+#[inline(always)]
+unsafe fn fold_one(e: *mut Events, t: *mut Table) -> bool {
+    // SAFETY: the caller's, interrupts masked.
+    unsafe {
+        let head = read_volatile(addr_of!((*e).head));
+        let mut tail = (*e).tail;
+        if head == tail {
+            return false;
+        }
+        if head.wrapping_sub(tail) > EVENTS as u32 {
+            // Overwritten before they were folded: what was in progress is unknown.
+            (*e).lost = (*e)
+                .lost
+                .wrapping_add(head.wrapping_sub(tail) - EVENTS as u32);
+            tail = head.wrapping_sub(EVENTS as u32);
+            resync(t);
+        }
+        let [executor, task, kind, raw] = (*e).ring[EVENTS - 1 - (tail as usize & (EVENTS - 1))];
+        (*e).tail = tail.wrapping_add(1);
+        apply(t, executor, task, kind, raw ^ (*t).flip);
+        true
+    }
+}
+
+/// Events were lost: forget the polls, wakes and idle periods in progress.
+#[cold]
+unsafe fn resync(t: *mut Table) {
+    // SAFETY: the caller's table, interrupts masked.
+    unsafe {
+        (*t).current_id = 0;
+        (*t).depth = 0;
+        (*t).nested = 0;
+        (*t).idling = 0;
+        for s in (*t).slots.iter_mut() {
+            s.woken = 0;
+        }
+        for x in (*t).more.iter_mut() {
+            x.idling = 0;
+        }
+    }
+}
+
+/// One event into the table.
+#[inline(always)]
+unsafe fn apply(t: *mut Table, executor: u32, task: u32, kind: u32, now: u32) {
+    // SAFETY: the caller's table, interrupts masked.
+    unsafe {
+        match kind {
+            READY => ready(t, task, now),
+            BEGIN => begin(t, task, now),
+            END => end(t, task, now),
+            POLL => poll_start(t, executor, now),
+            PAUSE => (*t).paused_at = now,
+            RESUME => {
+                let d = ticks(t, (*t).paused_at, now);
+                (*t).stolen = (*t).stolen.wrapping_add(d);
+                (*t).stolen_total += u64::from(d);
+            }
+            START => (*t).last = now,
+            FREEZE => {
+                (*t).end = now;
+                (*t).ended = 1;
+            }
+            NEW => {
+                find(t, task);
+            }
+            GONE => {
+                let s = find(t, task);
+                if !s.is_null() {
+                    (*s).flags |= wire::TASK_ENDED;
+                }
+            }
+            k if k < 0x200 => idle(t, executor, k, now),
+            _ => {}
+        }
+    }
 }
 
 const _: () = {
@@ -270,9 +866,30 @@ unsafe fn ticks(t: *mut Table, a: u32, b: u32) -> u32 {
 /// Count `v` ticks in a histogram, by its leading zeros (`wire::TASK_BINS`).
 #[inline(always)]
 unsafe fn bin(h: *mut [u32; BINS], v: u32) {
-    let k = v.leading_zeros() as usize;
+    let k = leading_zeros(v) as usize;
     // SAFETY: k <= 32 < BINS; the histogram is the caller's slot's.
     unsafe { *(*h).as_mut_ptr().add(k) += 1 };
+}
+
+/// `v.leading_zeros()`, in line: ARMv6-M has no `clz`, and the library's call would be a
+/// function of its own inside the fold's masked stretch.
+#[inline(always)]
+fn leading_zeros(v: u32) -> u32 {
+    if cfg!(armv6m) {
+        let (mut v, mut n) = (v, 0);
+        if v == 0 {
+            return 32;
+        }
+        for s in [16, 8, 4, 2, 1] {
+            if v >> (32 - s) == 0 {
+                n += s;
+                v <<= s;
+            }
+        }
+        n
+    } else {
+        v.leading_zeros()
+    }
 }
 
 /// Whether the sampler takes SysTick in this run (its configuration says so, or the built-in
@@ -332,7 +949,8 @@ unsafe fn choose(t: *mut Table, executor: u32) {
         (*t).mask = mask;
         (*t).counter = u32::from(counter);
         write_volatile(addr_of_mut!((*t).chosen), 1);
-        (*t).last = sampler_rt_task_clock();
+        (*events()).source = source;
+        sampler_rt_task_event(executor, 0, START);
     }
 }
 
@@ -380,27 +998,23 @@ unsafe fn claim(t: *mut Table, id: u32, mut i: usize) -> *mut Slot {
     })
 }
 
+/// The first spawn chooses the clock (`_embassy_trace_task_new`'s rare path).
 #[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_task_new(executor_id: u32, task_id: u32) {
+extern "C" fn sampler_rt_task_choose(executor_id: u32) {
     let t = table();
-    // SAFETY: the hooks run on one core; see `find` and `choose`.
+    // SAFETY: the hooks run on one core; see `choose`.
     unsafe {
         if read_volatile(addr_of!((*t).chosen)) == 0 {
             choose(t, executor_id);
         }
-        find(t, task_id);
     }
 }
 
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
-    SAMPLER_RT_TAG.store(task_id, Ordering::Relaxed);
-    let now = sampler_rt_task_clock();
-    let t = table();
-    // SAFETY: as above. A wake from an interrupt between the read of `woken` and its clearing
-    // is merged with this poll's: it came before the poll began.
+/// A poll begins (the hook has set the sample tag).
+#[inline(always)]
+unsafe fn begin(t: *mut Table, task_id: u32, now: u32) {
+    // SAFETY: the fold's table. A wake between this poll's beginning and its own was folded
+    // after it, and waits for the next poll.
     unsafe {
         if (*t).current_id != 0 {
             nest(t);
@@ -429,23 +1043,24 @@ fn _embassy_trace_task_exec_begin(_executor_id: u32, task_id: u32) {
     }
 }
 
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
-    let now = sampler_rt_task_clock();
-    SAMPLER_RT_TAG.store(0, Ordering::Relaxed);
-    let t = table();
-    // SAFETY: as above.
+/// A poll ends.
+#[inline(always)]
+unsafe fn end(t: *mut Table, task_id: u32, now: u32) {
+    // SAFETY: the fold's table.
     unsafe {
         let mut s = (*t).current;
         if (*t).current_id != task_id {
-            // The task has no slot (or the hooks were entered out of order).
+            // The task has no slot (or events were lost).
             s = find(t, task_id);
             if s.is_null() {
                 (*t).dropped += 1;
                 if (*t).depth != 0 {
                     unnest(t, 0);
                 }
+                return;
+            }
+            if (*t).current_id == 0 {
+                // Its beginning was lost: no time to count.
                 return;
             }
         }
@@ -462,6 +1077,8 @@ fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
             (*s).max_poll = d;
         }
         bin(addr_of_mut!((*s).poll_hist), d);
+        // Its place among the samples: the samples taken by the time it is folded (the
+        // executor's next idle hook, or the run's end).
         if TRACE > 0
             && let Some(seq) = crate::running_seq()
         {
@@ -474,32 +1091,16 @@ fn _embassy_trace_task_exec_end(_executor_id: u32, task_id: u32) {
     }
 }
 
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_task_ready_begin(_executor_id: u32, task_id: u32) {
-    let now = sampler_rt_task_clock();
-    let t = table();
-    // SAFETY: as above (this hook also runs in interrupt handlers: it writes only its task's
-    // wake, which the poll reads).
+/// A task is woken: the first wake since its last poll began is kept.
+#[inline(always)]
+unsafe fn ready(t: *mut Table, task_id: u32, now: u32) {
+    // SAFETY: the fold's table.
     unsafe {
         let s = find(t, task_id);
         if !s.is_null() && (*s).woken == 0 {
             (*s).ready_at = now;
             (*s).ready_stolen = (*t).stolen;
-            write_volatile(addr_of_mut!((*s).woken), 1);
-        }
-    }
-}
-
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_task_end(_executor_id: u32, task_id: u32) {
-    let t = table();
-    // SAFETY: as above.
-    unsafe {
-        let s = find(t, task_id);
-        if !s.is_null() {
-            (*s).flags |= wire::TASK_ENDED;
+            (*s).woken = 1;
         }
     }
 }
@@ -520,7 +1121,7 @@ unsafe fn nest(t: *mut Table) {
 }
 
 /// A nested poll of `wall` ticks ended: the poll it preempted runs again, with those ticks
-/// left out of its own, and its task's tag back on the samples.
+/// left out of its own (its tag is back already: the hooks' own business).
 #[cold]
 #[inline(never)]
 unsafe fn unnest(t: *mut Table, wall: u32) {
@@ -531,7 +1132,6 @@ unsafe fn unnest(t: *mut Table, wall: u32) {
             (*t).current_id = id;
             (*t).current = slot as *mut Slot;
             (*t).nested = nested.wrapping_add(wall);
-            SAMPLER_RT_TAG.store(id, Ordering::Relaxed);
         }
     }
 }
@@ -539,7 +1139,7 @@ unsafe fn unnest(t: *mut Table, wall: u32) {
 /// An executor hook at `now`: the span grows to it, for the first executor; another's goes
 /// to [`other_executor`] (`false`).
 #[inline(always)]
-unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32, idle: bool) -> bool {
+unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32, idle: Option<u32>) -> bool {
     // SAFETY: the caller's table.
     unsafe {
         if executor_id != (*t).executor {
@@ -552,23 +1152,12 @@ unsafe fn executor_hook(t: *mut Table, executor_id: u32, now: u32, idle: bool) -
     true
 }
 
-/// The exception number the core is in (0: thread mode).
-#[inline(always)]
-fn ipsr() -> u32 {
-    let v: u32;
-    // SAFETY: reading a special register.
-    unsafe {
-        core::arch::asm!("mrs {}, ipsr", out(reg) v, options(nomem, nostack, preserves_flags))
-    };
-    v & 0x1FF
-}
-
 /// A hook of an executor other than the first (an `InterruptExecutor`, a second thread
 /// executor): its idle period begins (`idle`) or ends, in its entry of the table, which its
 /// first hook claims; an executor beyond the table is only counted.
 #[cold]
 #[inline(never)]
-unsafe fn other_executor(t: *mut Table, executor_id: u32, now: u32, idle: bool) {
+unsafe fn other_executor(t: *mut Table, executor_id: u32, now: u32, idle: Option<u32>) {
     // SAFETY: the caller's table; an entry is claimed with interrupts masked, and each
     // executor's hooks run in its own context, one at a time.
     unsafe {
@@ -596,10 +1185,10 @@ unsafe fn other_executor(t: *mut Table, executor_id: u32, now: u32, idle: bool) 
             (*t).others += 1;
             return;
         }
-        if idle {
+        if let Some(context) = idle {
             (*e).idle_at = now;
             (*e).idle_stolen = (*t).stolen;
-            (*e).context = ipsr();
+            (*e).context = context;
             (*e).idling = 1;
         } else if (*e).idling != 0 {
             (*e).idling = 0;
@@ -620,31 +1209,27 @@ unsafe fn idle_until(t: *mut Table, now: u32) -> u32 {
     }
 }
 
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_executor_idle(executor_id: u32) {
-    let now = sampler_rt_task_clock();
-    let t = table();
-    // SAFETY: as above.
+/// An executor idles, in exception `context` (0: thread mode).
+#[inline(always)]
+unsafe fn idle(t: *mut Table, executor_id: u32, context: u32, now: u32) {
+    // SAFETY: the fold's table.
     unsafe {
-        if !executor_hook(t, executor_id, now, true) {
+        if !executor_hook(t, executor_id, now, Some(context)) {
             return;
         }
         (*t).idle_at = now;
         (*t).idle_stolen = (*t).stolen;
-        (*t).context = ipsr();
+        (*t).context = context;
         (*t).idling = 1;
     }
 }
 
-#[unsafe(no_mangle)]
-#[inline(never)]
-fn _embassy_trace_poll_start(executor_id: u32) {
-    let now = sampler_rt_task_clock();
-    let t = table();
-    // SAFETY: as above.
+/// An executor starts a round of polls.
+#[inline(always)]
+unsafe fn poll_start(t: *mut Table, executor_id: u32, now: u32) {
+    // SAFETY: the fold's table.
     unsafe {
-        if !executor_hook(t, executor_id, now, false) {
+        if !executor_hook(t, executor_id, now, None) {
             return;
         }
         if (*t).idling != 0 {
@@ -660,33 +1245,28 @@ fn _embassy_trace_poll_start(executor_id: u32) {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub(crate) extern "C" fn sampler_rt_task_pause() {
-    let now = sampler_rt_task_clock();
-    // SAFETY: called from the sampling interrupt, which no hook preempts.
-    unsafe { (*table()).paused_at = now };
+    // SAFETY: the append masks interrupts itself.
+    unsafe { sampler_rt_task_event(0, 0, PAUSE) };
 }
 
 /// The sampler's own work ends (see [`sampler_rt_task_pause`]).
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub(crate) extern "C" fn sampler_rt_task_resume() {
-    let now = sampler_rt_task_clock();
-    let t = table();
     // SAFETY: as above.
-    unsafe {
-        let d = ticks(t, (*t).paused_at, now);
-        (*t).stolen = (*t).stolen.wrapping_add(d);
-        (*t).stolen_total += u64::from(d);
-    }
+    unsafe { sampler_rt_task_event(0, 0, RESUME) };
 }
 
-/// The run ends: the dump begins (its own time is not the application's).
+/// The run ends: the dump begins (its own time is not the application's). The events still
+/// held are folded.
 pub(crate) fn freeze() {
     let t = table();
-    // SAFETY: sampling has stopped; the thread that sends the dump calls this once.
+    // SAFETY: sampling has stopped; the thread that sends the dump calls this once (a fold it
+    // interrupted is between two events).
     unsafe {
-        if (*t).ended == 0 && (*t).chosen != 0 {
-            (*t).end = sampler_rt_task_clock();
-            (*t).ended = 1;
+        if read_volatile(addr_of!((*t).ended)) == 0 && (*t).chosen != 0 {
+            sampler_rt_task_event(0, 0, FREEZE);
+            sampler_rt_task_fold();
         }
     }
 }
@@ -726,7 +1306,7 @@ pub(crate) fn record_len() -> Option<u32> {
     let n = unsafe { (*t).slots.iter().filter(|s| s.id != 0).count() } as u32;
     // SAFETY: as above; an executor entry only ever gains an id.
     let more = unsafe { (*t).more.iter().filter(|e| e.id != 0).count() } as u32;
-    let executors = 1 + (1 + more) * wire::EXECUTOR_WORDS;
+    let executors = 1 + (1 + more) * wire::EXECUTOR_WORDS + 1;
     (n != 0).then(|| {
         4 * (wire::TASKS_HEADER_WORDS + n * (wire::TASK_FIXED_WORDS + 2 * BINS as u32) + executors)
     })
@@ -805,5 +1385,7 @@ pub(crate) fn write_record(mut put: impl FnMut(u32)) {
             put((idle >> 32) as u32);
             put(e.periods);
         }
+        // The events lost before they were folded.
+        put((*events()).lost);
     }
 }

@@ -117,7 +117,10 @@ fn embassy_tasks_match_their_source_and_the_exact_count_of_the_same_polls() {
         (t["span"].as_f64().unwrap() - t["exact_span"].as_f64().unwrap()).abs() <= tick + 1.0,
         "{t:#}"
     );
-    assert!(t["idle_percent"].as_f64().unwrap() > 10.0, "{t:#}");
+    // The executor idles between wakes (in QEMU its loop spins, WFE not waiting, and sampler-rt
+    // folds the hooks' events there: the idle periods are the stretches from an idle hook to
+    // the next poll start).
+    assert!(t["idle_percent"].as_f64().unwrap() > 2.0, "{t:#}");
     // Each executor's idle time, kept apart by the firmware, against QEMU's exact count of
     // the context it idles in (told apart by the plugin from the exceptions it follows, not
     // from anything the firmware says). The interrupt executor's WFE-free periods agree to
@@ -187,15 +190,27 @@ fn embassy_tasks_match_their_source_and_the_exact_count_of_the_same_polls() {
         .filter(|d| d["kind"] == "disagrees-with-exact")
         .collect();
     assert!(disagreements.is_empty(), "{disagreements:#?}");
-    // The hooks run in the application's time, the task clock they read and their helpers
-    // too: counted by the exact count like the hooks themselves (left out as the sampler's own,
-    // every other row's sampled share read low against an exact share of a smaller whole).
+    // sampler-rt masks interrupts around each event it appends or folds: the samples that wait
+    // land in the same function, and no warning blames a masked region for them.
+    let masked: Vec<&Value> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            d["kind"] == "masked-skid" && d["message"].as_str().unwrap().contains("sampler_rt")
+        })
+        .collect();
+    assert!(masked.is_empty(), "{masked:#?}");
+    // The hooks run in the application's time, the append they share and the fold of their
+    // events too: counted by the exact count like the hooks themselves (left out as the
+    // sampler's own, every other row's sampled share read low against an exact share of a
+    // smaller whole).
     let clock = r["functions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["name"] == "sampler_rt_task_clock")
-        .expect("the task clock is sampled");
+        .find(|f| f["name"] == "sampler_rt_task_event")
+        .expect("the hooks' append is sampled");
     assert!(
         clock["exact_percent"].as_f64().is_some_and(|x| x > 0.0),
         "{clock:#}"
@@ -367,4 +382,82 @@ fn each_traced_poll_is_a_marker_on_its_tasks_thread_in_the_firefox_profile() {
         (longest - logger_max).abs() <= 1.0,
         "{longest} against {logger_max}"
     );
+}
+
+#[test]
+fn a_ring_too_small_for_the_events_between_folds_loses_them_says_so_and_counts_no_garbage() {
+    // Four events held (`SAMPLER_RT_TASK_EVENTS`, the smallest): a poll with another
+    // executor's poll nested in it overruns them before the executor idles. A build of its
+    // own, in a target directory of its own, so the other tests' builds stay as they are.
+    let target = example_dir().join("target/events-4");
+    let out = cargo_sample_env(
+        &example_dir(),
+        &["--release", "--truth", "--format", "json"],
+        &[
+            ("SAMPLER_RT_TASK_EVENTS", "4"),
+            ("CARGO_TARGET_DIR", target.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &r["tasks"];
+    let lost = t["lost_events"].as_u64().unwrap();
+    assert!(lost > 0, "{t:#}");
+    let notes: Vec<&str> = t["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(
+            |n| n.starts_with(&format!("{lost} hook events were overwritten"))
+                && n.contains("SAMPLER_RT_TASK_EVENTS")
+        ),
+        "{notes:#?}"
+    );
+    // Nor is the gap blamed on QEMU's clock.
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n.contains("idle time by the firmware's clock")),
+        "{notes:#?}"
+    );
+    // What is kept is part of what ran: never more polls, wakes or time than the exact count
+    // of each task, and no poll or latency longer than the longest there was (a poll whose
+    // beginning was lost is not counted from a stale one).
+    let tick = t["tick"].as_f64().unwrap();
+    let mut fewer = 0;
+    for k in t["tasks"].as_array().unwrap() {
+        let (e, name) = (&k["exact"], k["name"].as_str().unwrap());
+        let polls = k["polls"].as_u64().unwrap();
+        assert!(polls <= e["polls"].as_u64().unwrap(), "{name}: {k:#}");
+        assert!(
+            k["wakes"].as_u64().unwrap() <= e["wakes"].as_u64().unwrap(),
+            "{name}"
+        );
+        if polls < e["polls"].as_u64().unwrap() {
+            fewer += 1;
+        }
+        if polls > 0 {
+            let busy = k["busy"].as_f64().unwrap();
+            assert!(
+                busy <= e["busy"].as_f64().unwrap() + polls as f64 * tick + 1.0,
+                "{name}: {k:#}"
+            );
+            assert!(
+                k["max_poll"].as_f64().unwrap() <= e["max_poll"].as_f64().unwrap() + tick + 1.0,
+                "{name}: {k:#}"
+            );
+        }
+        if let Some(l) = k["max_latency"].as_f64() {
+            let most = e["max_latency"].as_f64().unwrap();
+            assert!(l <= most + tick + 1.0, "{name}: latency {l} against {most}");
+        }
+    }
+    assert!(fewer > 0, "{t:#}");
 }

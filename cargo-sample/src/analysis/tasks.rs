@@ -50,6 +50,8 @@ pub struct TasksReport {
     pub tasks: Vec<TaskRow>,
     /// Polls of tasks beyond the runtime's table (`SAMPLER_RT_TASKS`).
     pub dropped_polls: u32,
+    /// Hook events the runtime lost before folding them (`SAMPLER_RT_TASK_EVENTS`).
+    pub lost_events: u32,
     /// Hooks of executors beyond the runtime's table (their idle time is not kept).
     pub other_executor_hooks: u32,
     /// Every executor's idle time, the first (the one of `idle`) first, where the firmware
@@ -323,6 +325,16 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             t.tasks.len()
         ));
     }
+    if t.lost_events > 0 {
+        notes.push(format!(
+            "{} hook events were overwritten before sampler-rt folded them into its \
+             statistics (it folds them when an executor idles and no poll is in progress): \
+             the polls, wakes and idle periods they belonged to are missing from the table. An \
+             executor ran many polls between idle hooks; build sampler-rt with a larger \
+             `SAMPLER_RT_TASK_EVENTS` (a power of two, default 64, 16 bytes each)",
+            t.lost_events
+        ));
+    }
     if t.other_executors > 0 {
         notes.push(format!(
             "more than {} executors ran: the idle time of those beyond is not kept (their \
@@ -390,12 +402,14 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         notes.push(format!(
             "the thread-mode executor went idle {} times for {polls} polls: QEMU's WFE returns \
              at once rather than wait for an event, so between wakes the executor spins \
-             through its loop (`poll_start`, an empty poll, `executor_idle`) where a chip would \
-             sleep, and the idle share counts only part of that time",
+             through its loop (`poll_start`, an empty poll, `executor_idle`, and sampler-rt \
+             folding those hooks' events into its statistics) where a chip would sleep, and the \
+             idle share counts only part of that time",
             x.periods
         ));
     }
-    if let (Some(e), true) = (executors[0].exact_idle, timed) {
+    // (Not when events were lost: that is why, and said above.)
+    if let (Some(e), true, 0) = (executors[0].exact_idle, timed, t.lost_events) {
         let idle = u(t.idle as f64);
         let slack = f64::from(t.idle_periods) * i.scale.units_per_tick + 1.0;
         if (idle - e as f64).abs() > slack && e > 0 {
@@ -444,6 +458,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         }),
         tasks: rows,
         dropped_polls: t.dropped,
+        lost_events: t.lost_events,
         other_executor_hooks: t.other_executors,
         executors: if t.executors.is_empty() {
             Vec::new()

@@ -28,6 +28,9 @@ pub struct Tasks {
     /// Every executor whose idle time was kept, the first (the one above) first; empty in
     /// dumps from before the record had them.
     pub executors: Vec<Executor>,
+    /// Hook events overwritten before the runtime folded them (its ring was too small for
+    /// what happened between two folds): the statistics miss them. 0 in dumps from before.
+    pub lost_events: u32,
 }
 
 /// One executor's idle time.
@@ -137,6 +140,7 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
         .collect::<Option<Vec<_>>>()?;
     // The executors section, where the record has one.
     let at = header + n * entry;
+    let mut lost_events = 0;
     let executors = match w(at) {
         None => Vec::new(),
         Some(m) => {
@@ -144,6 +148,8 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
             if m as usize > 1 + wire::MORE_EXECUTORS || p.len() < 4 * (at + 1 + m as usize * e) {
                 return None;
             }
+            // Then the events lost, where the record has them.
+            lost_events = w(at + 1 + m as usize * e).unwrap_or(0);
             (0..m as usize)
                 .map(|k| {
                     let b = at + 1 + k * e;
@@ -168,6 +174,7 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
         stolen: u64_at(10)?,
         tasks,
         executors,
+        lost_events,
     })
 }
 
@@ -264,6 +271,8 @@ pub fn from_memory(b: &[u8]) -> Option<Tasks> {
         stolen: r64(w::STOLEN_TOTAL)?,
         tasks,
         executors,
+        // Kept beside the table (the events still to fold are not in it yet).
+        lost_events: 0,
     })
 }
 
@@ -311,6 +320,7 @@ pub fn encode(t: &Tasks) -> Vec<u8> {
                 e.periods,
             ]);
         }
+        words.push(t.lost_events);
     }
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
@@ -357,6 +367,7 @@ mod tests {
                     periods: 4,
                 },
             ],
+            lost_events: 3,
         }
     }
 
@@ -370,16 +381,22 @@ mod tests {
                 + wire::TASK_FIXED_WORDS
                 + 2 * wire::TASK_BINS as u32
                 + 1
-                + 2 * wire::EXECUTOR_WORDS) as usize
+                + 2 * wire::EXECUTOR_WORDS
+                + 1) as usize
         );
         assert_eq!(decode(&bytes), Some(t.clone()));
-        assert_eq!(decode(&bytes[..bytes.len() - 4]), None);
+        // A record from before the events lost were counted: none lost.
+        let mut unaware = t.clone();
+        unaware.lost_events = 0;
+        assert_eq!(decode(&bytes[..bytes.len() - 4]), Some(unaware));
+        assert_eq!(decode(&bytes[..bytes.len() - 8]), None);
         // A record from before the executors section: the same, without them.
         let short = 4
             * (wire::TASKS_HEADER_WORDS + wire::TASK_FIXED_WORDS + 2 * wire::TASK_BINS as u32)
                 as usize;
         let mut before = t;
         before.executors.clear();
+        before.lost_events = 0;
         assert_eq!(decode(&bytes[..short]), Some(before));
     }
 

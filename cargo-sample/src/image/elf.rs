@@ -524,8 +524,8 @@ pub fn keeps_task_statistics(data: &[u8]) -> bool {
 /// sampler-rt's Embassy hooks in an image, when it keeps task statistics: the entries of
 /// `_embassy_trace_task_exec_begin`, `..._exec_end`, `..._task_ready_begin`,
 /// `_embassy_trace_executor_idle`, `_embassy_trace_poll_start`, of the sampler's pause and
-/// resume around its own work, and the instruction of `sampler_rt_task_clock` that reads the
-/// counter (`sampler_rt_task_clock_read`).
+/// resume around its own work, and the one instruction that reads the counter, in the append
+/// they share (`sampler_rt_task_clock_read`).
 pub fn task_hooks(elf: &[u8]) -> Option<[u32; 8]> {
     let file = object::File::parse(elf).ok()?;
     symbol_address(elf, "SAMPLER_RT_TASKS")?;

@@ -446,6 +446,13 @@ impl Symbolizer {
                 line,
             });
         }
+        // sampler-rt's fold of its Embassy hooks' events masks interrupts over nearly all of
+        // its work: the samples that wait land after each unmask, so its own inline frames and
+        // lines would be wrong where its time (the function as a whole) is right. It stands as
+        // the one frame of its own.
+        if name == FOLD && frames.len() > 1 {
+            frames.drain(..frames.len() - 1);
+        }
         Resolved { function, frames }
     }
 
@@ -483,21 +490,28 @@ impl Symbolizer {
     }
 }
 
+/// sampler-rt's fold of its Embassy hooks' events into its statistics.
+const FOLD: &str = "sampler_rt_task_fold";
+
 /// Whether a sampler-rt function runs in the firmware's own context while the sampler samples
 /// (lap timing, benchmarks, tags, PMU regions): samples land in it as in any of the firmware's
 /// code, so its time is the firmware's, and the exact count keeps it. The code that writes
 /// those records into the dump runs once sampling has stopped, and stays the sampler's.
 fn sampler_api_sampled(name: &str) -> bool {
-    // The Embassy hooks' helpers and the task clock they read run inside the executor's
-    // hooks, in the firmware's time (the hooks themselves, `_embassy_trace_*`, are named
-    // without the crate); the sampler's pause and resume run inside its own interrupt.
-    const SAMPLED: [&str; 7] = [
+    // The Embassy hooks' shared append, their rare paths and the fold of their events run
+    // inside the executor's hooks, in the firmware's time (the hooks themselves,
+    // `_embassy_trace_*`, are named without the crate); the sampler's pause and resume run
+    // inside its own interrupt.
+    const SAMPLED: [&str; 10] = [
         "sampler_rt::laps::",
         "sampler_rt::bench::",
         "sampler_rt::tags::",
         "sampler_rt::pmu::",
         "sampler_rt::tasks::",
-        "sampler_rt_task_clock",
+        "sampler_rt_task_event",
+        "sampler_rt_task_fold",
+        "sampler_rt_task_idle_folds",
+        "sampler_rt_task_tag_",
         "sampler_rt::without_interrupts",
     ];
     const AT_THE_END: [&str; 8] = [
@@ -555,7 +569,9 @@ mod tests {
             "sampler_rt::pmu::trace",
             "sampler_rt::pmu::Region::measure",
             "sampler_rt::without_interrupts",
-            "sampler_rt_task_clock",
+            "sampler_rt_task_event",
+            "sampler_rt_task_fold",
+            "sampler_rt_task_tag_push",
             "sampler_rt::tasks::claim",
             "sampler_rt::tasks::other_executor",
         ] {

@@ -123,6 +123,14 @@ fn piles(input: &Input<'_>, sym: &mut Symbolizer, code: &mut Code, total: u64) -
                 continue;
             }
             let name = sym.function_of(pc as u64).unwrap_or(OUTSIDE).to_owned();
+            // sampler-rt's Embassy runtime masks interrupts around each event it appends or
+            // folds: the samples held off land in the same function, whose row is right, and
+            // nothing in the application is to blame.
+            if matches!(kind, Kind::Unmask | Kind::MaskWrite)
+                && (name.starts_with("sampler_rt_task_") || name.starts_with("sampler_rt::tasks::"))
+            {
+                continue;
+            }
             found.push((kind, pc, s, prev, name));
         }
     }
@@ -242,9 +250,43 @@ pub(crate) fn masked_region(
         .iter()
         .any(|i| i.addr < unmask.addr && i.kind == Kind::Mask);
     if !small || masks_too {
+        // The region's time is also that of the functions it calls (and those they end in
+        // with a branch): their samples wait for the unmask as well.
+        let from = insns
+            .iter()
+            .rev()
+            .find(|i| i.addr < unmask.addr && i.kind == Kind::Mask)
+            .map_or(start as u32, |i| i.addr);
+        let mut names = vec![owner.clone()];
+        let targets: Vec<u32> = insns
+            .iter()
+            .filter(|i| i.addr > from && i.addr < unmask.addr)
+            .filter_map(|i| i.target)
+            .filter(|&t| !(start..end).contains(&u64::from(t)))
+            .collect();
+        for t in targets {
+            let mut at = t;
+            for _ in 0..2 {
+                let Some(r) = sym.range_of(u64::from(at)) else {
+                    break;
+                };
+                let Some(name) = sym.function_of(r.start).map(str::to_owned) else {
+                    break;
+                };
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+                // A function that ends in a branch elsewhere (a tail call) runs that too.
+                let body = code.function(r.start as u32, r.end as u32);
+                match body.last().and_then(|i| i.target) {
+                    Some(next) if !(r.start..r.end).contains(&u64::from(next)) => at = next,
+                    _ => break,
+                }
+            }
+        }
         return (
             format!(" in {owner} (it ends at {:#x})", unmask.addr),
-            vec![owner],
+            names,
         );
     }
     let callers = callers_of(sym, code, start as u32);

@@ -219,6 +219,29 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
         "{:#}",
         r["diagnostics"]
     );
+    // The same built for ARMv6-M (Cortex-M0, whose hooks are code of their own: no Thumb-2),
+    // run on the same core: the same table, to the tick of QEMU's count.
+    let r = profile_against_exact(
+        dir,
+        &["--target", "thumbv6m-none-eabi", "--machine", "mps2-an385"],
+        2000,
+    );
+    let t = &r["tasks"];
+    for name in ["::integrator", "::scaler"] {
+        let k = t["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("no task {name} on ARMv6-M: {t:#}"));
+        assert_eq!(k["polls"], k["exact"]["polls"], "{k:#}");
+        assert_eq!(k["wakes"], k["exact"]["wakes"], "{k:#}");
+        let slack = k["polls"].as_f64().unwrap() * tick + 1.0;
+        assert!(
+            (k["busy"].as_f64().unwrap() - k["exact"]["busy"].as_f64().unwrap()).abs() <= slack,
+            "{k:#}"
+        );
+    }
     // The crate's other binary runs no executor: sampler-rt's statistics, on for the whole
     // crate, keep nothing there, and nothing is said or done for Embassy tasks (no timer
     // taken to time polls, no table); it once got a note that its polls were counted.

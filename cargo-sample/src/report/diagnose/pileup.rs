@@ -284,8 +284,13 @@ pub(crate) fn masked_region(
                 }
             }
         }
+        let calls = if names.len() > 1 {
+            format!(", with what it calls there: {}", names[1..].join(", "))
+        } else {
+            String::new()
+        };
         return (
-            format!(" in {owner} (it ends at {:#x})", unmask.addr),
+            format!(" in {owner} (it ends at {:#x}{calls})", unmask.addr),
             names,
         );
     }

@@ -52,6 +52,9 @@ pub struct TasksReport {
     pub dropped_polls: u32,
     /// Hook events the runtime lost before folding them (`SAMPLER_RT_TASK_EVENTS`).
     pub lost_events: u32,
+    /// Hook events not folded yet when the host read the table (a run stopped early).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unfolded_events: u32,
     /// Hooks of executors beyond the runtime's table (their idle time is not kept).
     pub other_executor_hooks: u32,
     /// Every executor's idle time, the first (the one of `idle`) first, where the firmware
@@ -184,6 +187,10 @@ pub fn default_limit(span_units: Option<f64>, units_per_second: Option<f64>) -> 
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// The task table, and the tasks whose longest poll is over the limit.
@@ -325,6 +332,14 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
             t.tasks.len()
         ));
     }
+    if t.unfolded_events > 0 {
+        notes.push(format!(
+            "the run was stopped before the firmware's end: {} hook events were still waiting \
+             to be folded into sampler-rt's statistics when the table was read, so the last \
+             polls, wakes and idle periods are missing from it",
+            t.unfolded_events
+        ));
+    }
     if t.lost_events > 0 {
         notes.push(format!(
             "{} hook events were overwritten before sampler-rt folded them into its \
@@ -459,6 +474,7 @@ pub fn analyse(t: &Tasks, i: &Inputs) -> (TasksReport, Vec<(String, f64, Option<
         tasks: rows,
         dropped_polls: t.dropped,
         lost_events: t.lost_events,
+        unfolded_events: t.unfolded_events,
         other_executor_hooks: t.other_executors,
         executors: if t.executors.is_empty() {
             Vec::new()
@@ -527,6 +543,54 @@ mod tests {
         };
         assert!(note("instructions"));
         assert!(!note("cycles"));
+    }
+
+    #[test]
+    fn events_lost_or_still_to_fold_are_said_with_how_many() {
+        let names = HashMap::new();
+        let notes = |lost: u32, unfolded: u32| {
+            let t = Tasks {
+                counter: wire::LAP_COUNTER_NONE,
+                tasks: vec![task(0x100, 2, 0, 0)],
+                lost_events: lost,
+                unfolded_events: unfolded,
+                ..Tasks::default()
+            };
+            let (r, _) = analyse(
+                &t,
+                &Inputs {
+                    scale: Scale {
+                        units_per_tick: 1.0,
+                        hz: None,
+                    },
+                    unit: "instructions",
+                    names: &names,
+                    sampled: None,
+                    lines: &HashMap::new(),
+                    exact: None,
+                    max_poll: None,
+                    units_per_second: None,
+                    contexts: &HashMap::new(),
+                },
+            );
+            (r.lost_events, r.unfolded_events, r.notes)
+        };
+        let (lost, unfolded, n) = notes(7, 0);
+        assert_eq!((lost, unfolded), (7, 0));
+        assert!(
+            n.iter()
+                .any(|n| n.starts_with("7 hook events were overwritten")
+                    && n.contains("SAMPLER_RT_TASK_EVENTS")),
+            "{n:?}"
+        );
+        let (_, unfolded, n) = notes(0, 6);
+        assert_eq!(unfolded, 6);
+        assert!(
+            n.iter()
+                .any(|n| n.contains("6 hook events were still waiting")),
+            "{n:?}"
+        );
+        assert!(notes(0, 0).2.iter().all(|n| !n.contains("hook events")));
     }
 
     #[test]

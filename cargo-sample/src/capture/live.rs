@@ -76,6 +76,9 @@ pub struct NamesAt {
     pub addr: u32,
     pub wide: bool,
     pub tasks: Option<(u32, u32)>,
+    /// sampler-rt's Embassy event ring (`SAMPLER_RT_TASK_EVENTS`): the events it still holds
+    /// are not in the table yet.
+    pub task_events: Option<(u32, u32)>,
 }
 
 /// The firmware's tag names, read out of its memory (the table, then each name).
@@ -314,6 +317,19 @@ impl Live {
                     .read(addr, &mut b)
                     .ok()
                     .and_then(|()| crate::dump::tasks::from_memory(&b));
+                // Its last four words: the counter's address, the events appended and
+                // folded, and those lost.
+                if let (Some(tasks), Some((addr, len))) = (self.tasks.as_mut(), at.task_events)
+                    && len >= 16
+                {
+                    let mut w = [0u8; 16];
+                    if t.read(addr + len - 16, &mut w).is_ok() {
+                        let word =
+                            |i: usize| u32::from_le_bytes(w[4 * i..4 * i + 4].try_into().unwrap());
+                        tasks.unfolded_events = word(1).wrapping_sub(word(2));
+                        tasks.lost_events = word(3);
+                    }
+                }
             }
         }
         self.read_bins(t)

@@ -376,6 +376,9 @@ pub(crate) fn names_at(
         tasks: elf::symbol_range(elf_bytes, "SAMPLER_RT_TASKS")
             .filter(|_| !fw.aarch64)
             .and_then(|(a, len)| Some((u32::try_from(a).ok()?, u32::try_from(len).ok()?))),
+        task_events: elf::symbol_range(elf_bytes, "SAMPLER_RT_TASK_EVENTS")
+            .filter(|_| !fw.aarch64)
+            .and_then(|(a, len)| Some((u32::try_from(a).ok()?, u32::try_from(len).ok()?))),
     })
 }
 

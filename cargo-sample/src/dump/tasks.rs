@@ -31,6 +31,10 @@ pub struct Tasks {
     /// Hook events overwritten before the runtime folded them (its ring was too small for
     /// what happened between two folds): the statistics miss them. 0 in dumps from before.
     pub lost_events: u32,
+    /// Hook events still held, not folded, when a host read the table out of memory (a run
+    /// stopped before the firmware's end): the last polls are missing. Always 0 in a dump
+    /// (the firmware folds them all first).
+    pub unfolded_events: u32,
 }
 
 /// One executor's idle time.
@@ -175,6 +179,7 @@ pub fn decode(p: &[u8]) -> Option<Tasks> {
         tasks,
         executors,
         lost_events,
+        unfolded_events: 0,
     })
 }
 
@@ -273,6 +278,7 @@ pub fn from_memory(b: &[u8]) -> Option<Tasks> {
         executors,
         // Kept beside the table (the events still to fold are not in it yet).
         lost_events: 0,
+        unfolded_events: 0,
     })
 }
 
@@ -368,6 +374,7 @@ mod tests {
                 },
             ],
             lost_events: 3,
+            unfolded_events: 0,
         }
     }
 

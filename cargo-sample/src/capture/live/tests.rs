@@ -334,6 +334,7 @@ fn tag_names_are_read_out_of_memory_for_both_pointer_sizes() {
                 addr: base,
                 wide,
                 tasks: None,
+                task_events: None,
             },
         )
         .unwrap();
@@ -343,4 +344,38 @@ fn tag_names_are_read_out_of_memory_for_both_pointer_sizes() {
             "wide {wide}"
         );
     }
+}
+
+#[test]
+fn a_task_table_read_before_the_firmware_folded_its_events_says_how_many_wait() {
+    use sampler_rt::wire::tasks_table as w;
+    let mut f = Fake::new(64);
+    let mut l = Live::attach(&mut f, STATE).unwrap();
+    // In one stretch of memory: the names (none), the task table (the clock chosen, one
+    // task), and the event ring of four events with its head, tail and losses after it.
+    let base = 0x2000_8000u32;
+    let (tasks_at, events_at) = (0x100usize, 0x1000usize);
+    let tasks_len = w::SLOTS + w::SLOT_SIZE;
+    let events_len = 4 * 16 + 16;
+    let mut bytes = vec![0u8; events_at + events_len];
+    let mut put = |o: usize, v: u32| bytes[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    put(tasks_at + w::CHOSEN, 1);
+    put(tasks_at + w::COUNTER, u32::from(wire::LAP_COUNTER_NONE));
+    put(tasks_at + w::SLOTS + w::ID, 0x2000_0400);
+    put(tasks_at + w::SLOTS + w::POLLS, 5);
+    let state = events_at + 4 * 16;
+    put(state + 4, 10);
+    put(state + 8, 4);
+    put(state + 12, 2);
+    let mut ram = Ram { base, bytes };
+    let at = NamesAt {
+        addr: base,
+        wide: false,
+        tasks: Some((base + tasks_at as u32, tasks_len as u32)),
+        task_events: Some((base + events_at as u32, events_len as u32)),
+    };
+    l.finish(&mut ram, Some(at)).unwrap();
+    let t = l.tasks.as_ref().expect("the table");
+    assert_eq!(t.tasks[0].polls, 5);
+    assert_eq!((t.unfolded_events, t.lost_events), (6, 2));
 }

@@ -735,11 +735,11 @@ extern "C" fn sampler_rt_task_fold() {
     }
 }
 
-/// Events folded in one stretch with interrupts masked (two: an idle hook's and the next
-/// poll start's, the usual pair, at one masking).
+/// Steps of the fold in one stretch with interrupts masked (a step folds an event, or an empty
+/// round's two).
 const FOLD_MASKED: usize = 2;
 
-/// Fold the oldest event held, if any.
+/// Fold the oldest event held (with the next, when they are an empty round), if any.
 #[inline(always)]
 unsafe fn fold_one(e: *mut Events, t: *mut Table) -> bool {
     // SAFETY: the caller's, interrupts masked.
@@ -757,9 +757,22 @@ unsafe fn fold_one(e: *mut Events, t: *mut Table) -> bool {
             tail = head.wrapping_sub(EVENTS as u32);
             resync(t);
         }
-        let [executor, task, kind, raw] = (*e).ring[EVENTS - 1 - (tail as usize & (EVENTS - 1))];
+        let at = |k: u32| EVENTS - 1 - (k as usize & (EVENTS - 1));
+        let [executor, task, kind, raw] = (*e).ring[at(tail)];
+        let flip = (*t).flip;
+        // An empty round (a poll start, then the same executor's idle hook): both at once,
+        // the usual pair where an executor has nothing to do.
+        if kind == POLL && tail.wrapping_add(1) != head {
+            let [next, _, idle_kind, idle_raw] = (*e).ring[at(tail.wrapping_add(1))];
+            if next == executor && idle_kind < 0x200 {
+                (*e).tail = tail.wrapping_add(2);
+                poll_start(t, executor, raw ^ flip);
+                idle(t, executor, idle_kind, idle_raw ^ flip);
+                return true;
+            }
+        }
         (*e).tail = tail.wrapping_add(1);
-        apply(t, executor, task, kind, raw ^ (*t).flip);
+        apply(t, executor, task, kind, raw ^ flip);
         true
     }
 }

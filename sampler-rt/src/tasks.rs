@@ -422,7 +422,7 @@ core::arch::global_asm!(
     ".thumb_func",
     "sampler_rt_task_idle_folds:",
     "push {{r0, lr}}",
-    "bl {fold_aside}",
+    "bl {fold_when_free}",
     "pop {{r0, lr}}",
     "b sampler_rt_task_idles",
     ".size sampler_rt_task_idle_folds, . - sampler_rt_task_idle_folds",
@@ -448,7 +448,7 @@ core::arch::global_asm!(
     fold_at = const FOLD_AT,
     push = sym sampler_rt_task_tag_push,
     pop = sym sampler_rt_task_tag_pop,
-    fold_aside = sym sampler_rt_task_fold_aside,
+    fold_when_free = sym sampler_rt_task_fold_when_free,
     tasks = sym SAMPLER_RT_TASKS,
     chosen = const wire::tasks_table::CHOSEN,
     new = const NEW,
@@ -613,7 +613,7 @@ core::arch::global_asm!(
     ".thumb_func",
     "sampler_rt_task_idle_folds:",
     "push {{r0, lr}}",
-    "bl {fold_aside}",
+    "bl {fold_when_free}",
     "pop {{r0, r3}}",
     "mov lr, r3",
     "b sampler_rt_task_idles",
@@ -641,7 +641,7 @@ core::arch::global_asm!(
     fold_at = const FOLD_AT,
     push = sym sampler_rt_task_tag_push,
     pop = sym sampler_rt_task_tag_pop,
-    fold_aside = sym sampler_rt_task_fold_aside,
+    fold_when_free = sym sampler_rt_task_fold_when_free,
     tasks = sym SAMPLER_RT_TASKS,
     chosen = const wire::tasks_table::CHOSEN,
     new = const NEW,
@@ -694,7 +694,7 @@ extern "C" fn sampler_rt_task_tag_pop() {
 /// thread-mode poll would make that poll's time the fold's), unless the ring is three quarters
 /// full. The fold's time is the executor's, between its polls and outside its idle periods.
 #[unsafe(no_mangle)]
-extern "C" fn sampler_rt_task_fold_aside() {
+extern "C" fn sampler_rt_task_fold_when_free() {
     let e = events();
     // SAFETY: plain reads of words the hooks move.
     let held = unsafe {

@@ -37,7 +37,7 @@ fn folds(name: &str) -> bool {
     ];
     name == "sampler_rt_task_fold"
         || name == "sampler_rt_task_idle_folds"
-        || name == "sampler_rt_task_fold_aside"
+        || name == "sampler_rt_task_fold_when_free"
         || (name.starts_with("sampler_rt::tasks::")
             && !DUMP.iter().any(|d| name.ends_with(d))
             && !name.ends_with("choose"))

@@ -11,7 +11,7 @@ use crate::support::*;
 
 /// Instructions a call of the function whose symbol contains `name`, and its calls, from the
 /// run's `exact.counts` and ELF.
-fn per_call(run: &Path, name: &str) -> (f64, u64) {
+pub(crate) fn per_call(run: &Path, name: &str) -> (f64, u64) {
     use object::{Object, ObjectSymbol};
     let elf = std::fs::read(run.join("firmware.elf")).unwrap();
     let file = object::File::parse(&*elf).unwrap();

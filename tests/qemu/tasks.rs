@@ -461,3 +461,33 @@ fn a_ring_too_small_for_the_events_between_folds_loses_them_says_so_and_counts_n
     }
     assert!(fewer > 0, "{t:#}");
 }
+
+#[test]
+fn every_embassy_hook_costs_at_most_20_instructions_a_call_on_cortex_m3() {
+    // The goal the hooks are built to: each one's instructions a call, exact in QEMU (its own,
+    // and the append it ends in), over the example's calls. Their rare paths (a nested poll's
+    // tag, the fold at an idle hook, the first spawn's clock) are functions of their own.
+    let (_, run) = profile_example("embassy-metrics", &["--release", "--truth"]);
+    let (append, appends) = crate::bench::per_call(&run, "sampler_rt_task_event");
+    let (note, _) = crate::bench::per_call(&run, "sampler_rt_task_note");
+    assert!(appends > 1000, "{appends} appends");
+    let mut table = String::new();
+    let mut over = Vec::new();
+    for (hook, tail) in [
+        ("_embassy_trace_task_exec_begin", append),
+        ("_embassy_trace_task_exec_end", append),
+        ("_embassy_trace_task_ready_begin", append),
+        ("_embassy_trace_executor_idle", append),
+        ("_embassy_trace_poll_start", append),
+        ("_embassy_trace_task_new", note),
+        ("_embassy_trace_task_end", note),
+    ] {
+        let (own, calls) = crate::bench::per_call(&run, hook);
+        let cost = own + tail;
+        table += &format!("{hook}: {cost:.2} instructions a call over {calls} calls\n");
+        if cost > 20.0 + 1e-9 {
+            over.push(hook);
+        }
+    }
+    assert!(over.is_empty(), "over 20 instructions: {over:?}\n{table}");
+}

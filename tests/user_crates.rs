@@ -169,6 +169,16 @@ fn an_rtic_application_is_set_up_in_init_and_profiled_from_zero() {
     }
 }
 
+/// The task of a report's task table whose name ends with `name`.
+fn task_named<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no task {name}: {t:#}"))
+}
+
 #[test]
 fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
     let copy = copy_crate("tests/crates/embassy");
@@ -190,15 +200,7 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
     // it to the tick, and no poll is long.
     let t = &r["tasks"];
     let tick = t["tick"].as_f64().unwrap();
-    let polls = |name: &str| {
-        t["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|k| k["name"].as_str().unwrap().ends_with(name))
-            .unwrap_or_else(|| panic!("no task {name}: {t:#}"))
-    };
-    let (a, b) = (polls("::integrator"), polls("::scaler"));
+    let (a, b) = (task_named(t, "::integrator"), task_named(t, "::scaler"));
     assert!(
         (a["polls"].as_i64().unwrap() - b["polls"].as_i64().unwrap()).abs() <= 1,
         "{t:#}"
@@ -226,14 +228,8 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
         &["--target", "thumbv6m-none-eabi", "--machine", "mps2-an385"],
         2000,
     );
-    let t = &r["tasks"];
     for name in ["::integrator", "::scaler"] {
-        let k = t["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|k| k["name"].as_str().unwrap().ends_with(name))
-            .unwrap_or_else(|| panic!("no task {name} on ARMv6-M: {t:#}"));
+        let k = task_named(&r["tasks"], name);
         assert_eq!(k["polls"], k["exact"]["polls"], "{k:#}");
         assert_eq!(k["wakes"], k["exact"]["wakes"], "{k:#}");
         let slack = k["polls"].as_f64().unwrap() * tick + 1.0;

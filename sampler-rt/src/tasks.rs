@@ -270,6 +270,33 @@ const _: () = {
     assert!(core::mem::offset_of!(Events, tail) == 16 * EVENTS + 8);
 };
 
+/// The hooks' assembly (`lines`), with the operands both variants name.
+macro_rules! hooks_asm {
+    ($($line:literal),* $(,)?) => {
+        core::arch::global_asm!(
+            $($line),*,
+            ev = sym SAMPLER_RT_TASK_EVENTS,
+            state = const 16 * EVENTS,
+            mask = const EVENTS - 1,
+            tag = sym SAMPLER_RT_TAG,
+            nest = sym TAG_NEST,
+            ready = const READY,
+            poll = const POLL,
+            begin = const BEGIN,
+            end = const END,
+            fold_at = const FOLD_AT,
+            push = sym sampler_rt_task_tag_push,
+            pop = sym sampler_rt_task_tag_pop,
+            fold_when_free = sym sampler_rt_task_fold_when_free,
+            tasks = sym SAMPLER_RT_TASKS,
+            chosen = const wire::tasks_table::CHOSEN,
+            new = const NEW,
+            gone = const GONE,
+            choose = sym sampler_rt_task_choose,
+        );
+    };
+}
+
 // The hooks, and the append they share: interrupts masked from the clock read to the count's
 // move, so that the events are in the order of their reads whatever context appends them. The
 // one read, `sampler_rt_task_clock_read`, is what an exact count in QEMU watches: a hook's
@@ -278,7 +305,7 @@ const _: () = {
 // for the append, 2 to 7 for a hook. Their rare paths (a tag to restore around a nested poll,
 // events to fold at an idle hook) are functions of their own.
 #[cfg(not(armv6m))]
-core::arch::global_asm!(
+hooks_asm!(
     ".section .text.sampler_rt_task_hooks,\"ax\",%progbits",
     ".syntax unified",
     ".thumb",
@@ -436,29 +463,11 @@ core::arch::global_asm!(
     ".size sampler_rt_task_chooses, . - sampler_rt_task_chooses",
     ".ltorg",
     ".text",
-    ev = sym SAMPLER_RT_TASK_EVENTS,
-    state = const 16 * EVENTS,
-    mask = const EVENTS - 1,
-    tag = sym SAMPLER_RT_TAG,
-    nest = sym TAG_NEST,
-    ready = const READY,
-    poll = const POLL,
-    begin = const BEGIN,
-    end = const END,
-    fold_at = const FOLD_AT,
-    push = sym sampler_rt_task_tag_push,
-    pop = sym sampler_rt_task_tag_pop,
-    fold_when_free = sym sampler_rt_task_fold_when_free,
-    tasks = sym SAMPLER_RT_TASKS,
-    chosen = const wire::tasks_table::CHOSEN,
-    new = const NEW,
-    gone = const GONE,
-    choose = sym sampler_rt_task_choose,
 );
 
 // The same on cores without Thumb-2 (ARMv6-M, ARMv8-M Baseline): a few instructions more.
 #[cfg(armv6m)]
-core::arch::global_asm!(
+hooks_asm!(
     ".section .text.sampler_rt_task_hooks,\"ax\",%progbits",
     ".syntax unified",
     ".thumb",
@@ -629,24 +638,6 @@ core::arch::global_asm!(
     ".size sampler_rt_task_chooses, . - sampler_rt_task_chooses",
     ".ltorg",
     ".text",
-    ev = sym SAMPLER_RT_TASK_EVENTS,
-    state = const 16 * EVENTS,
-    mask = const EVENTS - 1,
-    tag = sym SAMPLER_RT_TAG,
-    nest = sym TAG_NEST,
-    ready = const READY,
-    poll = const POLL,
-    begin = const BEGIN,
-    end = const END,
-    fold_at = const FOLD_AT,
-    push = sym sampler_rt_task_tag_push,
-    pop = sym sampler_rt_task_tag_pop,
-    fold_when_free = sym sampler_rt_task_fold_when_free,
-    tasks = sym SAMPLER_RT_TASKS,
-    chosen = const wire::tasks_table::CHOSEN,
-    new = const NEW,
-    gone = const GONE,
-    choose = sym sampler_rt_task_choose,
 );
 
 unsafe extern "C" {

@@ -510,6 +510,30 @@ mod tests {
         }
     }
 
+    /// The table of the firmware's figures alone (no samples, exact count, names or limit), in
+    /// `unit`, one unit a tick.
+    fn firmware_figures_only(t: &Tasks, unit: &str) -> TasksReport {
+        let none = HashMap::new();
+        analyse(
+            t,
+            &Inputs {
+                scale: Scale {
+                    units_per_tick: 1.0,
+                    hz: None,
+                },
+                unit,
+                names: &none,
+                sampled: None,
+                lines: &none,
+                exact: None,
+                max_poll: None,
+                units_per_second: None,
+                contexts: &HashMap::new(),
+            },
+        )
+        .0
+    }
+
     #[test]
     fn an_executor_spinning_on_qemus_wfe_is_said_to_be_idle_in_qemu_only() {
         let t = Tasks {
@@ -518,26 +542,9 @@ mod tests {
             tasks: vec![task(0x100, 2, 0, 0)],
             ..Tasks::default()
         };
-        let names = HashMap::new();
         let note = |unit: &str| {
-            let (r, _) = analyse(
-                &t,
-                &Inputs {
-                    scale: Scale {
-                        units_per_tick: 1.0,
-                        hz: None,
-                    },
-                    unit,
-                    names: &names,
-                    sampled: None,
-                    lines: &HashMap::new(),
-                    exact: None,
-                    max_poll: None,
-                    units_per_second: None,
-                    contexts: &HashMap::new(),
-                },
-            );
-            r.notes
+            firmware_figures_only(&t, unit)
+                .notes
                 .iter()
                 .any(|n| n.contains("QEMU's WFE returns at once"))
         };
@@ -547,7 +554,6 @@ mod tests {
 
     #[test]
     fn events_lost_or_still_to_fold_are_said_with_how_many() {
-        let names = HashMap::new();
         let notes = |lost: u32, unfolded: u32| {
             let t = Tasks {
                 counter: wire::LAP_COUNTER_NONE,
@@ -556,23 +562,7 @@ mod tests {
                 unfolded_events: unfolded,
                 ..Tasks::default()
             };
-            let (r, _) = analyse(
-                &t,
-                &Inputs {
-                    scale: Scale {
-                        units_per_tick: 1.0,
-                        hz: None,
-                    },
-                    unit: "instructions",
-                    names: &names,
-                    sampled: None,
-                    lines: &HashMap::new(),
-                    exact: None,
-                    max_poll: None,
-                    units_per_second: None,
-                    contexts: &HashMap::new(),
-                },
-            );
+            let r = firmware_figures_only(&t, "instructions");
             (r.lost_events, r.unfolded_events, r.notes)
         };
         let (lost, unfolded, n) = notes(7, 0);

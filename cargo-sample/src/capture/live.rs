@@ -324,8 +324,7 @@ impl Live {
                 {
                     let mut w = [0u8; 16];
                     if t.read(addr + len - 16, &mut w).is_ok() {
-                        let word =
-                            |i: usize| u32::from_le_bytes(w[4 * i..4 * i + 4].try_into().unwrap());
+                        let word = |i: usize| read_u32(&w, 4 * i).unwrap_or(0);
                         tasks.unfolded_events = word(1).wrapping_sub(word(2));
                         tasks.lost_events = word(3);
                     }

@@ -264,6 +264,60 @@ fn an_embassy_application_is_set_up_in_its_main_and_profiled_from_zero() {
     assert_eq!(r["timer"], "SysTick", "{}", r["timer"]);
 }
 
+/// The release profiles Embassy applications ship: each task is named by its
+/// `#[embassy_executor::task]` function, never by a symbol the compiler made. Thin LTO at
+/// opt-level 3 folds the tasks' pools into a `.L_MergedGlobals` block that starts at the first
+/// pool's address (its symbol once named the task); the pools' exact polls are found all the
+/// same.
+#[test]
+fn embassy_tasks_keep_their_names_under_lto_and_every_opt_level() {
+    let copy = copy_crate("tests/crates/embassy");
+    let dir = copy.path();
+    init(dir, &[]);
+    for (lto, opt) in [("thin", "3"), ("fat", "z")] {
+        let env = [
+            ("CARGO_PROFILE_RELEASE_LTO", lto),
+            ("CARGO_PROFILE_RELEASE_OPT_LEVEL", opt),
+        ];
+        let args = ["--release", "--truth", "--format", "json", "-n", "1000"];
+        let out = cargo_sample_in_copy(dir, &args, &env);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{lto} {opt}: {stderr}");
+        assert!(!stdout.contains("MergedGlobals"), "{lto} {opt}: {stdout}");
+        let r: Value = serde_json::from_str(&stdout).unwrap();
+        let mut names: Vec<&str> = r["tasks"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["name"].as_str().unwrap())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "embassy_sensors::__embassy_main",
+                "embassy_sensors::integrator",
+                "embassy_sensors::scaler"
+            ],
+            "{lto} {opt}"
+        );
+        for name in ["::integrator", "::scaler"] {
+            let k = task_named(&r["tasks"], name);
+            assert_eq!(k["polls"], k["exact"]["polls"], "{lto} {opt}: {k:#}");
+        }
+        let tags: Vec<&str> = r["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            tags.contains(&"task embassy_sensors::integrator"),
+            "{lto} {opt}: {tags:?}"
+        );
+    }
+}
+
 #[test]
 fn a_hal_application_on_netduinoplus2_is_set_up_and_profiled_from_zero() {
     let copy = copy_crate("tests/crates/stm32-hal");

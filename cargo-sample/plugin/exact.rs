@@ -584,8 +584,11 @@ struct Block {
     /// is read from them, not guessed.
     counters: Vec<Probe>,
     call: Option<(u32, Option<u32>)>,
-    /// It ends with a return (`bx lr`, `pop {.., pc}`, `ldr pc, ..`; A64 `ret`, `eret`).
-    ret: bool,
+    /// It ends with a return (`bx lr`, `pop {.., pc}`, `ldr pc, ..`; A64 `ret`, `eret`); for
+    /// a conditional one (`bxne lr`, `popeq {.., pc}` in an IT block), the address after it,
+    /// where it goes on when its condition fails. (Only then: an exception's return can
+    /// tail-chain into a handler that starts right after the returning instruction.)
+    ret: Option<Option<u32>>,
 }
 
 /// A frame of the followed stack.
@@ -618,8 +621,9 @@ struct Graph {
     before: Vec<u64>,
     /// The call the previous block ended with (if it ran to its end).
     pending: Option<(u32, Option<u32>)>,
-    /// Whether the previous block ran to its end and that end was a return.
-    returned: bool,
+    /// The previous block ran to its end and that end was a return (for a conditional one,
+    /// the address after it, where it goes on when its condition fails).
+    returned: Option<Option<u32>>,
     /// Exception handlers' entry addresses (`handlers=A:B:...`).
     handlers: Vec<u32>,
     /// Per node, the entry of the innermost exception around it (0: none).
@@ -670,7 +674,7 @@ impl Graph {
             prev: None,
             before: Vec::new(),
             pending: None,
-            returned: false,
+            returned: None,
             handlers,
             inner: vec![0],
             contexts: HashMap::new(),
@@ -761,12 +765,15 @@ impl Graph {
         if settled.is_some_and(|(whole, _)| !whole) {
             // Stopped part way: its last instruction (a call, a return) did not run.
             self.pending = None;
-            self.returned = false;
+            self.returned = None;
         }
         let mut site = settled.map(|(_, start)| start);
         let mut popped = false;
-        if std::mem::take(&mut self.returned) && self.stack.last().is_some_and(|f| f.ret.is_none())
-        {
+        let returned = self
+            .returned
+            .take()
+            .is_some_and(|failed| failed != Some(pc));
+        if returned && self.stack.last().is_some_and(|f| f.ret.is_none()) {
             // A return at the level of an exception frame (its handler, or code the handler
             // branched to) is the exception's return: back to the frame it interrupted, with
             // the call that was pending then.
@@ -851,8 +858,11 @@ impl Graph {
 
     /// The block at `pc` is a call's target, a return, or the next block of the same frame.
     fn call_or_return(&mut self, pc: u32) {
-        if let Some((ret, _)) = self.pending.take().filter(|p| p.1.is_none_or(|t| t == pc)) {
-            // Reached by the call the previous block ended with.
+        // Reached by the call the previous block ended with: at its target, or, where the
+        // instruction does not name one (`blx r1`), anywhere but the call's own return address
+        // (where a conditional call whose condition failed, `blxne r1`, goes on).
+        let taken = |&(ret, target): &(u32, Option<u32>)| target.map_or(pc != ret, |t| t == pc);
+        if let Some((ret, _)) = self.pending.take().filter(taken) {
             if let Some(kind) = self.lapfns.iter().position(|&f| f == pc)
                 && !self.in_lapfn[self.current() as usize]
             {
@@ -981,25 +991,45 @@ fn write_file(path: &str, b: &[u8]) {
 /// load into PC from the stack (`pop {.., pc}`, `ldm sp!, {.., pc}`, `ldr pc, [sp], #4`).
 /// A load into PC through another register is a computed jump (a dispatch through a table, a
 /// tail call through a function pointer: `ldm.w r1, {r0, r2, r3, pc}`, `ldr pc, [r3, #12]`),
-/// not a return.
-fn returns(disas: &str) -> bool {
+/// not a return. `Some(true)` when the return carries a condition (in an IT block: `bxne lr`,
+/// `popeq {r4, pc}`), which may fail.
+fn returns(disas: &str) -> Option<bool> {
     let d = disas.to_ascii_lowercase();
     let mut words = d.splitn(2, char::is_whitespace);
     let m = words.next().unwrap_or("");
+    let m = m.trim_end_matches(".w").trim_end_matches(".n");
     let ops = words.next().unwrap_or("").trim();
-    (m.starts_with("bx") && ops == "lr")
-        || (m.starts_with("pop") && ops.contains("pc"))
-        || (m.starts_with("ldm") && ops.starts_with("sp") && ops.contains("pc"))
-        || (m.starts_with("ldr") && ops.starts_with("pc") && ops.contains("[sp"))
-        || m == "ret"
-        || m == "eret"
+    if m == "ret" || m == "eret" {
+        return Some(false);
+    }
+    let (base, conditional) = match CONDITIONS.iter().find_map(|c| m.strip_suffix(c)) {
+        Some(b) if matches!(b, "bx" | "pop" | "ldm" | "ldmia" | "ldmfd" | "ldr") => (b, true),
+        _ => (m, false),
+    };
+    let returns = (base == "bx" && ops == "lr")
+        || (base == "pop" && ops.contains("pc"))
+        || (base.starts_with("ldm") && ops.starts_with("sp") && ops.contains("pc"))
+        || (base == "ldr" && ops.starts_with("pc") && ops.contains("[sp"));
+    returns.then_some(conditional)
 }
+
+/// The condition codes an instruction in an IT block carries.
+const CONDITIONS: [&str; 16] = [
+    "eq", "ne", "cs", "hs", "cc", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt", "le",
+];
 
 /// Whether an instruction (QEMU's disassembly of it) is a call, and its target if named.
 fn call_of(disas: &str) -> Option<Option<u32>> {
     let mut words = disas.split_whitespace();
     let mnemonic = words.next()?.trim_end_matches(".w").to_ascii_lowercase();
-    if !matches!(mnemonic.as_str(), "bl" | "blx" | "blr") {
+    // In an IT block a call carries its condition (`blxne r1`, `bleq f`). The condition is
+    // two letters, so `blt`, `ble`, `bls` and `blo` stay what they are: conditional branches.
+    let base = ["blx", "bl"].into_iter().find(|b| {
+        mnemonic
+            .strip_prefix(b)
+            .is_some_and(|c| c.is_empty() || CONDITIONS.contains(&c))
+    });
+    if base.is_none() && mnemonic != "blr" {
         return None;
     }
     let target = words
@@ -1067,7 +1097,7 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let mut pcs = Vec::with_capacity(n);
     let mut counters = Vec::new();
     let mut call = None;
-    let mut ret = false;
+    let mut ret = None;
     for i in 0..n {
         // SAFETY: i < n, as the API requires; the instruction belongs to this block.
         unsafe {
@@ -1081,7 +1111,7 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                     free(text.cast());
                     let size = qemu_plugin_insn_size(insn) as u32;
                     call = call_of(&d).map(|t| (pc as u32 + size, t));
-                    ret = returns(&d);
+                    ret = returns(&d).map(|conditional| conditional.then_some(pc as u32 + size));
                 }
             }
             if stacking {

@@ -692,6 +692,62 @@ fn rtic_applications_exact_graphs_close_every_exception() {
     }
 }
 
+/// `--elf FIXTURE --exact` on lm3s6965evb in a fresh directory, with more arguments: the
+/// report and the run directory.
+fn exact_of_fixture(elf: &Path, dir: &Path, extra: &[&str]) -> (Value, PathBuf) {
+    let mut args = vec![
+        "--elf",
+        elf.to_str().unwrap(),
+        "--machine",
+        "lm3s6965evb",
+        "--exact",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = cargo_sample_env(dir, &args, &[("CARGO_TARGET_DIR", "target")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", elf.display());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_graph_invariants(&r);
+    (r, run_dir_of(&out.stderr))
+}
+
+/// RTIC's own examples crate at its git HEAD (`tests/fixtures/rtic/`): dispatchers that call
+/// wakers through conditional calls (`blxne r1`, not taken when no waker is stored), a
+/// handler that returns right before the next one begins and that one tail-chained to it.
+/// Every exact graph holds, each exception's time is what QEMU's own exception log says, and
+/// `work`'s producer makes the calls its source does: 40 rounds of `crc_work`, each pending
+/// the consumer's dispatcher and the hardware task.
+#[test]
+fn rtic_heads_examples_exact_graphs_hold_through_conditional_calls_and_tail_chains() {
+    let fixtures = repo().join("tests/fixtures/rtic");
+    for name in [
+        "work",
+        "static-resources-in-divergent",
+        "static-resources-in-divergent-lto",
+        "resource-user-struct",
+    ] {
+        let elf = fixtures.join(format!("{name}.elf"));
+        let dir = tempfile::tempdir().unwrap();
+        let callees: &[&str] = if name == "work" {
+            &["--callees", "SSI0"]
+        } else {
+            &[]
+        };
+        let (r, graph) = exact_of_fixture(&elf, dir.path(), callees);
+        assert_graph_holds(&r);
+        let (_, log) = exact_of_fixture(&elf, dir.path(), &["--truth-method", "exec-log"]);
+        let per = assert_graph_matches_exec_log(&graph, &log);
+        assert!(per.len() >= 3, "{name}: {per:?}");
+        if name == "work" {
+            for callee in ["work::crc_work", "GPIOA", "QEI0"] {
+                assert_eq!(edge(&r, "callees", callee).1, 40, "{callee}");
+            }
+        }
+    }
+}
+
 /// Handlers nested three deep, chained, and entered at a device access: every sampled stack
 /// crosses their exception frames to the thread's root (the frame records carry each
 /// exception frame's stacked PC, LR and xPSR beyond the window), and the inclusive shares

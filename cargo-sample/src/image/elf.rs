@@ -559,14 +559,23 @@ pub fn task_pools(elf: &[u8]) -> Vec<TaskPool> {
     let Ok(file) = object::File::parse(elf) else {
         return Vec::new();
     };
-    let mut v: Vec<TaskPool> = file
+    // The symbols, and the DWARF's statics: under LTO a pool can be folded into a block of
+    // merged statics and keep no symbol of its own.
+    let symbols = file
         .symbols()
         .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
         .filter_map(|s| {
             let name = crate::image::symbolize::demangle(s.name().ok()?);
+            Some((name, s.address(), s.address() + s.size()))
+        });
+    let statics = crate::image::symbolize::dwarf::statics(&file)
+        .into_iter()
+        .map(|s| (s.name, s.start, s.end));
+    let mut v: Vec<TaskPool> = symbols
+        .chain(statics)
+        .filter_map(|(name, start, end)| {
             let task = name.strip_suffix("::POOL")?.to_owned();
-            let start = s.address() as u32;
-            Some((task, start, start + s.size() as u32))
+            Some((task, start as u32, end as u32))
         })
         .collect();
     v.sort_by_key(|p| p.1);

@@ -133,6 +133,40 @@ pub(crate) fn branches_to(file: &object::File<'_>, start: u64, end: u64) -> Vec<
     targets
 }
 
+/// How many objects starting at or before an address are looked at for the smallest that
+/// holds it (objects nest only where a static sits inside another's symbol).
+const OVERLAP_SCAN: usize = 64;
+
+/// Whether a symbol's name is one the compiler made up rather than one the source gave
+/// (`.L_MergedGlobals.68`, LLVM's block of merged statics; `.Lanon.*`).
+fn compiler_made(name: &str) -> bool {
+    name.starts_with(".L") || name.starts_with("_MergedGlobals") || name.starts_with("__unnamed_")
+}
+
+/// The image's data objects, `(start, end, name)` sorted by start: its data symbols (those
+/// the compiler made up left out) and the statics its DWARF places, so that a static folded
+/// into a merged block under LTO keeps its name.
+fn data_objects(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    let mut objects: Vec<(u64, u64, String)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            (!compiler_made(name)).then(|| (s.address(), s.address() + s.size(), demangle(name)))
+        })
+        .collect();
+    objects.sort();
+    let named = objects.clone();
+    for v in dwarf::statics(file) {
+        let known = named.binary_search_by(|o| (o.0, o.1).cmp(&(v.start, v.end)));
+        if known.is_err() {
+            objects.push((v.start, v.end, v.name));
+        }
+    }
+    objects.sort();
+    objects
+}
+
 /// Remove the hash and keep generic parameters readable: `hot_loops::run`, `<T as Trait>::f`.
 pub fn demangle(name: &str) -> String {
     match rustc_demangle::try_demangle(name) {
@@ -250,15 +284,7 @@ impl Symbolizer {
             })
             .collect();
         let debug = dwarf::DebugInfo::new(&file, &symbols);
-        let mut objects: Vec<(u64, u64, String)> = file
-            .symbols()
-            .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                Some((s.address(), s.address() + s.size(), demangle(name)))
-            })
-            .collect();
-        objects.sort();
+        let objects = data_objects(&file);
         let mut sym = Symbolizer {
             functions: functions
                 .into_iter()
@@ -309,12 +335,16 @@ impl Symbolizer {
     }
 
     /// A name for an address: the data object or function it points into (`TASK_A`,
-    /// `TASK_A+0x10`), else the address in hex.
+    /// `TASK_A+0x10`; the smallest object that holds it), else the address in hex.
     pub fn name_address(&self, addr: u32) -> String {
         let a = addr as u64;
         let i = self.objects.partition_point(|o| o.0 <= a);
-        if let Some(o) = i.checked_sub(1).map(|j| &self.objects[j])
-            && a < o.1
+        if let Some(o) = self.objects[..i]
+            .iter()
+            .rev()
+            .take(OVERLAP_SCAN)
+            .filter(|o| a < o.1)
+            .min_by_key(|o| o.1 - o.0)
         {
             return if a == o.0 {
                 o.2.clone()

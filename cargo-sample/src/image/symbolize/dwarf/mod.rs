@@ -20,9 +20,11 @@ use gimli::{EndianSlice, LittleEndian};
 use object::{Object, ObjectSection};
 
 mod builder;
+mod statics;
 mod tables;
 
 use builder::Builder;
+pub use statics::{Static, statics};
 use tables::{Code, Function, Inlined, R};
 pub use tables::{DebugInfo, Discarded, RawFrame, Symbol};
 

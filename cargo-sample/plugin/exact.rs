@@ -84,6 +84,17 @@
 //! the entry of its innermost handler (0: thread mode), instructions idle and idle periods
 //! (`u64` each). The idle time above is the first context's to idle.
 //!
+//! With `landings=FILE` (beside `handlers=`) it writes `SMPLLND1`, then per (handler,
+//! context, address): `u32` each and `u64` instructions: each exception's instructions, nested
+//! ones included, keyed by where the code it interrupted resumed (the context: the innermost
+//! handler then running, 0 thread mode; a chain of tail-chained exceptions resumes where its
+//! last one returns): where a sample that came due inside it is taken when the sampler cannot
+//! preempt it.
+//!
+//! With `start=ADDR,startout=FILE` (ADDR: where sampler-rt's `start()` marks that sampling
+//! begins), the counts of everything run before the first execution of ADDR are written to
+//! `FILE` in the counts' format when it comes: the time no sample could see.
+//!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
 
@@ -603,6 +614,11 @@ struct Frame {
     /// No instruction has run in it yet: a more urgent exception came in before the first
     /// one (late arrival), and the block at `entry` that follows its return resumes it.
     fresh: bool,
+    /// Instructions run in the whole run when it was entered.
+    entered_at: u64,
+    /// Exception frames: the exceptions that returned just before it was entered, tail-chained
+    /// to it, with their instructions: they return where it does.
+    chained: Vec<(u32, u64)>,
 }
 
 /// The calling-context tree (`graph=FILE`): each node a function entered by a call (or an
@@ -632,6 +648,16 @@ struct Graph {
     /// (`contexts=FILE`).
     contexts: HashMap<(u32, u32), u64>,
     contexts_out: Option<String>,
+    /// Instructions settled so far, in the whole run.
+    total: u64,
+    /// Per (handler, context resumed, address resumed at): the instructions of that
+    /// exception's entries that returned there (a chain of tail-chained exceptions returns
+    /// where the last one does), nested exceptions included (`landings=FILE`): where a sample
+    /// due while a handler the sampler cannot preempt ran is taken.
+    landings: HashMap<(u32, u32, u32), u64>,
+    /// Exceptions returned from whose chain has not returned yet: (handler, instructions).
+    returned_chain: Vec<(u32, u64)>,
+    landings_out: Option<String>,
     /// Per handler: entries, entries tail-chained (straight after another exception's
     /// return, without going back to the code it interrupted), and entries that came in late
     /// (before the first instruction of a less urgent exception just entered) (`chains=FILE`).
@@ -679,6 +705,10 @@ impl Graph {
             inner: vec![0],
             contexts: HashMap::new(),
             contexts_out: None,
+            total: 0,
+            landings: HashMap::new(),
+            returned_chain: Vec::new(),
+            landings_out: None,
             chains: HashMap::new(),
             chains_out: None,
             lapfns: [u32::MAX; 3],
@@ -719,6 +749,7 @@ impl Graph {
     fn follows(&self) -> bool {
         !self.out.is_empty()
             || self.contexts_out.is_some()
+            || self.landings_out.is_some()
             || self.chains_out.is_some()
             || self.laps_out.is_some()
     }
@@ -739,6 +770,7 @@ impl Graph {
             .filter(|(c, before)| c.get() != **before)
             .count();
         if ran > 0 {
+            self.total += ran as u64;
             *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
             if !self.windows.is_empty() && !self.in_lapfn[node as usize] {
                 for (_, open) in &mut self.windows {
@@ -779,6 +811,9 @@ impl Graph {
             // the call that was pending then.
             let f = self.stack.pop().expect("checked above");
             popped = true;
+            self.returned_chain.extend(f.chained);
+            self.returned_chain
+                .push((f.entry, self.total.saturating_sub(f.entered_at)));
             self.pending = f.pending;
             // An exception entered now (tail-chained) interrupts the same code as this one.
             site = Some(self.nodes[f.node as usize].3).filter(|&s| s != 0);
@@ -793,6 +828,14 @@ impl Graph {
         if self.handlers.contains(&pc) && target != Some(pc) && !resumed {
             self.enter_exception(pc, site, popped);
         } else {
+            if popped {
+                // Back in the code the exception (and those chained to it) interrupted:
+                // where their samples land.
+                let context = self.inner[self.current() as usize];
+                for (handler, n) in std::mem::take(&mut self.returned_chain) {
+                    *self.landings.entry((handler, context, pc)).or_default() += n;
+                }
+            }
             self.call_or_return(pc);
         }
         self.prev = Some((self.current(), b));
@@ -826,6 +869,12 @@ impl Graph {
                 pending: self.pending.take(),
                 entry: pc,
                 fresh: true,
+                entered_at: self.total,
+                chained: if chained {
+                    std::mem::take(&mut self.returned_chain)
+                } else {
+                    Vec::new()
+                },
             });
         }
     }
@@ -877,6 +926,8 @@ impl Graph {
                     pending: None,
                     entry: pc,
                     fresh: true,
+                    entered_at: self.total,
+                    chained: Vec::new(),
                 });
             }
         } else {
@@ -937,6 +988,19 @@ impl Graph {
                 for v in n {
                     b.extend_from_slice(&v.to_le_bytes());
                 }
+            }
+            write_file(path, &b);
+        }
+        if let Some(path) = &self.landings_out {
+            let mut c: Vec<_> = self.landings.iter().collect();
+            c.sort_unstable();
+            let mut b = Vec::with_capacity(8 + 20 * c.len());
+            b.extend_from_slice(b"SMPLLND1");
+            for ((handler, context, pc), n) in c {
+                for v in [handler, context, pc] {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+                b.extend_from_slice(&n.to_le_bytes());
             }
             write_file(path, &b);
         }
@@ -1132,6 +1196,15 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             }
         }
     }
+    if pcs
+        .first()
+        .is_some_and(|&pc| u64::from(pc) == START_AT.load(Ordering::Relaxed))
+    {
+        // SAFETY: registering on the block QEMU is translating; no user data.
+        unsafe {
+            qemu_plugin_register_vcpu_tb_exec_cb(tb, on_start, CB_NO_REGS, std::ptr::null_mut())
+        };
+    }
     let ticking = TICKS.lock().map(|t| t.is_some()).unwrap_or(false);
     if (BUDGET.load(Ordering::Relaxed) != 0 || ticking || graphing || tasking) && !pcs.is_empty() {
         let block = Box::into_raw(Box::new(Block {
@@ -1170,6 +1243,12 @@ fn write_counts() {
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else { return };
     let Some(path) = &state.out else { return };
+    write_file(path, &encode_counts(state));
+}
+
+/// The counts so far as the counts file holds them: `SMPLEXC1`, then `(pc, count)` pairs
+/// sorted by pc.
+fn encode_counts(state: &Counters) -> Vec<u8> {
     let mut pairs: Vec<(u64, u64)> = state
         .by_pc
         .iter()
@@ -1183,12 +1262,24 @@ fn write_counts() {
         bytes.extend_from_slice(&pc.to_le_bytes());
         bytes.extend_from_slice(&c.to_le_bytes());
     }
-    let tmp = format!("{path}.tmp");
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&bytes))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        eprintln!("cargo-sample exact-count plugin: cannot write {path}: {e}");
+    bytes
+}
+
+/// `start=ADDR,startout=FILE`: where the firmware starts its sampler, and the file that gets
+/// the counts of every instruction run before the first time it gets there (the time no
+/// sample could see).
+static START_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+static START_OUT: Mutex<Option<String>> = Mutex::new(None);
+
+/// The block at `start=` begins: the first time, the counts so far (none of its own yet: a
+/// block's counters move as its instructions run) are written to `startout=`.
+extern "C" fn on_start(_vcpu: u32, _data: *mut c_void) {
+    let Some(path) = START_OUT.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(state) = guard.as_ref() {
+        write_file(&path, &encode_counts(state));
     }
 }
 
@@ -1259,6 +1350,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
             Some(("contexts", v)) => {
                 with_graph(|g| g.contexts_out = Some(v.to_owned()));
             }
+            Some(("landings", v)) => {
+                with_graph(|g| g.landings_out = Some(v.to_owned()));
+            }
             Some(("laps", v)) => {
                 with_graph(|g| g.laps_out = Some(v.to_owned()));
             }
@@ -1312,6 +1406,16 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 with_tasks(|w| w.pools = vec![PoolTimes::default(); pools.len()]);
                 let _ = POOLS.set(pools);
             }
+            Some(("start", v)) => match addresses(v).as_slice() {
+                [a] => START_AT.store(u64::from(*a), Ordering::Relaxed),
+                _ => {
+                    eprintln!("cargo-sample exact-count plugin: start=`{v}` is not an address");
+                    return -1;
+                }
+            },
+            Some(("startout", v)) => {
+                *START_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
+            }
             Some(("stackout", v)) => {
                 *STACK_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
             }
@@ -1340,7 +1444,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., stack=LOW:HIGH, stackout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F:G:H, taskpools=LO:HI:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., landings=FILE, stack=LOW:HIGH, stackout=FILE, start=ADDR, startout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F:G:H, taskpools=LO:HI:..)"
                 );
                 return -1;
             }
@@ -1367,7 +1471,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     if graphing && out.is_none() {
         // The graph reads how much of each block ran from the exact counters.
         eprintln!(
-            "cargo-sample exact-count plugin: graph=FILE, contexts=FILE and chains=FILE need out=FILE"
+            "cargo-sample exact-count plugin: graph=FILE, contexts=FILE, chains=FILE and landings=FILE need out=FILE"
         );
         return -1;
     }

@@ -132,17 +132,100 @@ fn a_handler_as_urgent_as_the_sampler_is_the_held_off_row_within_3_sigma() {
         "held off: {got} samples over three runs, {expected:.1} expected: {z:.2} sigma"
     );
 
-    // Without the check: SysTick's code has its exact share and no sample.
+    // Without the check no sample is told held off: SysTick's time is counted where it
+    // returned, as the samples that came due inside it are, and no row has SysTick's code.
     let r = run_mono_cmsdk(&[("CARGO_SAMPLE_LATE_TICKS", "0")]);
     let rows = functions(&r);
     assert!(
         rows.iter()
             .all(|f| !f["name"].as_str().unwrap().starts_with("[held off"))
     );
-    let systick = rows.iter().find(|f| f["name"] == "SysTick").unwrap();
-    assert_eq!(systick["samples"], 0);
-    assert!(systick["error_sigma"].as_f64().unwrap() < -3.0, "{systick}");
+    assert!(rows.iter().all(|f| f["name"] != "SysTick"), "{rows:#?}");
+    assert_eq!(
+        r["unseen"]["hidden"][0]["name"], "SysTick",
+        "{}",
+        r["unseen"]
+    );
+    assert_eq!(r["unseen"]["hidden"][0]["landed"], true);
     assert!(kinds(&r).contains(&"unpreemptable".to_owned()));
+}
+
+/// RTIC's priority-0 SysTick monotonic on lm3s6965evb, whose timers' count QEMU does not
+/// model: no sample can be told held off, so a sample that comes due while SysTick runs is
+/// taken where it returns, mostly inside the software task that pended it (the monotonic
+/// runs when a task waits, not at random points). The exact count is compared the same way:
+/// SysTick's instructions where it returned, and what ran before the sampler started left
+/// out; every function and exception row is then within 3.5 sigma (without it `crunch` read
+/// +4.4 and SysTick -3 sigma at this many samples, then SSI0 +3 to +4.6 with SysTick's time
+/// merely left out). Where SysTick returned is counted by the plugin and, independently, by
+/// QEMU's own exception log: equal to the instruction.
+#[test]
+fn an_unmarked_hidden_handlers_time_is_compared_where_it_returned() {
+    let args = |method: &'static str| {
+        vec![
+            "--release",
+            "--bin",
+            "mono",
+            "--truth",
+            "--truth-method",
+            method,
+            "-n",
+            "20000",
+            "--period",
+            "400",
+            "--seed",
+            "1",
+            "--tag",
+            "exception",
+        ]
+    };
+    let (r, dir) = profile_example("rtic-app", &args("plugin"));
+    for table in ["functions", "tags"] {
+        for row in r[table].as_array().unwrap() {
+            if let Some(s) = row["error_sigma"].as_f64() {
+                assert!(s.abs() < 3.5, "{table}: {row}");
+            }
+        }
+    }
+    assert!(
+        !kinds(&r).contains(&"disagrees-with-exact".to_owned()),
+        "{:#?}",
+        r["diagnostics"]
+    );
+    let unseen = &r["unseen"];
+    assert!(unseen["before_start"].as_u64().unwrap() > 0, "{unseen}");
+    assert_eq!(unseen["hidden"][0]["name"], "SysTick", "{unseen}");
+    assert_eq!(unseen["hidden"][0]["landed"], true, "{unseen}");
+    assert!(
+        r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["name"] != "SysTick")
+    );
+    let (_, log) = profile_example("rtic-app", &args("exec-log"));
+    let landed = |dir: &Path| -> BTreeMap<(u32, u32), u64> {
+        use cargo_sample::dump::exact;
+        let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
+        let vectors = cargo_sample::image::elf::vectors(&elf);
+        let bytes = std::fs::read(dir.join(exact::LANDINGS_FILE)).unwrap();
+        let mut m = BTreeMap::new();
+        for (e, context, pc, n) in exact::landings_by_exception(&bytes, &vectors).unwrap() {
+            if e == 15 {
+                *m.entry((context, pc)).or_default() += n;
+            }
+        }
+        m
+    };
+    let (plugin, qemu) = (landed(&dir), landed(&log));
+    assert!(
+        plugin.len() > 3 && plugin.keys().any(|k| k.0 == 23),
+        "{plugin:?}"
+    );
+    assert_eq!(
+        plugin, qemu,
+        "where SysTick returned: the plugin's, then QEMU's log"
+    );
 }
 
 /// The plugin's count of each exception's instructions (what splits the exact counts for the
@@ -150,8 +233,8 @@ fn a_handler_as_urgent_as_the_sampler_is_the_held_off_row_within_3_sigma() {
 /// runs are the same deterministic run of RTIC's `mono` app.
 #[test]
 fn the_plugins_instructions_per_exception_equal_qemus_interrupt_log() {
-    let per_tag = |method: &str| -> BTreeMap<String, f64> {
-        let (r, _) = profile_example(
+    let per_exception = |method: &str| -> BTreeMap<u32, u64> {
+        let (_, dir) = profile_example(
             "rtic-app",
             &[
                 "--release",
@@ -164,35 +247,21 @@ fn the_plugins_instructions_per_exception_equal_qemus_interrupt_log() {
                 method,
             ],
         );
-        r["tags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| {
-                (
-                    t["name"].as_str().unwrap().to_owned(),
-                    t["exact_percent"].as_f64().unwrap(),
-                )
-            })
-            .collect()
+        use cargo_sample::dump::exact;
+        let elf = std::fs::read(dir.join("firmware.elf")).unwrap();
+        let vectors = cargo_sample::image::elf::vectors(&elf);
+        let counts = exact::parse(&std::fs::read(dir.join(exact::FILE)).unwrap()).unwrap();
+        let bytes = std::fs::read(dir.join(exact::CONTEXTS_FILE)).unwrap();
+        let mut m = BTreeMap::new();
+        for (e, _, n) in exact::contexts_by_exception(&bytes, &vectors, &counts).unwrap() {
+            *m.entry(e).or_default() += n;
+        }
+        m
     };
-    let plugin = per_tag("plugin");
-    let log = per_tag("exec-log");
-    assert!(
-        plugin.contains_key("SysTick") && plugin.len() >= 4,
-        "{plugin:?}"
-    );
-    assert_eq!(
-        plugin.keys().collect::<Vec<_>>(),
-        log.keys().collect::<Vec<_>>()
-    );
-    for (name, share) in &plugin {
-        assert!(
-            (share - log[name]).abs() < 1e-9,
-            "{name}: {share} % by the plugin, {} % by the log",
-            log[name]
-        );
-    }
+    let plugin = per_exception("plugin");
+    let log = per_exception("exec-log");
+    assert!(plugin.contains_key(&15) && plugin.len() >= 4, "{plugin:?}");
+    assert_eq!(plugin, log, "per exception: the plugin's, then QEMU's log");
 }
 
 /// Where the pacing timer's count cannot be read (QEMU's Stellaris timers do not model it)

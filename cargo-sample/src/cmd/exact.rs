@@ -185,6 +185,7 @@ pub fn capture_exact(args: &RunArgs) -> Result<PathBuf> {
         call_graph: (matches!(counting, Counting::Plugin { .. }) && !img.fw.aarch64)
             .then(|| crate::image::elf::handler_entries(&img.bytes)),
         contexts: None,
+        start_marker: None,
         lap_fns: None,
         // An exact run builds without the sampler: no Embassy hooks to time.
         tasks: None,

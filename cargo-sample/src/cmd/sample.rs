@@ -268,6 +268,11 @@ impl Spec<'_> {
             // preempt: each exception's instructions per address.
             contexts: (args.truth && !img.fw.aarch64 && plugin)
                 .then(|| elf::handler_entries(elf_bytes)),
+            // `--truth` compares the samples with the time after the sampler started.
+            start_marker: (args.truth && plugin)
+                .then(|| elf::symbol_address(elf_bytes, "sampler_rt_sampling_starts"))
+                .flatten()
+                .map(|a| a as u32 & !1),
             // With `--cycles`: the windows of `start()` guards and iterations, timed too.
             lap_fns: ((args.view.cycles || args.bench) && plugin && !img.fw.aarch64)
                 .then(|| elf::lap_functions(elf_bytes))
@@ -309,6 +314,12 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
         }
         if let Some(t) = &outcome.tasks {
             run.keep(crate::dump::exact::TASKS_FILE, t)?;
+        }
+        if let Some(l) = &outcome.landings {
+            run.keep(crate::dump::exact::LANDINGS_FILE, l)?;
+        }
+        if let Some(b) = &outcome.before_start {
+            run.keep(crate::dump::exact::BEFORE_START_FILE, b)?;
         }
     } else if truth {
         term::warn("QEMU left no exact counts (it did not exit normally): no truth column");

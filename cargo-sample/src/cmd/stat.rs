@@ -266,6 +266,7 @@ impl Group<'_> {
             pmu_in_memory: memory,
             call_graph: None,
             contexts: None,
+            start_marker: None,
             lap_fns: None,
             stack: None,
             tasks: None,

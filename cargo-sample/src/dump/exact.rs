@@ -209,6 +209,80 @@ pub fn parse_chains(bytes: &[u8]) -> Result<Vec<Entries>> {
         .collect()
 }
 
+/// The file a run keeps the exact counts of what ran before the sampler started in (the
+/// counts' format): the time no sample could see, left out of `--truth`'s comparison.
+pub const BEFORE_START_FILE: &str = "exact-before-start.counts";
+
+/// The file a run keeps where each exception's time returned to: `(exception, context,
+/// address u32, instructions u64)` little-endian records, the context being what ran where it
+/// returned (0: thread mode). The plugin's (`landings=`, `SMPLLND1`) names exceptions and
+/// contexts by their handlers' entries; QEMU's exec log (`SMPLLNX1`) by exception number.
+pub const LANDINGS_FILE: &str = "exact-landings.bin";
+
+/// Landings by exception number (`SMPLLNX1`), as the exec log finds them.
+pub fn encode_landings(landings: &[(u32, u32, u32, u64)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 20 * landings.len());
+    b.extend_from_slice(b"SMPLLNX1");
+    for &(e, c, pc, n) in landings {
+        for v in [e, c, pc] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&n.to_le_bytes());
+    }
+    b
+}
+
+/// A landings file of either kind as `(exception, context exception, address, instructions)`,
+/// handlers named through the vector table (`vectors`: exception number, handler).
+pub fn landings_by_exception(
+    bytes: &[u8],
+    vectors: &[(u32, u32)],
+) -> Result<Vec<(u32, u32, u32, u64)>> {
+    let (by_handler, body) = match (
+        bytes.strip_prefix(b"SMPLLND1"),
+        bytes.strip_prefix(b"SMPLLNX1"),
+    ) {
+        (Some(b), _) => (true, b),
+        (None, Some(b)) => (false, b),
+        _ => bail!("not a landings file (no SMPLLND1 or SMPLLNX1 header)"),
+    };
+    if body.len() % 20 != 0 {
+        bail!(
+            "a landings file whose records are cut short ({} bytes)",
+            body.len()
+        );
+    }
+    let exception_of = |handler: u32| {
+        vectors
+            .iter()
+            .filter(|v| v.0 >= 2 && v.1 & !1 == handler & !1)
+            .map(|v| v.0)
+            .min()
+    };
+    let mut out = Vec::with_capacity(body.len() / 20);
+    for c in body.chunks_exact(20) {
+        let w = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+        let n = u64::from_le_bytes([c[12], c[13], c[14], c[15], c[16], c[17], c[18], c[19]]);
+        let (e, context) = if by_handler {
+            let e = exception_of(w(0)).with_context(|| {
+                format!(
+                    "landings name a handler at {:#x} the vector table does not have",
+                    w(0)
+                )
+            })?;
+            let context = match w(4) {
+                0 => 0,
+                h => exception_of(h).unwrap_or(0),
+            };
+            (e, context)
+        } else {
+            (w(0), w(4))
+        };
+        out.push((e, context, w(8), n));
+    }
+    Ok(out)
+}
+
 /// The file a run keeps per-exception counts in (from the exec log with `-d int`).
 pub const CONTEXTS_FILE: &str = "exact-contexts.bin";
 

@@ -145,7 +145,9 @@ pub fn install_plugin(dir: &Path, api: PluginApi) -> Result<PathBuf> {
 ///
 /// With `-d int` as well, exception entries (`...loading from element N of ... vector table`)
 /// and returns (`Exception return: magic PC ... previous exception N`) are followed, and every
-/// instruction is also counted under the exception that was running (0: thread mode).
+/// instruction is also counted under the exception that was running (0: thread mode), and each
+/// exception's instructions (nested ones included) where the code it interrupted resumed (the
+/// first block after its return that is not another exception's, which then returns there too).
 #[derive(Debug, Default)]
 pub struct ExecLog {
     counts: HashMap<u32, i64>,
@@ -156,6 +158,15 @@ pub struct ExecLog {
     by_context: HashMap<(u32, u32), i64>,
     /// Whether any exception entry was seen (the log has `-d int`).
     contexts_seen: bool,
+    /// Per exception open: the instructions counted when it was entered, and the exceptions
+    /// tail-chained to it (with their instructions).
+    entered: Vec<(i64, Vec<(u32, i64)>)>,
+    /// Exceptions returned from whose code has not resumed yet.
+    returned: Vec<(u32, i64)>,
+    /// Whether the last event was a return (the next entry is tail-chained to it).
+    just_returned: bool,
+    /// Per (exception, context resumed, address): instructions.
+    landings: HashMap<(u32, u32, u32), i64>,
 }
 
 impl ExecLog {
@@ -193,12 +204,23 @@ impl ExecLog {
             let n = rest.split(|&b| b == b' ').next().and_then(decimal);
             if let Some(n) = n {
                 self.active.push(n);
+                let chained = if self.just_returned {
+                    std::mem::take(&mut self.returned)
+                } else {
+                    Vec::new()
+                };
+                self.entered.push((self.total, chained));
+                self.just_returned = false;
                 self.contexts_seen = true;
             }
             return true;
         } else if line.starts_with(b"Exception return: ") {
             // `... previous exception N`: back to what it interrupted.
-            self.active.pop();
+            if let (Some(n), Some((at, chained))) = (self.active.pop(), self.entered.pop()) {
+                self.returned.extend(chained);
+                self.returned.push((n, self.total - at));
+                self.just_returned = true;
+            }
             return true;
         } else {
             // Other lines of `-d exec` and `-d int` carry no count; anything else is not the
@@ -210,6 +232,12 @@ impl ExecLog {
                 || line.starts_with(b"...");
         };
         let Some(pc) = pc else { return false };
+        if std::mem::take(&mut self.just_returned) && delta > 0 {
+            let context = self.active.last().copied().unwrap_or(0);
+            for (n, k) in std::mem::take(&mut self.returned) {
+                *self.landings.entry((n, context, pc as u32)).or_default() += k;
+            }
+        }
         *self.counts.entry(pc as u32).or_default() += delta;
         let context = self.active.last().copied().unwrap_or(0);
         *self.by_context.entry((context, pc as u32)).or_default() += delta;
@@ -228,6 +256,22 @@ impl ExecLog {
             .iter()
             .filter(|&(_, &n)| n > 0)
             .map(|(&(c, pc), &n)| (c, pc, n as u64))
+            .collect();
+        v.sort_unstable();
+        Some(v)
+    }
+
+    /// Each exception's instructions by where the code it interrupted resumed: `(exception,
+    /// context exception, address, instructions)`, when the log followed exceptions.
+    pub fn landings(&self) -> Option<Vec<(u32, u32, u32, u64)>> {
+        if !self.contexts_seen {
+            return None;
+        }
+        let mut v: Vec<(u32, u32, u32, u64)> = self
+            .landings
+            .iter()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(&(e, c, pc), &n)| (e, c, pc, n as u64))
             .collect();
         v.sort_unstable();
         Some(v)

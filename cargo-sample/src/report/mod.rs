@@ -18,6 +18,7 @@ pub mod stat;
 pub mod text;
 pub mod timeline;
 pub mod tree;
+pub mod unseen;
 pub mod unwound;
 
 use std::collections::HashMap;
@@ -521,6 +522,7 @@ pub fn build_samples(
         distinct_pcs: distinct,
         max_error_points,
         exact_instructions,
+        unseen: None,
         diagnostics,
         warnings,
         laps: None,
@@ -610,6 +612,7 @@ pub fn build_exact(
         distinct_pcs: distinct,
         max_error_points: None,
         exact_instructions: None,
+        unseen: None,
         diagnostics,
         warnings,
         laps: None,

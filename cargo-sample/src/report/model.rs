@@ -284,9 +284,15 @@ pub struct Report {
     /// With `--truth`: the largest |sampled - exact| over the function rows, in points.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_error_points: Option<f64>,
-    /// With `--truth`: exact instructions counted outside sampler-rt.
+    /// With `--truth`: exact instructions counted outside sampler-rt, in the time the sampler
+    /// could see.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_instructions: Option<u64>,
+    /// With `--truth`: the exact instructions left out of the comparison, which no sample could
+    /// see (before the sampler started; handlers it cannot preempt, when no sample could be told
+    /// held off by them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<super::unseen::Unseen>,
     /// Inline chains with their counts (for folded stacks and flamegraphs).
     #[serde(skip)]
     pub stacks: Vec<Stack>,

@@ -346,6 +346,11 @@ fn header_sampled(s: &mut String, r: &Report, f: &Facts) {
             s,
             "exact: {n} instructions counted (sampler-rt's own excluded) · largest error {max:.2} points ({worst})"
         );
+        if let Some(u) = &r.unseen {
+            for line in u.lines(n) {
+                let _ = writeln!(s, "{line}");
+            }
+        }
     }
     if let Some(t) = &r.timing {
         let _ = writeln!(

@@ -36,6 +36,7 @@ pub fn start_keeping_vectors() {
 }
 
 fn start_with(install_vectors: bool) {
+    crate::sampler_rt_sampling_starts();
     let s = state();
     // SAFETY: single core; the timer interrupt is not enabled until the end.
     unsafe {

@@ -84,6 +84,7 @@ pub(crate) fn firmware_timer() -> Option<&'static Timer> {
 /// built-in defaults when the firmware was started by other means: 1023-tick random period
 /// span, ring mode, no dump transport). Call it once, early in `main`; later calls do nothing.
 pub fn start() {
+    crate::sampler_rt_sampling_starts();
     let s = state();
     // SAFETY: single-core; the sampling interrupt is not enabled until the end of this function.
     unsafe {

@@ -83,6 +83,9 @@ pub struct RunSpec {
     /// With the plugin: time Embassy's polls exactly, given sampler-rt's hooks and the task
     /// pools' ranges: [`Outcome::tasks`].
     pub tasks: Option<TaskWatch>,
+    /// With the plugin: where the firmware starts its sampler (`sampler_rt_sampling_starts`),
+    /// to count what ran before it apart: [`Outcome::before_start`].
+    pub start_marker: Option<u32>,
 }
 
 /// What the plugin needs to time Embassy's polls.
@@ -161,6 +164,12 @@ pub struct Outcome {
     pub stack: Option<Vec<u8>>,
     /// With [`RunSpec::tasks`]: the polls' exact times (a task-polls file).
     pub tasks: Option<Vec<u8>>,
+    /// With [`RunSpec::start_marker`]: the exact counts of what ran before the sampler
+    /// started (a counts file), when the firmware got there.
+    pub before_start: Option<Vec<u8>>,
+    /// With [`RunSpec::contexts`] and the plugin: where each exception's time returned to (a
+    /// landings file).
+    pub landings: Option<Vec<u8>>,
     pub wall: Duration,
     pub command: Vec<String>,
 }

@@ -112,6 +112,8 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             pmu_in_memory: ended.in_memory,
             call_graph: None,
             exception_chains: None,
+            before_start: None,
+            landings: None,
             lap_windows: None,
             stack: None,
             tasks: None,
@@ -182,6 +184,12 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
                     pools.join(":")
                 ));
             }
+            if let Some(at) = opts.start_marker {
+                graph.push_str(&format!(
+                    ",start={at:x},startout={}",
+                    work.join(crate::dump::exact::BEFORE_START_FILE).display()
+                ));
+            }
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
                     ",graph={}",
@@ -190,8 +198,9 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
             }
             if opts.contexts.is_some() {
                 graph.push_str(&format!(
-                    ",contexts={}",
-                    work.join(crate::dump::exact::CONTEXTS_FILE).display()
+                    ",contexts={},landings={}",
+                    work.join(crate::dump::exact::CONTEXTS_FILE).display(),
+                    work.join(crate::dump::exact::LANDINGS_FILE).display()
                 ));
             }
             cmd.arg("-plugin").arg(format!(
@@ -522,7 +531,7 @@ fn left_behind(
                 .as_ref()
                 .and_then(|_| std::fs::read(work.join(crate::dump::exact::CONTEXTS_FILE)).ok())
         });
-    out.exact = match counts_from_log {
+    out.exact = match &counts_from_log {
         Some(log) => Some(crate::dump::exact::encode(&log.counts())),
         None => std::fs::read(work.join(EXACT_FILE)).ok(),
     };
@@ -547,6 +556,20 @@ fn left_behind(
         .as_ref()
         .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
         .and_then(|_| std::fs::read(work.join(crate::dump::exact::TASKS_FILE)).ok());
+    out.landings = match &counts_from_log {
+        Some(log) => log
+            .landings()
+            .map(|l| crate::dump::exact::encode_landings(&l)),
+        None => opts
+            .contexts
+            .as_ref()
+            .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+            .and_then(|_| std::fs::read(work.join(crate::dump::exact::LANDINGS_FILE)).ok()),
+    };
+    out.before_start = opts
+        .start_marker
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::exact::BEFORE_START_FILE)).ok());
     out.exception_chains = opts
         .call_graph
         .as_ref()

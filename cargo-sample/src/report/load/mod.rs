@@ -53,6 +53,15 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         Ok(bytes) => Some(dump::exact::parse(&bytes)?),
         Err(_) => None,
     };
+    // Like with like: what ran before the sampler started is no sample's.
+    let mut unseen = report::unseen::Unseen::default();
+    if let Some(e) = exact.as_mut()
+        && let Ok(bytes) = std::fs::read(dir.join(dump::exact::BEFORE_START_FILE))
+    {
+        let before = dump::exact::parse(&bytes)?;
+        unseen.before_start =
+            report::unseen::subtract_before(e, &before, |pc| sym.is_sampler(u64::from(pc)));
+    }
     let mut code = disasm::Code::new(&elf_bytes).ok();
     let mut at = Loading {
         dir,
@@ -62,18 +71,51 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         sym: &mut sym,
         code: code.as_mut(),
     };
-    let (samples, held_off) = match &dump.hist {
+    let (mut samples, hidden) = match &dump.hist {
         Some(h) => at.bins(&dump, h, opts.bin_split),
         None => at.ring(&dump, exact.as_deref())?,
     };
     // Like with like: the instructions of the handlers the sampler could not see go to the
-    // held-off row in the exact counts too.
-    if let (Some(hidden), Some(e)) = (&held_off, exact.as_mut())
+    // held-off row in the exact counts too; where no sample could be told held off, they
+    // leave the comparison (the samples due in them landed in the code they interrupted,
+    // which is then compared with the time the sampler could see).
+    if let (Some(hidden), Some(e)) = (&hidden, exact.as_mut())
         && let Ok(bytes) = std::fs::read(dir.join(dump::exact::CONTEXTS_FILE))
     {
         let contexts = dump::exact::contexts_by_exception(&bytes, &at.vectors, e)?;
         let sym = &*at.sym;
-        report::held_off::split_exact(e, &contexts, hidden, |pc| sym.is_sampler(u64::from(pc)));
+        let sampler = |pc: u32| sym.is_sampler(u64::from(pc));
+        if hidden.marked {
+            report::held_off::split_exact(e, &contexts, &hidden.exceptions, sampler);
+        } else {
+            let landings = std::fs::read(dir.join(dump::exact::LANDINGS_FILE))
+                .ok()
+                .map(|b| dump::exact::landings_by_exception(&b, &at.vectors))
+                .transpose()?;
+            for (&exception, name) in hidden.exceptions.iter().zip(&hidden.labels) {
+                let n = report::unseen::drop_hidden(e, &contexts, &[exception], sampler);
+                samples.exact_by_tag.remove(&exception);
+                let landed = match &landings {
+                    Some(l) => {
+                        let (_, by_context) = report::unseen::land_hidden(e, l, &[exception]);
+                        if !samples.exact_by_tag.is_empty() {
+                            for (context, m) in by_context {
+                                *samples.exact_by_tag.entry(context).or_default() += m;
+                            }
+                        }
+                        true
+                    }
+                    None => false,
+                };
+                if n > 0 {
+                    unseen.hidden.push(report::unseen::HiddenTime {
+                        name: name.clone(),
+                        instructions: n,
+                        landed,
+                    });
+                }
+            }
+        }
     }
     let timeline = opts.timeline;
     let max_poll = opts.max_poll;
@@ -85,7 +127,6 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
              sample with `--truth`, or count every instruction with `--exact --cycles`"
         );
     }
-    let mut samples = samples;
     at.split_dispatchers(&mut samples, &dump)?;
     let mut report = report::build_samples(
         &samples,
@@ -96,6 +137,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
         opts,
         &at.vectors,
     );
+    report.unseen = (!unseen.is_empty() && report.exact_instructions.is_some()).then_some(unseen);
     let mut estimate = None;
     if let (Some(request), Some(e)) = (&cycles_request, exact.as_deref()) {
         let chains = exact::read_chains(dir);
@@ -145,6 +187,34 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
     Ok(report)
 }
 
+/// The handlers the sampler could not preempt: their exceptions and names, and whether the
+/// samples they held off were told apart (moved to the held-off row).
+struct Hidden {
+    exceptions: Vec<u32>,
+    labels: Vec<String>,
+    marked: bool,
+}
+
+impl Hidden {
+    fn marked(urgent: Option<&[Urgent]>) -> Hidden {
+        let u = urgent.unwrap_or(&[]);
+        Hidden {
+            exceptions: u.iter().map(|u| u32::from(u.exception)).collect(),
+            labels: u.iter().map(|u| u.label.clone()).collect(),
+            marked: true,
+        }
+    }
+
+    /// None when there are none.
+    fn unmarked(urgent: Option<Vec<Urgent>>) -> Option<Hidden> {
+        let h = Hidden {
+            marked: false,
+            ..Hidden::marked(urgent.as_deref())
+        };
+        (!h.exceptions.is_empty()).then_some(h)
+    }
+}
+
 /// What every step of loading a sampled run reads.
 struct Loading<'a> {
     dir: &'a Path,
@@ -157,15 +227,16 @@ struct Loading<'a> {
 
 impl Loading<'_> {
     /// Bins. Held-off samples are in the outside counter: their own row instead. Also returns
-    /// the exceptions the held-off row stands for.
+    /// the handlers the sampler could not see.
     fn bins(
         &mut self,
         dump: &Dump,
         h: &dump::Hist,
         split: report::bins::Split,
-    ) -> (report::Samples, Option<Vec<u32>>) {
+    ) -> (report::Samples, Option<Hidden>) {
         let Some(ho) = dump.held_off.filter(|ho| ho.checked() && ho.count > 0) else {
-            return (hist_samples(h, self.sym, split), None);
+            let found = urgent(dump, &self.vectors, self.sym, None);
+            return (hist_samples(h, self.sym, split), Hidden::unmarked(found));
         };
         let held = ho.count.min(h.outside);
         let h = dump::Hist {
@@ -175,11 +246,7 @@ impl Loading<'_> {
         let mut s = hist_samples(&h, self.sym, split);
         let found = urgent(dump, &self.vectors, self.sym, None);
         let labels: Vec<String> = found.iter().flatten().map(|u| u.label.clone()).collect();
-        let hidden = found
-            .iter()
-            .flatten()
-            .map(|u| u32::from(u.exception))
-            .collect();
+        let hidden = Hidden::marked(found.as_deref());
         let row = report::held_off::row_name(&labels);
         let a = report::held_off::HELD_OFF_ADDRESS;
         self.sym.add_pseudo(a as u64, a as u64 + 2, &row);
@@ -201,12 +268,12 @@ impl Loading<'_> {
 
     /// A ring's samples: sleep found by DWT, tags and their names (with exact instructions per
     /// exception when the run followed them), held-off samples placed. Also returns the
-    /// exceptions the held-off row stands for.
+    /// handlers the sampler could not see.
     fn ring(
         &mut self,
         dump: &Dump,
         exact: Option<&[(u32, u64)]>,
-    ) -> Result<(report::Samples, Option<Vec<u32>>)> {
+    ) -> Result<(report::Samples, Option<Hidden>)> {
         let mut s = report::Samples::of_dump(dump);
         // DWT PC sampling that found the core asleep (a board's SWO).
         let sleep = s
@@ -248,7 +315,7 @@ impl Loading<'_> {
                 );
             }
             s.findings.extend(found);
-            return Ok((s, None));
+            return Ok((s, Hidden::unmarked(urgent)));
         };
         let labels: Vec<String> = urgent.iter().flatten().map(|u| u.label.clone()).collect();
         let row = report::held_off::row_name(&labels);
@@ -311,12 +378,7 @@ impl Loading<'_> {
             s.ordered.len() as u64,
             &late_after,
         ));
-        let hidden = urgent
-            .iter()
-            .flatten()
-            .map(|u| u32::from(u.exception))
-            .collect();
-        Ok((s, Some(hidden)))
+        Ok((s, Some(Hidden::marked(urgent.as_deref()))))
     }
 
     /// RTIC v2: a dispatcher that several async tasks share is split into a row per task (and

@@ -318,9 +318,10 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
             )
         })
         .collect();
-    // Say why for the rows no diagnostic names, when another diagnostic does, rather than
-    // suggest settings that cannot help (a masked region holds off the sampler whatever its
-    // period or priority).
+    // Say why for the rows no diagnostic names, when a finding about the whole run does,
+    // rather than suggest settings that cannot help. A masked region's skid is no such
+    // finding: it moves the time of the functions it names, and a row it does not name is not
+    // put down to it.
     let unnamed = off.iter().take(4).any(|r| naming(r).is_none());
     let why = if !unnamed {
         ""
@@ -330,9 +331,6 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
     {
         " The note on sleep explains it: the samples are of time, the exact count of \
          instructions, and the core slept"
-    } else if found.iter().any(|d| d.kind == Finding::MaskedSkid) {
-        " The masked-skid warning explains it: samples taken while interrupts were masked land \
-         after the region. The exact column is where the time went"
     } else if found.iter().any(|d| d.kind == Finding::HeldOff) {
         " The held-off warning explains it: a handler the sampler could not preempt held the \
          samples back (`--priority`)"
@@ -340,8 +338,9 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
         " The lockstep warning explains it: the samples were in step with the program \
          (`--jitter`)"
     } else {
-        " The samples are not a fair draw of the run: in step with the program (widen the \
-         random span, `--jitter`), or held off by code the sampler could not preempt"
+        " No finding here explains it: the samples may be in step with the program (widen the \
+         random span, `--jitter`) or held off by code the sampler could not preempt; if \
+         neither is so, please report it with the run's directory"
     };
     Some(Diagnostic::warning(
         Finding::DisagreesWithExact,
@@ -458,7 +457,8 @@ mod tests {
         assert!(d.message.contains(
             "after_masked 9.00 % sampled vs 3.00 % exact (the masked-skid warning explains it)"
         ));
-        // The row no diagnostic names gets the run's general reason.
+        // The row no diagnostic names is not put down to the masked region's skid, which
+        // moves other functions' time.
         assert!(
             d.message
                 .contains("elsewhere 30.00 % sampled vs 25.00 % exact; ")
@@ -468,8 +468,7 @@ mod tests {
             d.message
         );
         assert!(
-            d.message
-                .ends_with("The exact column is where the time went"),
+            d.message.contains("No finding here explains it") && !d.message.contains("skid"),
             "{}",
             d.message
         );

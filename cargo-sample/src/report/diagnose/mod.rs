@@ -468,7 +468,8 @@ mod tests {
             d.message
         );
         assert!(
-            d.message.contains("No finding here explains it") && !d.message.contains("skid"),
+            d.message.contains("No finding here explains it")
+                && !d.message.contains("The masked-skid warning"),
             "{}",
             d.message
         );

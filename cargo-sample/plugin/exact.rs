@@ -93,7 +93,8 @@
 //!
 //! With `start=ADDR,startout=FILE` (ADDR: where sampler-rt's `start()` marks that sampling
 //! begins), the counts of everything run before the first execution of ADDR are written to
-//! `FILE` in the counts' format when it comes: the time no sample could see.
+//! `FILE` in the counts' format when it comes: the time no sample could see. With
+//! `startgraph=FILE` beside `graph=`, the graph as it stood then goes to `FILE` (its format).
 //!
 //! Usage: `qemu-system-arm ... -plugin libcargo_sample_exact.so,out=counts.bin[,budget=N][,ticks=FILE]`.
 #![allow(non_camel_case_types)]
@@ -658,6 +659,8 @@ struct Graph {
     /// Exceptions returned from whose chain has not returned yet: (handler, instructions).
     returned_chain: Vec<(u32, u64)>,
     landings_out: Option<String>,
+    /// `startgraph=FILE`: the graph as it stood when the block at `start=` first began.
+    start_out: Option<String>,
     /// Per handler: entries, entries tail-chained (straight after another exception's
     /// return, without going back to the code it interrupted), and entries that came in late
     /// (before the first instruction of a less urgent exception just entered) (`chains=FILE`).
@@ -709,6 +712,7 @@ impl Graph {
             landings: HashMap::new(),
             returned_chain: Vec::new(),
             landings_out: None,
+            start_out: None,
             chains: HashMap::new(),
             chains_out: None,
             lapfns: [u32::MAX; 3],
@@ -794,6 +798,12 @@ impl Graph {
     fn block(&mut self, b: &'static Block) {
         let pc = b.pcs[0];
         let settled = self.settle();
+        if u64::from(pc) == START_AT.load(Ordering::Relaxed)
+            && let Some(path) = self.start_out.take()
+        {
+            // The sampler starts here: the graph so far is the time no sample could see.
+            write_file(&path, &self.encode());
+        }
         if settled.is_some_and(|(whole, _)| !whole) {
             // Stopped part way: its last instruction (a call, a return) did not run.
             self.pending = None;
@@ -1016,6 +1026,13 @@ impl Graph {
             }
             write_file(path, &b);
         }
+        if !self.out.is_empty() {
+            write_file(&self.out, &self.encode());
+        }
+    }
+
+    /// The graph as its file holds it.
+    fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(16 + 24 * self.nodes.len() + 16 * self.counts.len());
         b.extend_from_slice(b"SMPLCCT2");
         b.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
@@ -1034,9 +1051,7 @@ impl Graph {
             b.extend_from_slice(&pc.to_le_bytes());
             b.extend_from_slice(&n.to_le_bytes());
         }
-        if !self.out.is_empty() {
-            write_file(&self.out, &b);
-        }
+        b
     }
 }
 
@@ -1413,6 +1428,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
                     return -1;
                 }
             },
+            Some(("startgraph", v)) => {
+                with_graph(|g| g.start_out = Some(v.to_owned()));
+            }
             Some(("startout", v)) => {
                 *START_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
             }
@@ -1444,7 +1462,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             },
             _ => {
                 eprintln!(
-                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., landings=FILE, stack=LOW:HIGH, stackout=FILE, start=ADDR, startout=FILE, tasks=FILE, taskfns=A:B:C:D:E:F:G:H, taskpools=LO:HI:..)"
+                    "cargo-sample exact-count plugin: unknown argument `{arg}` (takes out=FILE, budget=N, ticks=FILE, tick=N, graph=FILE, contexts=FILE, chains=FILE, laps=FILE, lapfns=A:B:C, handlers=A:B:.., landings=FILE, stack=LOW:HIGH, stackout=FILE, start=ADDR, startout=FILE, startgraph=FILE, tasks=FILE, taskfns=A:B:C:D:E:F:G:H, taskpools=LO:HI:..)"
                 );
                 return -1;
             }

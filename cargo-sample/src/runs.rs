@@ -317,7 +317,8 @@ pub fn load_meta(dir: &Path) -> Result<RunMeta> {
     serde_json::from_slice(&text).with_context(|| format!("{} is not a run record", path.display()))
 }
 
-/// Find a run: a path, a directory name under `runs`, or `latest`.
+/// Find a run: a path, a directory name under `runs`, or `latest` (the newest run that ended;
+/// one still being written, by another run of the same crate, is passed over with a note).
 pub fn find(runs: &Path, which: &str) -> Result<PathBuf> {
     let direct = PathBuf::from(which);
     if direct.join(META).is_file() {
@@ -334,9 +335,27 @@ pub fn find(runs: &Path, which: &str) -> Result<PathBuf> {
             .filter(|p| p.join(META).is_file())
             .collect();
         all.sort();
-        return all
-            .pop()
-            .with_context(|| format!("no saved runs in {}", runs.display()));
+        let newest = all
+            .last()
+            .cloned()
+            .with_context(|| format!("no saved runs in {}", runs.display()))?;
+        let ended = all
+            .iter()
+            .rev()
+            .find(|p| load_meta(p).is_ok_and(|m| m.state != RunState::Running));
+        return Ok(match ended {
+            Some(p) if *p != newest => {
+                crate::term::note(format!(
+                    "the newest run, {}, has not ended (it is still being written, or the run \
+                     that wrote it was killed): reporting {}, the newest that has. Name a run \
+                     to report that one",
+                    newest.display(),
+                    p.display()
+                ));
+                p.clone()
+            }
+            _ => newest,
+        });
     }
     bail!(
         "no run `{which}`: give a run directory, a name under {}, or `latest`",
@@ -415,9 +434,21 @@ mod tests {
         let a = create(tmp.path(), "x").unwrap();
         let b = create(tmp.path(), "x").unwrap();
         assert_ne!(a, b);
-        save_meta(&a, &RunMeta::default()).unwrap();
-        save_meta(&b, &RunMeta::default()).unwrap();
+        let ended = RunMeta {
+            state: RunState::Finished,
+            ..RunMeta::default()
+        };
+        save_meta(&a, &ended).unwrap();
+        save_meta(&b, &ended).unwrap();
         assert_eq!(find(tmp.path(), "latest").unwrap(), b);
+        // A newer run still being written is passed over; alone, it is taken.
+        let c = create(tmp.path(), "x").unwrap();
+        save_meta(&c, &RunMeta::default()).unwrap();
+        assert_eq!(find(tmp.path(), "latest").unwrap(), b);
+        let only = tempfile::tempdir().unwrap();
+        let d = create(only.path(), "x").unwrap();
+        save_meta(&d, &RunMeta::default()).unwrap();
+        assert_eq!(find(only.path(), "latest").unwrap(), d);
         assert!(find(tmp.path(), "nope").is_err());
         assert!(!b.join("run.tmp").exists());
     }

@@ -43,6 +43,12 @@ fn run(args: &[&str]) -> (Vec<u8>, String, bool) {
         .env("NO_COLOR", "1")
         // Help is wrapped to the terminal, else to `COLUMNS`.
         .env("COLUMNS", "100")
+        // Source lines from the scenarios' own sources, wherever the checkout is (and none
+        // from the toolchain's or the registry's, which a machine may or may not have).
+        .env(
+            "CARGO_SAMPLE_SOURCE_PATH",
+            repo().join("examples/scenarios"),
+        )
         .env_remove("CARGO_SAMPLE_LATE_TICKS")
         .output()
         .expect("running cargo-sample");

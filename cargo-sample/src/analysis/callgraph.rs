@@ -70,10 +70,15 @@ pub fn stacks(t: &Tree, mut name: impl FnMut(u32) -> String) -> Stacks {
     }
     let mut calls = HashMap::new();
     for (i, nd) in t.nodes.iter().enumerate().skip(1) {
-        let callee = paths[i].last().cloned().unwrap_or_default();
-        let caller = paths[nd.parent as usize]
-            .last()
-            .cloned()
+        // The caller is the frame below the callee in its own path: the function at the call
+        // site (the reset handler for calls from the root, the function a tail call left
+        // running in the parent's frame), else the parent's.
+        let p = &paths[i];
+        let callee = p.last().cloned().unwrap_or_default();
+        let caller = p
+            .len()
+            .checked_sub(2)
+            .map(|j| p[j].clone())
             .unwrap_or_else(|| "[start]".to_owned());
         let e = calls.entry((caller, callee)).or_default();
         *e = u64::saturating_add(*e, nd.calls);
@@ -412,6 +417,13 @@ mod tests {
                 9
             )]
         );
+        // Each call is the calling function's: the reset handler's call of main, the
+        // tail-called landing's call of leaf.
+        let call = |a: &str, b: &str| s.calls.get(&(a.to_owned(), b.to_owned())).copied();
+        assert_eq!(call("Reset", "main"), Some(1));
+        assert_eq!(call("main", "jump"), Some(1));
+        assert_eq!(call("landing", "leaf"), Some(1));
+        assert_eq!(call("[start]", "main"), None);
     }
 
     #[test]

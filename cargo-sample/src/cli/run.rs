@@ -146,10 +146,12 @@ pub struct ViewArgs {
     /// self shares.
     #[arg(long)]
     pub tree: bool,
-    /// Also show the disassembly of the N hottest functions (3 if no N is given), each
+    /// Also show the disassembly of the N hottest functions (3 if no N is given), or of the
+    /// function FN (its name as the function table shows it, or a unique part of it), each
     /// instruction with its samples and its source line.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
-    pub annotate: Option<usize>,
+    #[arg(long, value_name = "N|FN", num_args = 0..=1, default_missing_value = "3",
+          value_parser = crate::cli::parse_annotate)]
+    pub annotate: Option<crate::cli::Annotate>,
     /// Show at most N rows per table (0 = all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,

@@ -152,3 +152,42 @@ pub fn parse_core(s: &str) -> Result<crate::image::timing::Core, String> {
         format!("no timing model for `{s}` (known: {})", names.join(", "))
     })
 }
+
+/// What `--annotate` shows: the N hottest functions, or one function by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Annotate {
+    Hottest(usize),
+    Function(String),
+}
+
+/// `--annotate N` or `--annotate FN`: a number is a count of the hottest functions, anything
+/// else a function's name.
+pub fn parse_annotate(s: &str) -> Result<Annotate, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("give a number of functions or a function's name".into());
+    }
+    Ok(match s.parse::<usize>() {
+        Ok(n) => Annotate::Hottest(n),
+        Err(_) => Annotate::Function(s.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod annotate_tests {
+    use super::*;
+
+    #[test]
+    fn annotate_takes_a_count_or_a_name() {
+        assert_eq!(parse_annotate("3"), Ok(Annotate::Hottest(3)));
+        assert_eq!(
+            parse_annotate("hot_a"),
+            Ok(Annotate::Function("hot_a".into()))
+        );
+        assert_eq!(
+            parse_annotate("Socket::process"),
+            Ok(Annotate::Function("Socket::process".into()))
+        );
+        assert!(parse_annotate(" ").is_err());
+    }
+}

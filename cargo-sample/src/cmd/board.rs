@@ -190,12 +190,29 @@ fn capture_board_with(args: &RunArgs, p: &Project, chip: &str, qemu: bool) -> Re
     )?;
     let (elf_bytes, fw) = (&img.bytes, &img.fw);
     let how = format!("{method:?}").to_lowercase();
+    // A board counts cycles; the emulated chip's core counts instructions (one a cycle of
+    // DWT's clock there, `2^shift` ns each against SysTick's ticks).
+    let (unit, units_per_tick, icount_shift) = match machine {
+        Some(m) => {
+            let shift = args
+                .icount_shift
+                .unwrap_or_else(|| m.default_icount_shift());
+            let per_tick = if method == Method::Dwt {
+                1.0
+            } else {
+                m.instructions_per_tick(shift)
+            };
+            ("instructions", per_tick, shift)
+        }
+        None => ("cycles", 1.0, 0),
+    };
     let meta = RunMeta {
         machine: chip.to_owned(),
         cpu: String::new(),
         timer_hz: clock,
-        unit: "cycles".into(),
-        units_per_tick: 1.0,
+        unit: unit.into(),
+        units_per_tick,
+        icount_shift,
         requested_samples: requested,
         board: Some(how.clone()),
         ..project_meta(p, &crate::project::Selection::from(&args.cargo))

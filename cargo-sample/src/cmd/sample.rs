@@ -318,6 +318,9 @@ fn keep(run: &mut Run, outcome: &qemu::Outcome, img: &Image, truth: bool) -> Res
         if let Some(l) = &outcome.landings {
             run.keep(crate::dump::exact::LANDINGS_FILE, l)?;
         }
+        if let Some(g) = &outcome.graph_before_start {
+            run.keep(crate::dump::callgraph::BEFORE_START_FILE, g)?;
+        }
         if let Some(b) = &outcome.before_start {
             run.keep(crate::dump::exact::BEFORE_START_FILE, b)?;
         }

@@ -21,6 +21,10 @@ pub fn render_run(dir: &Path, view: &ViewArgs) -> Result<()> {
 pub fn build_options(view: &ViewArgs) -> report::Options {
     report::Options {
         annotate: annotate_count(view),
+        annotate_function: match &view.annotate {
+            Some(crate::cli::Annotate::Function(f)) => Some(f.clone()),
+            _ => None,
+        },
         bin_split: view.bin_split,
         by_tag: view.by == Some(crate::cli::By::Tag),
         callers: view.callers.clone(),
@@ -62,8 +66,9 @@ pub(crate) fn check_view(view: &ViewArgs) -> Result<()> {
 /// The annotated functions a view asks for: `--annotate N`, or the 5 hottest in the HTML
 /// report, which has room for them.
 fn annotate_count(view: &ViewArgs) -> usize {
-    match (view.annotate, view.format) {
-        (Some(n), _) => n,
+    match (&view.annotate, view.format) {
+        (Some(crate::cli::Annotate::Hottest(n)), _) => *n,
+        (Some(crate::cli::Annotate::Function(_)), _) => 1,
         (None, Format::Html) => 5,
         (None, _) => 0,
     }

@@ -15,6 +15,29 @@ use anyhow::{Result, bail};
 /// The file a run keeps the graph in.
 pub const FILE: &str = "callgraph.bin";
 
+/// The file a sampled run keeps the graph as it stood when the sampler started in (the same
+/// format): what no sample could see.
+pub const BEFORE_START_FILE: &str = "callgraph-before-start.bin";
+
+/// The graph of `whole` after the moment `before` was taken (the same run's graph then: its
+/// nodes are the first of `whole`'s, its counts and calls at most theirs).
+pub fn since(mut whole: Tree, before: &Tree) -> Tree {
+    use std::collections::HashMap;
+    for (n, b) in whole.nodes.iter_mut().zip(&before.nodes) {
+        n.calls = n.calls.saturating_sub(b.calls);
+    }
+    let earlier: HashMap<(u32, u32), u64> = before
+        .counts
+        .iter()
+        .map(|&(n, pc, k)| ((n, pc), k))
+        .collect();
+    for (node, pc, k) in &mut whole.counts {
+        *k = k.saturating_sub(earlier.get(&(*node, *pc)).copied().unwrap_or(0));
+    }
+    whole.counts.retain(|c| c.2 > 0);
+    whole
+}
+
 pub(crate) const MAGIC: &[u8; 8] = b"SMPLCCT2";
 pub(crate) const MAGIC_V1: &[u8; 8] = b"SMPLCCT1";
 

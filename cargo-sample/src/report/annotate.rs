@@ -37,6 +37,9 @@ pub struct Instruction {
     /// `file:line` of the innermost frame, where it differs from the previous instruction's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
+    /// That line's text, where the source file is on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Whether this is data in the code (a literal pool), not an instruction.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub data: bool,
@@ -53,6 +56,19 @@ pub fn build(
 ) -> Vec<Function> {
     let pct = |k: u64, of: u64| 100.0 * k as f64 / of.max(1) as f64;
     let mut out = Vec::new();
+    // Each source file read once (or found missing once).
+    let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut text_of = |sym: &Symbolizer, at: &str| -> Option<String> {
+        let (file, line) = at.rsplit_once(':')?;
+        let line: usize = line.parse().ok()?;
+        let lines = files.entry(file.to_owned()).or_insert_with(|| {
+            let path = sym.source_file(file)?;
+            let text = std::fs::read_to_string(path).ok()?;
+            Some(text.lines().map(str::to_owned).collect())
+        });
+        let t = lines.as_ref()?.get(line.checked_sub(1)?)?.trim();
+        (!t.is_empty()).then(|| t.to_owned())
+    };
     for name in names {
         for r in sym.ranges_of(name) {
             let (start, end) = (r.start as u32, r.end as u32);
@@ -68,6 +84,7 @@ pub fn build(
                     None
                 };
                 last_line = line;
+                let source = shown.as_deref().and_then(|at| text_of(sym, at));
                 rows.push(Instruction {
                     addr: i.addr,
                     size: i.size,
@@ -76,6 +93,7 @@ pub fn build(
                     percent: pct(count, total),
                     exact_percent: exact.map(|(e, t)| pct(e.get(&i.addr).copied().unwrap_or(0), t)),
                     line: shown,
+                    source,
                     data: i.kind == Kind::Data,
                 });
             }

@@ -150,8 +150,14 @@ pub(crate) fn find(names: &[&String], wanted: &str) -> Result<String> {
 }
 
 /// `--callers` / `--callees` as text.
-pub fn render(s: &mut String, e: &Edges, callers: bool) {
+pub fn render(s: &mut String, e: &Edges, callers: bool, unit: &str) {
     let what = if callers { "callers of" } else { "callees of" };
+    // The column holds the report's unit: instructions, or cycles with `--cycles`.
+    let counted = if unit.contains("cycles") {
+        "cycles"
+    } else {
+        "instructions"
+    };
     let sampled = e.rows.iter().any(|r| r.samples.is_some());
     let truth = e.rows.iter().any(|r| r.exact_percent.is_some());
     let head = if sampled {
@@ -166,7 +172,7 @@ pub fn render(s: &mut String, e: &Edges, callers: bool) {
     } else {
         format!(
             "{:>8} {:>14} {:>10}   {what} {}",
-            "share", "instructions", "calls", e.function
+            "share", counted, "calls", e.function
         )
     };
     let _ = writeln!(s, "\n{}", crate::term::paint("1", &head));

@@ -224,6 +224,8 @@ fn tables(sym: &mut Symbolizer, per_pc: &HashMap<u32, u64>) -> [HashMap<Key, u64
 pub struct Options {
     /// Annotate the disassembly of this many of the hottest functions.
     pub annotate: usize,
+    /// `--annotate FN`: this function (its name, or a unique part of it) instead of the hottest.
+    pub annotate_function: Option<String>,
     /// How histogram bins shared by several functions are split.
     pub bin_split: crate::report::bins::Split,
     /// Stacks (folded, flamegraph) start with the sample's tag.
@@ -253,6 +255,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             annotate: 0,
+            annotate_function: None,
             bin_split: crate::report::bins::Split::Density,
             by_tag: false,
             callers: None,
@@ -313,12 +316,28 @@ fn views(sym: &mut Symbolizer, input: Input<'_>, opts: &Options) -> Views {
     let tree = tree::build(sym, &input.per_pc, input.total, exact, OUTSIDE);
     let annotate = match input.code {
         Some(code) if opts.annotate > 0 => {
-            let names: Vec<String> = functions
-                .iter()
-                .filter(|r| r.name != OUTSIDE && r.count > 0)
-                .take(opts.annotate)
-                .map(|r| r.name.clone())
-                .collect();
+            let names: Vec<String> = match &opts.annotate_function {
+                Some(wanted) => {
+                    let all: Vec<&String> = functions
+                        .iter()
+                        .filter(|r| r.name != OUTSIDE && r.count > 0)
+                        .map(|r| &r.name)
+                        .collect();
+                    match calls::find(&all, wanted) {
+                        Ok(name) => vec![name],
+                        Err(e) => {
+                            crate::term::warn(format!("`--annotate {wanted}`: {e}"));
+                            Vec::new()
+                        }
+                    }
+                }
+                None => functions
+                    .iter()
+                    .filter(|r| r.name != OUTSIDE && r.count > 0)
+                    .take(opts.annotate)
+                    .map(|r| r.name.clone())
+                    .collect(),
+            };
             annotate::build(sym, code, &names, &input.per_pc, input.total, exact)
         }
         _ => Vec::new(),

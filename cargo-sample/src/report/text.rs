@@ -242,10 +242,10 @@ pub fn render(r: &Report, opts: Options) -> String {
         tasks(&mut s, t);
     }
     if let Some(e) = &r.callers {
-        crate::report::calls::render(&mut s, e, true);
+        crate::report::calls::render(&mut s, e, true, &r.unit);
     }
     if let Some(e) = &r.callees {
-        crate::report::calls::render(&mut s, e, false);
+        crate::report::calls::render(&mut s, e, false, &r.unit);
     }
     if opts.tree {
         tree(&mut s, r, opts);
@@ -515,9 +515,23 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
     };
     let cycles = rows.iter().any(|r| r.cycles.is_some());
     let timed = rows.iter().any(|r| r.microseconds.is_some());
+    // An exact run's functions: how many times each was called (exceptions say their entries
+    // beside the name).
+    let calls =
+        exact_mode && !title.starts_with("exception") && rows.iter().any(|r| r.calls.is_some());
+    let calls_col = |row: &Row| match (calls, row.calls) {
+        (false, _) => String::new(),
+        (true, Some(n)) => format!(" {n:>10}"),
+        (true, None) => format!(" {:>10}", ""),
+    };
+    let calls_head = if calls {
+        format!(" {:>10}", "calls")
+    } else {
+        String::new()
+    };
     let head = if cycles {
         format!(
-            "{:>8} {:>14}{} {:>12} {:>5}{}   {title}",
+            "{:>8} {:>14}{} {:>12} {:>5}{}{calls_head}   {title}",
             "self",
             "cycles",
             if timed {
@@ -535,11 +549,14 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
         )
     } else if exact_mode && inclusive {
         format!(
-            "{:>8} {:>14} {:>9}   {title}",
+            "{:>8} {:>14} {:>9}{calls_head}   {title}",
             "self", "instructions", "inclusive"
         )
     } else if exact_mode {
-        format!("{:>8} {:>14}   {title}", "share", "instructions")
+        format!(
+            "{:>8} {:>14}{calls_head}   {title}",
+            "share", "instructions"
+        )
     } else {
         format!(
             "{:>8} {:>9} {:>17}{extra}   {title}",
@@ -624,9 +641,10 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "{:>7.2}% {c:>14}{time} {:>12} {cpi:>5}{inc}   {name}",
+                "{:>7.2}% {c:>14}{time} {:>12} {cpi:>5}{inc}{}   {name}",
                 row.percent,
-                row.instructions.unwrap_or(0)
+                row.instructions.unwrap_or(0),
+                calls_col(row)
             );
             continue;
         }
@@ -642,12 +660,21 @@ fn table(s: &mut String, title: &str, rows: &[Row], opts: Options, show_fn: bool
                 Some(inc) => {
                     let _ = writeln!(
                         s,
-                        "{:>7.2}% {:>14} {:>8.2}%   {name}",
-                        row.percent, row.count, inc
+                        "{:>7.2}% {:>14} {:>8.2}%{}   {name}",
+                        row.percent,
+                        row.count,
+                        inc,
+                        calls_col(row)
                     );
                 }
                 None => {
-                    let _ = writeln!(s, "{:>7.2}% {:>14}   {name}", row.percent, row.count);
+                    let _ = writeln!(
+                        s,
+                        "{:>7.2}% {:>14}{}   {name}",
+                        row.percent,
+                        row.count,
+                        calls_col(row)
+                    );
                 }
             },
         }
@@ -757,7 +784,11 @@ fn annotated(s: &mut String, r: &Report, f: &annotate::Function) {
     let truth = f.instructions.iter().any(|i| i.exact_percent.is_some());
     for i in &f.instructions {
         if let Some(line) = &i.line {
-            let _ = writeln!(s, "{:>30}{}", "", paint("2", line));
+            let text = match &i.source {
+                Some(src) => format!("{line}  {src}"),
+                None => line.clone(),
+            };
+            let _ = writeln!(s, "{:>30}{}", "", paint("2", &text));
         }
         let exact = match i.exact_percent {
             Some(x) if truth => format!(" {x:>7.2}%"),

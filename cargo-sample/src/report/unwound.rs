@@ -248,11 +248,16 @@ pub fn apply(
         .filter(|name| !name.starts_with('[') && !r.functions.iter().any(|f| &f.name == *name))
         .collect();
     only_callers.sort();
+    // (With the exact count: none of its own either, or it would have a row.)
+    let none_exact = r.exact_instructions.map(|_| 0.0);
     for name in only_callers {
         r.functions.push(Row {
             name: name.clone(),
             samples: Some(0),
             ci95: Some(interval(0)),
+            exact_percent: none_exact,
+            error_points: none_exact,
+            error_sigma: none_exact,
             ..Row::default()
         });
     }

@@ -167,6 +167,9 @@ pub struct Outcome {
     /// With [`RunSpec::start_marker`]: the exact counts of what ran before the sampler
     /// started (a counts file), when the firmware got there.
     pub before_start: Option<Vec<u8>>,
+    /// With [`RunSpec::start_marker`] and [`RunSpec::call_graph`]: the graph when the sampler
+    /// started (a call-graph file).
+    pub graph_before_start: Option<Vec<u8>>,
     /// With [`RunSpec::contexts`] and the plugin: where each exception's time returned to (a
     /// landings file).
     pub landings: Option<Vec<u8>>,

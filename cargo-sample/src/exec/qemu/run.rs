@@ -113,6 +113,7 @@ pub fn run(opts: &RunSpec) -> Result<Outcome> {
             call_graph: None,
             exception_chains: None,
             before_start: None,
+            graph_before_start: None,
             landings: None,
             lap_windows: None,
             stack: None,
@@ -189,6 +190,13 @@ fn command(opts: &RunSpec, work: &Path, monitor: &endpoint::Addr) -> Command {
                     ",start={at:x},startout={}",
                     work.join(crate::dump::exact::BEFORE_START_FILE).display()
                 ));
+                if opts.call_graph.is_some() {
+                    graph.push_str(&format!(
+                        ",startgraph={}",
+                        work.join(crate::dump::callgraph::BEFORE_START_FILE)
+                            .display()
+                    ));
+                }
             }
             if opts.call_graph.is_some() {
                 graph.push_str(&format!(
@@ -566,6 +574,11 @@ fn left_behind(
             .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
             .and_then(|_| std::fs::read(work.join(crate::dump::exact::LANDINGS_FILE)).ok()),
     };
+    out.graph_before_start = opts
+        .start_marker
+        .and(opts.call_graph.as_ref())
+        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+        .and_then(|_| std::fs::read(work.join(crate::dump::callgraph::BEFORE_START_FILE)).ok());
     out.before_start = opts
         .start_marker
         .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))

@@ -499,6 +499,51 @@ impl Symbolizer {
     }
 
     /// Paths relative to the workspace, the cargo registry or the standard library.
+    /// The file on disk a (shortened) source path of the image names, where it can be found:
+    /// itself when absolute, else under the workspace, cargo's registry, or a toolchain's
+    /// standard library sources (`rustup component add rust-src`). `CARGO_SAMPLE_SOURCE_PATH`
+    /// (directories, separated as in `PATH`) replaces those places: for sources that moved
+    /// since the run.
+    pub fn source_file(&self, short: &str) -> Option<std::path::PathBuf> {
+        use std::path::{Path, PathBuf};
+        if let Some(dirs) = std::env::var_os("CARGO_SAMPLE_SOURCE_PATH") {
+            let rest = Path::new(short);
+            let rest = rest.strip_prefix("/").unwrap_or(rest);
+            return std::env::split_paths(&dirs)
+                .map(|d| d.join(rest))
+                .find(|f| f.is_file());
+        }
+        let p = Path::new(short);
+        if p.is_absolute() {
+            return p.is_file().then(|| p.to_path_buf());
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+        let rustup_home = std::env::var_os("RUSTUP_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".rustup")));
+        let mut roots: Vec<PathBuf> = self.root.iter().map(PathBuf::from).collect();
+        let subdirs = |dir: Option<PathBuf>, below: &str| -> Vec<PathBuf> {
+            dir.and_then(|d| std::fs::read_dir(d).ok())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join(below))
+                .collect()
+        };
+        roots.extend(subdirs(cargo_home.map(|c| c.join("registry/src")), ""));
+        roots.extend(subdirs(
+            rustup_home.map(|r| r.join("toolchains")),
+            "lib/rustlib/src/rust/library",
+        ));
+        roots
+            .into_iter()
+            .map(|r| r.join(short))
+            .find(|f| f.is_file())
+    }
+
     pub fn shorten(&self, path: &str) -> String {
         if let Some(root) = &self.root
             && let Some(rest) = path.strip_prefix(root.as_str())

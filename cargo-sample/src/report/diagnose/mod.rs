@@ -17,7 +17,8 @@ use crate::analysis::stats::Z95;
 use crate::image::disasm::Code;
 use crate::image::symbolize::Symbolizer;
 pub use crate::report::model::Input;
-use crate::report::model::{Diagnostic, Finding, OUTSIDE, Row};
+use crate::report::model::{Diagnostic, Facts, Finding, OUTSIDE, Row};
+use sampler_rt::wire;
 
 mod lockstep;
 mod pileup;
@@ -354,6 +355,7 @@ pub fn against_exact(functions: &[Row], found: &[Diagnostic]) -> Option<Diagnost
 
 /// Too few samples for the shares shown.
 fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
+    d.extend(ended_first(input.facts));
     let n = input.total as f64;
     if n < 100.0 {
         d.push(Diagnostic::warning(
@@ -410,6 +412,32 @@ fn resolution(input: &Input<'_>, sym: &Symbolizer, d: &mut Vec<Diagnostic>) {
             break;
         }
     }
+}
+
+/// Fewer samples than asked for because the firmware ended first: how many, and the period
+/// that would take them all in a run this long.
+fn ended_first(f: &Facts) -> Option<Diagnostic> {
+    let ended = f.stop == crate::report::model::stop_reason(wire::STOP_FIRMWARE);
+    if !ended
+        || f.requested == 0
+        || f.taken == 0
+        || u64::from(f.taken) * 10 >= u64::from(f.requested) * 9
+    {
+        return None;
+    }
+    // The period that spreads the asked-for samples over the same run, two significant
+    // digits, rounded down.
+    let period = f.period_units * f64::from(f.taken) / f64::from(f.requested);
+    let mag = 10f64.powi((period.max(1.0).log10().floor() as i32 - 1).max(0));
+    let period = ((period / mag).floor() * mag).max(1.0) as u64;
+    Some(Diagnostic::note(
+        Finding::FewSamples,
+        format!(
+            "{} samples were asked for and {} taken: the firmware ended first. `--period {period}` \
+             ({period} {} between samples on average) would take about {} in a run this long",
+            f.requested, f.taken, f.unit, f.requested
+        ),
+    ))
 }
 
 /// Two significant digits, rounded up: 2_347 -> 2_400.
@@ -527,6 +555,30 @@ mod tests {
             source: crate::runs::Source::Dump,
             duration_units: 0.0,
         }
+    }
+
+    #[test]
+    fn a_run_the_firmware_ended_before_its_samples_says_so_with_the_period_that_would_do() {
+        let mut f = facts(2_100, 0, 0);
+        f.requested = 10_000;
+        f.stop = crate::report::model::stop_reason(wire::STOP_FIRMWARE).into();
+        let d = ended_first(&f).unwrap();
+        assert_eq!(d.severity, crate::report::model::Severity::Note);
+        assert!(
+            d.message.starts_with(
+                "10000 samples were asked for and 2100 taken: the firmware ended first. \
+                 `--period 2100` (2100 instructions between samples on average) would take about \
+                 10000"
+            ),
+            "{}",
+            d.message
+        );
+        // Nearly all taken, or the sample limit ended it, or nothing asked: nothing to say.
+        f.taken = 9_500;
+        assert!(ended_first(&f).is_none());
+        f.taken = 2_100;
+        f.stop = "sample limit reached".into();
+        assert!(ended_first(&f).is_none());
     }
 
     /// The next number of a xorshift32 sequence.

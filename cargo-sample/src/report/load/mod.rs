@@ -225,6 +225,24 @@ struct Loading<'a> {
     code: Option<&'a mut disasm::Code>,
 }
 
+/// A sampled run's exact call graph, if it kept one, from the moment the sampler started (what
+/// ran before it, which no sample could see, taken out).
+fn graph_since_start(dir: &Path) -> Result<Option<dump::callgraph::Tree>> {
+    let path = dir.join(dump::callgraph::FILE);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(None);
+    };
+    let whole =
+        dump::callgraph::parse(&bytes).with_context(|| format!("decoding {}", path.display()))?;
+    let before = std::fs::read(dir.join(dump::callgraph::BEFORE_START_FILE))
+        .ok()
+        .and_then(|b| dump::callgraph::parse(&b).ok());
+    Ok(Some(match before {
+        Some(b) => dump::callgraph::since(whole, &b),
+        None => whole,
+    }))
+}
+
 impl Loading<'_> {
     /// Bins. Held-off samples are in the outside counter: their own row instead. Also returns
     /// the handlers the sampler could not see.
@@ -408,9 +426,7 @@ impl Loading<'_> {
         // frames in the dispatcher say which task); the exact count is then split by the
         // exact call graph's stacks the same way, so that the two compare. Without the exact
         // graph beside exact counts, both are split by address alone.
-        let graph = std::fs::read(self.dir.join(dump::callgraph::FILE))
-            .ok()
-            .and_then(|b| dump::callgraph::parse(&b).ok());
+        let graph = graph_since_start(self.dir).ok().flatten();
         let stacked = !dump.stacks.is_empty()
             && dump.stacks.len() == s.ordered.len()
             && (graph.is_some() || s.exact_by_tag.is_empty());
@@ -609,14 +625,7 @@ impl Loading<'_> {
                 }
             }
         }
-        let path = self.dir.join(dump::callgraph::FILE);
-        let graph = match std::fs::read(&path) {
-            Ok(bytes) => Some(
-                dump::callgraph::parse(&bytes)
-                    .with_context(|| format!("decoding {}", path.display()))?,
-            ),
-            Err(_) => None,
-        };
+        let graph = graph_since_start(self.dir)?;
         report::unwound::apply(
             report,
             dump,

@@ -421,6 +421,42 @@ fn init_names_the_command_that_profiles_the_example_it_set_up() {
     );
 }
 
+/// An RTIC crate that picks its backend with a feature of its own (as RTIC's examples crate
+/// does: `thumbv7-backend = ["rtic/thumbv7-backend"]`) builds only with it: the command init
+/// prints names it, and works as printed; init again says the crate is set up, with the same
+/// command.
+#[test]
+fn init_names_the_feature_that_picks_rtics_backend() {
+    let copy = copy_crate("tests/crates/rtic");
+    let dir = copy.path();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let manifest = manifest.replace(
+        "rtic = { version = \"2\", features = [\"thumbv7-backend\"] }",
+        "rtic = { version = \"2\" }",
+    ) + "\n[features]\nthumbv7-backend = [\"rtic/thumbv7-backend\"]\n";
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let cmd = suggested_command(&stderr);
+    assert_eq!(
+        cmd.join(" "),
+        "--release --features thumbv7-backend",
+        "{stderr}"
+    );
+    let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    args.extend(["--samples", "300", "--format", "json"]);
+    let out = cargo_sample_in_copy(dir, &args, &[]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let out = cargo_sample_in_copy(dir, &["init"], &[]);
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("already set up") && suggested_command(&stderr) == cmd,
+        "{stderr}"
+    );
+}
+
 /// A build that fails for good prints the compiler's error and cargo's, once, before the
 /// verdict (they are held back while a retry could still succeed).
 #[test]

@@ -229,6 +229,100 @@ fn a_planted_slowdown_fails_the_gate_naming_the_function_and_its_exact_delta() {
     );
 }
 
+/// RTIC software tasks that share a dispatcher (`examples/rtic-app`'s `tasks`: `sensor` and
+/// `logger` on one interrupt): a slowdown planted in `logger` is the metric `task:logger` over
+/// its limit, by the exact count the dispatcher splits into per task (its call graph's stacks,
+/// its own code by each address's inline chain), while `task:sensor` stays as it was; GitHub's
+/// annotation lands on the task's `fn`, not on the `#[rtic::app]` line the compiler gives its
+/// code.
+#[test]
+fn a_slower_rtic_task_is_the_task_over_its_limit_on_its_own_line() {
+    let copy = copy_crate("examples/rtic-app");
+    let dir = copy.path();
+    let main = dir.join("src/bin/tasks.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let store = dir.join("baselines");
+    let args = |extra: &[&str]| -> Vec<String> {
+        ["--release", "--bin", "tasks", "--exact", "--baseline-dir"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain([store.to_str().unwrap().to_owned()])
+            .chain(extra.iter().map(|s| (*s).to_owned()))
+            .collect()
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        gate(dir, &a, true)
+    };
+    let out = run(&["--save-baseline", "main"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let planted = src.replace(
+        "        let v = crunch(round, 20);\n",
+        "        let v = crunch(round, 20);\n        let v = core::hint::black_box(v ^ crunch(v, 40));\n",
+    );
+    assert_ne!(planted, src);
+    std::fs::write(&main, &planted).unwrap();
+    let out = run(&[
+        "--baseline",
+        "main",
+        "--limit",
+        "task=+5%",
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // The JSON report on standard output; the workflow commands then go to standard error.
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &r["comparison"];
+    let over: Vec<&str> = c["regressions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["exceeded"] == true)
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    // (The dispatcher's own prologue grew too, by the stack frame the planted code needs:
+    // four instructions at each of its entries, which are RTIC's executor's, not a task's.)
+    assert!(over.contains(&"logger"), "{c}");
+    assert!(
+        over.iter()
+            .all(|n| *n == "logger" || n.contains("RTIC's executor")),
+        "{c}"
+    );
+    assert!(
+        c["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(c["improvements"].as_array().unwrap())
+            .all(|x| x["name"] != "sensor"),
+        "sensor did not change: {c}"
+    );
+    assert!(
+        err.contains("over their limits") && err.contains("task:logger +"),
+        "{err}"
+    );
+    let fn_line = planted
+        .lines()
+        .position(|l| l.trim_start().starts_with("async fn logger"))
+        .unwrap()
+        + 1;
+    let annotation = err
+        .lines()
+        .find(|l| l.contains("task:logger grew by"))
+        .unwrap_or_else(|| panic!("no annotation for task:logger:\n{err}"));
+    assert!(
+        annotation.starts_with(&format!("::error file=src/bin/tasks.rs,line={fn_line}::")),
+        "{annotation}"
+    );
+}
+
 /// What the gate compares repeats exactly: the same image counted twice, the second time with
 /// every core of the host kept busy, gives the same counts and call graph, byte for byte.
 /// (Tests whose host must keep pace with the firmware do not run meanwhile.)

@@ -180,7 +180,8 @@ pub fn run_dir_of(stderr: &[u8]) -> PathBuf {
 
 /// Exact executed-instruction counts per linker-level function, from the exact-count QEMU
 /// plugin, for a run directory's `loaded.elf`. sampler-rt's own functions (the handler, the dump
-/// writer) are left out: a sampler cannot sample itself.
+/// writer) are left out: a sampler cannot sample itself; and so is what ran before the sampler
+/// started (the counts when `sampler_rt_sampling_starts` first ran, taken off).
 pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -196,6 +197,20 @@ pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
     let plugin = target.join("debug/libcargo_sample_exact.so");
     let work = tempfile::tempdir().unwrap();
     let counts = work.path().join("counts.bin");
+    let before = work.path().join("before.bin");
+    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let start = file
+        .symbols()
+        .find(|s| s.name() == Ok("sampler_rt_sampling_starts"))
+        .map(|s| {
+            format!(
+                ",start={:x},startout={}",
+                s.address() & !1,
+                before.display()
+            )
+        })
+        .unwrap_or_default();
     let meta: Value =
         serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
     let shift = format!("shift={}", meta["icount_shift"].as_u64().unwrap());
@@ -218,15 +233,31 @@ pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
         .arg("-kernel")
         .arg(run.join("loaded.elf"))
         .arg("-plugin")
-        .arg(format!("{},out={}", plugin.display(), counts.display()))
+        .arg(format!(
+            "{},out={}{start}",
+            plugin.display(),
+            counts.display()
+        ))
         .current_dir(work.path())
         .status()
         .unwrap();
     assert!(status.success());
     let bytes = std::fs::read(&counts).unwrap();
     assert_eq!(&bytes[..8], b"SMPLEXC1");
-    let elf = std::fs::read(run.join("firmware.elf")).unwrap();
-    let file = object::File::parse(&*elf).unwrap();
+    let pairs = |b: &[u8]| -> Vec<(u64, u64)> {
+        b[8..]
+            .chunks_exact(16)
+            .map(|p| {
+                (
+                    u64::from_le_bytes(p[..8].try_into().unwrap()),
+                    u64::from_le_bytes(p[8..].try_into().unwrap()),
+                )
+            })
+            .collect()
+    };
+    let earlier: std::collections::HashMap<u64, u64> = std::fs::read(&before)
+        .map(|b| pairs(&b).into_iter().collect())
+        .unwrap_or_default();
     let mut funcs: Vec<(u64, u64, String)> = file
         .symbols()
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
@@ -237,9 +268,8 @@ pub fn exact_shares(run: &Path) -> std::collections::HashMap<String, f64> {
         .collect();
     funcs.sort();
     let mut per: std::collections::HashMap<String, u64> = Default::default();
-    for pair in bytes[8..].chunks_exact(16) {
-        let pc = u64::from_le_bytes(pair[..8].try_into().unwrap());
-        let n = u64::from_le_bytes(pair[8..].try_into().unwrap());
+    for (pc, n) in pairs(&bytes) {
+        let n = n - earlier.get(&pc).copied().unwrap_or(0);
         // An address covered by any sampler-rt symbol (SysTick is an alias of its entry) is
         // the sampler's own.
         let covering: Vec<_> = funcs.iter().filter(|f| f.0 <= pc && pc < f.1).collect();

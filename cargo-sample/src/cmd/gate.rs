@@ -242,20 +242,28 @@ pub(crate) fn run(args: &RunArgs, dir: &Path) -> Result<()> {
         term::status("Within", format!("every limit against `{}`", c.baseline));
         return Ok(());
     }
+    // Each limit once, in the order the metrics over them come.
+    let mut limits: Vec<String> = Vec::new();
+    for l in over.iter().filter_map(|r| r.limit.clone()) {
+        if !limits.contains(&l) {
+            limits.push(l);
+        }
+    }
     Err(LimitExceeded(format!(
-        "{} over {} limit{} against the baseline `{}`: {}",
+        "{} over {} against the baseline `{}` ({}): {}",
+        over.len(),
+        if over.len() == 1 {
+            "its limit"
+        } else {
+            "their limits"
+        },
+        c.baseline,
+        limits.join(", "),
         over.iter()
             .map(|r| match r.metric {
                 gate::Kind::Total => format!("total {:+}", r.delta),
                 k => format!("{}:{} {:+}", k.as_str(), r.name, r.delta),
             })
-            .collect::<Vec<_>>()
-            .join(", "),
-        if over.len() == 1 { "its" } else { "their" },
-        if over.len() == 1 { "" } else { "s" },
-        c.baseline,
-        over.iter()
-            .filter_map(|r| r.limit.clone())
             .collect::<Vec<_>>()
             .join(", ")
     ))

@@ -269,7 +269,8 @@ impl Spec<'_> {
             contexts: (args.truth && !img.fw.aarch64 && plugin)
                 .then(|| elf::handler_entries(elf_bytes)),
             // `--truth` compares the samples with the time after the sampler started.
-            start_marker: (args.truth && plugin)
+            start_marker: args
+                .truth
                 .then(|| elf::symbol_address(elf_bytes, "sampler_rt_sampling_starts"))
                 .flatten()
                 .map(|a| a as u32 & !1),

@@ -167,9 +167,33 @@ pub struct ExecLog {
     just_returned: bool,
     /// Per (exception, context resumed, address): instructions.
     landings: HashMap<(u32, u32, u32), i64>,
+    /// Where the firmware starts its sampler, and the counts when it first got there.
+    start_at: Option<u32>,
+    before_start: Option<HashMap<u32, i64>>,
 }
 
 impl ExecLog {
+    /// A log that also keeps the counts as they stood when `start` first ran (sampler-rt's
+    /// `sampler_rt_sampling_starts`).
+    pub fn starting_at(start: Option<u32>) -> ExecLog {
+        ExecLog {
+            start_at: start,
+            ..ExecLog::default()
+        }
+    }
+
+    /// The counts before the sampler started, when the log got there.
+    pub fn before_start(&self) -> Option<Vec<(u32, u64)>> {
+        let b = self.before_start.as_ref()?;
+        let mut v: Vec<(u32, u64)> = b
+            .iter()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(&pc, &n)| (pc, n as u64))
+            .collect();
+        v.sort_unstable();
+        Some(v)
+    }
+
     /// Take one line of QEMU's stderr. Returns `false` when it is not part of the exec log
     /// (the caller passes it on to the user).
     pub fn line(&mut self, line: &[u8]) -> bool {
@@ -232,6 +256,11 @@ impl ExecLog {
                 || line.starts_with(b"...");
         };
         let Some(pc) = pc else { return false };
+        if delta > 0 && self.before_start.is_none() && self.start_at == Some(pc as u32) {
+            // (A block the log takes back is counted again when it runs: counts before it
+            // are final.)
+            self.before_start = Some(self.counts.clone());
+        }
         if std::mem::take(&mut self.just_returned) && delta > 0 {
             let context = self.active.last().copied().unwrap_or(0);
             for (n, k) in std::mem::take(&mut self.returned) {

@@ -43,6 +43,51 @@ pub fn is_rtic(sym: &Symbolizer) -> bool {
     sym.any_function(|f| f.starts_with("rtic::") || f.contains("__rtic_"))
 }
 
+/// Where an RTIC task is written: `file:line` of its `fn` in the source of the application's
+/// `app` module (the compiler places its code at the `#[rtic::app]` line, which names no
+/// task), when that source is on disk.
+pub fn task_fn_line(sym: &mut Symbolizer, task: &str) -> Option<String> {
+    let starts: Vec<u64> = sym
+        .all_functions()
+        .into_iter()
+        .filter(|f| f.2.contains("::app::"))
+        .map(|f| f.0)
+        .collect();
+    let mut files: Vec<String> = Vec::new();
+    for start in starts {
+        let r = sym.resolve(start as u32);
+        if let Some(file) = r.frames.last().and_then(|f| f.file.clone())
+            && !files.contains(&file)
+        {
+            files.push(file);
+        }
+    }
+    for file in files {
+        let Some(path) = sym.source_file(&file) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let mut words = line.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if words.any(|w| w == "fn") && fn_named(line, task) {
+                return Some(format!("{file}:{}", i + 1));
+            }
+        }
+    }
+    None
+}
+
+/// Whether a line declares `fn NAME` (its next word after `fn`).
+fn fn_named(line: &str, name: &str) -> bool {
+    line.split("fn ").skip(1).any(|rest| {
+        let rest = rest.trim_start();
+        rest.strip_prefix(name)
+            .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+    })
+}
+
 /// RTIC v1's software tasks: each has a free queue, `app::__rtic_internal_NAME_FQ`, which v2
 /// has not (its software tasks are async functions).
 fn v1_software_tasks(sym: &Symbolizer) -> Vec<String> {

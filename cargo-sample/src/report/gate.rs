@@ -170,14 +170,21 @@ pub fn metrics(
                 .insert(row.name.clone(), c);
         }
     }
+    // An RTIC software task split out of its dispatcher by its own name (`task:async_task3`),
+    // its line that of its `fn`; every other row by the report's name.
+    let mut task_lines = BTreeMap::new();
     for row in &report.tags {
+        let name = row.task.clone().unwrap_or_else(|| row.name.clone());
+        if let Some(t) = &row.task
+            && let Some(at) = crate::image::rtic::task_fn_line(sym, t)
+        {
+            task_lines.insert(name.clone(), at);
+        }
         m.entry(Kind::Task)
             .or_default()
-            .insert(row.name.clone(), row.instructions.unwrap_or(row.count));
+            .insert(name.clone(), row.instructions.unwrap_or(row.count));
         if let Some(c) = row.cycles {
-            m.entry(Kind::TaskCycles)
-                .or_default()
-                .insert(row.name.clone(), c);
+            m.entry(Kind::TaskCycles).or_default().insert(name, c);
         }
     }
     let bench = report.laps.as_ref().is_some_and(|l| l.bench);
@@ -228,6 +235,7 @@ pub fn metrics(
     for (section, size) in section_sizes(elf) {
         sizes.insert(section, size);
     }
+    lines.extend(task_lines);
     Baseline {
         format_version: BASELINE_VERSION,
         firmware: report.facts_firmware(),
@@ -560,10 +568,10 @@ pub fn summary(c: &Comparison) -> String {
         c.total.delta,
         c.regressions.len(),
         if c.regressions.len() == 1 { "" } else { "s" },
-        if over > 0 {
-            format!(" ({over} over its limit)")
-        } else {
-            String::new()
+        match over {
+            0 => String::new(),
+            1 => " (1 over its limit)".to_owned(),
+            n => format!(" ({n} over their limits)"),
         },
         c.improvements.len(),
         if c.improvements.len() == 1 { "" } else { "s" },

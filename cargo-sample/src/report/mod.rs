@@ -77,6 +77,7 @@ fn rows(
             });
             Row {
                 name: key.0,
+                task: None,
                 count: k,
                 samples: (kind == Kind::Sampled).then_some(k),
                 instructions: (kind == Kind::Exact).then_some(k),

@@ -114,6 +114,10 @@ pub enum RunFacts {
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Row {
     pub name: String,
+    /// Exception rows of an RTIC application: the task the row is, by its name (a software
+    /// task split out of the dispatcher it shares).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     /// Samples (sampled reports) or executed instructions (exact reports) in this row.
     #[serde(skip)]
     pub count: u64,

@@ -518,7 +518,11 @@ pub fn init(args: &InitArgs) -> Result<()> {
         if by_hand.is_empty() {
             term::status(
                 "Unchanged",
-                format!("`{}` is already set up for `cargo sample`", pkg.name),
+                format!(
+                    "`{}` is already set up for `cargo sample`: profile it with `{}`",
+                    pkg.name,
+                    profile_command(pkg, args, members.len() > 1, &pkg_dir)
+                ),
             );
         }
         return Ok(());
@@ -568,7 +572,7 @@ pub fn init(args: &InitArgs) -> Result<()> {
         format!(
             "`{}`: profile it with `{}`{}",
             pkg.name,
-            profile_command(pkg, args, members.len() > 1),
+            profile_command(pkg, args, members.len() > 1, &pkg_dir),
             if by_hand.is_empty() {
                 ""
             } else {
@@ -580,9 +584,10 @@ pub fn init(args: &InitArgs) -> Result<()> {
 }
 
 /// The `cargo sample` command that profiles what init just set up: the package in a
-/// workspace, the example or binary chosen (the only binary needs no `--bin`), and the
-/// features an example requires.
-fn profile_command(pkg: &Package, args: &InitArgs, in_workspace: bool) -> String {
+/// workspace, the example or binary chosen (the only binary needs no `--bin`), the features
+/// an example requires, and the feature that picks RTIC's backend for the crate's target
+/// when no default one does (RTIC's examples crate: `--features thumbv7-backend`).
+fn profile_command(pkg: &Package, args: &InitArgs, in_workspace: bool, dir: &Path) -> String {
     let mut cmd = String::from("cargo sample --release");
     if in_workspace {
         cmd += &format!(" -p {}", pkg.name);
@@ -599,19 +604,69 @@ fn profile_command(pkg: &Package, args: &InitArgs, in_workspace: bool) -> String
         (None, None) if bins.len() > 1 => ("--bin", bins.first().copied()),
         _ => ("", None),
     };
+    let mut features = Vec::new();
     if let Some(name) = target {
         cmd += &format!(" {flag} {name}");
-        let required = pkg
+        features = pkg
             .targets
             .iter()
             .find(|t| t.name == name && (t.is_example() || t.is_bin()))
             .map(|t| t.required_features.clone())
             .unwrap_or_default();
-        if !required.is_empty() {
-            cmd += &format!(" --features {}", required.join(","));
-        }
+    }
+    let triple = crate::project::config::Config::load(dir, &[])
+        .ok()
+        .and_then(|c| c.build_target(None).ok().flatten());
+    if let Some(f) = triple.and_then(|t| backend_feature(pkg, &t))
+        && !features.contains(&f)
+    {
+        features.push(f);
+    }
+    if !features.is_empty() {
+        cmd += &format!(" --features {}", features.join(","));
     }
     cmd
+}
+
+/// The package's feature that turns on RTIC's backend for `triple` (one whose list names
+/// `rtic/thumbv7-backend` for a thumbv7 target), when the default features turn on none.
+fn backend_feature(pkg: &Package, triple: &str) -> Option<String> {
+    let backend = if triple.starts_with("thumbv6m") {
+        "thumbv6-backend"
+    } else if triple.starts_with("thumbv7") {
+        "thumbv7-backend"
+    } else if triple.starts_with("thumbv8m.base") {
+        "thumbv8base-backend"
+    } else if triple.starts_with("thumbv8m.main") {
+        "thumbv8main-backend"
+    } else {
+        return None;
+    };
+    let enables_backend = |list: &[String]| {
+        list.iter().any(|e| {
+            e.rsplit_once('/')
+                .is_some_and(|(_, f)| f.ends_with("-backend"))
+        })
+    };
+    let defaults = pkg
+        .features
+        .get("default")
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if enables_backend(defaults) {
+        return None;
+    }
+    let mut names: Vec<&String> = pkg
+        .features
+        .iter()
+        .filter(|(_, list)| {
+            list.iter()
+                .any(|e| e.rsplit_once('/').is_some_and(|(_, f)| f == backend))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    names.sort();
+    names.first().map(|n| (*n).clone())
 }
 
 /// `cargo metadata` with the dependency graph resolved: the new dependency must be found.

@@ -311,8 +311,9 @@ fn pump_exec_log(
     bar: &ProgressBar,
     log: &Mutex<Vec<u8>>,
     counted: &AtomicU64,
+    start: Option<u32>,
 ) -> ExecLog {
-    let mut exec = ExecLog::default();
+    let mut exec = ExecLog::starting_at(start);
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut line = Vec::with_capacity(256);
     let mut n = 0u32;

@@ -287,9 +287,10 @@ fn start_pumps(
     }
     if let Some(err) = child.stderr.take() {
         let (bar, log, counted) = (bar.clone(), log.clone(), counted.clone());
+        let start = opts.start_marker;
         pumps.push(std::thread::spawn(move || {
             if exec_log {
-                Some(pump_exec_log(err, &bar, &log, &counted))
+                Some(pump_exec_log(err, &bar, &log, &counted, start))
             } else {
                 pump(Box::new(err), &bar, &log);
                 None
@@ -579,10 +580,13 @@ fn left_behind(
         .and(opts.call_graph.as_ref())
         .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
         .and_then(|_| std::fs::read(work.join(crate::dump::callgraph::BEFORE_START_FILE)).ok());
-    out.before_start = opts
-        .start_marker
-        .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
-        .and_then(|_| std::fs::read(work.join(crate::dump::exact::BEFORE_START_FILE)).ok());
+    out.before_start = match &counts_from_log {
+        Some(log) => log.before_start().map(|c| crate::dump::exact::encode(&c)),
+        None => opts
+            .start_marker
+            .filter(|_| matches!(opts.counting, Some(Counting::Plugin { .. })))
+            .and_then(|_| std::fs::read(work.join(crate::dump::exact::BEFORE_START_FILE)).ok()),
+    };
     out.exception_chains = opts
         .call_graph
         .as_ref()

@@ -105,7 +105,7 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
                 callers.as_deref(),
                 callees.as_deref(),
             )?;
-            report.tags = exception_rows(tree, None, &vectors, &mut sym, code.as_mut());
+            report.tags = exception_rows(tree, &counts, None, &vectors, &mut sym, code.as_mut());
         }
         return Ok(report);
     };
@@ -147,7 +147,12 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
         )?;
         report.tags = exception_rows(
             tree,
-            Some((&scaled, request.clock_hz)),
+            &counts,
+            Some(InCycles {
+                tree: &scaled,
+                clock_hz: request.clock_hz,
+                per_pc: &cyc,
+            }),
             &vectors,
             &mut sym,
             code.as_mut(),
@@ -175,19 +180,28 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
 /// its entries, from the call graph: the tags table of an exact run, named as `--tag xpsr` names
 /// sampled ones (RTIC's tasks by name). With `cycles` (the graph in cycles, and `--clock`), in
 /// estimated cycles with the instructions and CPI beside. Empty when only thread mode ran.
+/// A run's counts in estimated cycles: the graph, the clock, and per address.
+#[derive(Clone, Copy)]
+struct InCycles<'a> {
+    tree: &'a crate::dump::callgraph::Tree,
+    clock_hz: Option<u32>,
+    per_pc: &'a [(u32, u64)],
+}
+
 fn exception_rows(
     tree: &crate::dump::callgraph::Tree,
-    cycles: Option<(&crate::dump::callgraph::Tree, Option<u32>)>,
+    counts: &[(u32, u64)],
+    cycles: Option<InCycles<'_>>,
     vectors: &[(u32, u32)],
     sym: &mut Symbolizer,
-    code: Option<&mut disasm::Code>,
+    mut code: Option<&mut disasm::Code>,
 ) -> Vec<report::Row> {
     use crate::analysis::callgraph::per_exception;
     let instructions = per_exception(tree);
     if instructions.keys().all(|&h| h == 0) {
         return Vec::new();
     }
-    let in_cycles = cycles.map(|(t, _)| per_exception(t));
+    let in_cycles = cycles.map(|c| per_exception(c.tree));
     let mut entries: HashMap<u32, u64> = HashMap::new();
     for n in tree.nodes.iter().filter(|n| n.exception) {
         *entries.entry(n.entry & !1).or_default() += n.calls;
@@ -212,7 +226,7 @@ fn exception_rows(
         &[],
         vectors,
         sym,
-        code,
+        code.as_deref_mut(),
     );
     let count_of = |h: u32| match &in_cycles {
         Some(c) => c.get(&h).copied().unwrap_or(0),
@@ -246,15 +260,113 @@ fn exception_rows(
                     .filter(|_| n > 0)
                     .map(|_| count as f64 / n as f64),
                 microseconds: cycles
-                    .and_then(|(_, hz)| hz)
+                    .and_then(|c| c.clock_hz)
                     .map(|hz| microseconds(count, hz)),
                 calls: (h != 0).then(|| entries.get(&h).copied().unwrap_or(0)),
                 ..Default::default()
             }
         })
         .collect();
+    if let Some(code) = code
+        && crate::image::rtic::is_rtic(sym)
+    {
+        split_shared_dispatchers(&mut rows, tree, counts, cycles, vectors, sym, code);
+    }
     rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
     rows
+}
+
+/// RTIC v2: the row of a dispatcher that several software tasks share becomes a row per task
+/// (`task`: its name) and one for the dispatcher's code that is no task's (RTIC's executor),
+/// by the exact call graph's stacks and each address's inline chain, as sampled stacks split
+/// it. A split that does not add up to the dispatcher's count leaves it whole.
+fn split_shared_dispatchers(
+    rows: &mut Vec<report::Row>,
+    tree: &crate::dump::callgraph::Tree,
+    counts: &[(u32, u64)],
+    cycles: Option<InCycles<'_>>,
+    vectors: &[(u32, u32)],
+    sym: &mut Symbolizer,
+    code: &mut disasm::Code,
+) {
+    let handlers: Vec<(u32, u32)> = vectors
+        .iter()
+        .filter(|v| v.0 >= 16 && v.1 > 1)
+        .map(|v| (v.0, v.1 & !1))
+        .collect();
+    let mut done: Vec<u32> = Vec::new();
+    for (n, handler) in handlers {
+        if done.contains(&handler) {
+            continue;
+        }
+        done.push(handler);
+        let tasks = crate::image::rtic::tasks_of(sym, code, u64::from(handler));
+        if tasks.software.len() < 2 || !tasks.hardware.is_empty() {
+            continue;
+        }
+        let Some(i) = rows.iter().position(|r| {
+            r.calls.is_some()
+                && r.name.contains(&format!("IRQ {}", n - 16))
+                && r.name.starts_with("software tasks ")
+        }) else {
+            continue;
+        };
+        let parts = super::exact_split_by_graph(sym, tree, handler, &tasks.software, Some(counts));
+        let total = rows[i].instructions.unwrap_or(0);
+        if parts.values().sum::<u64>() != total {
+            continue;
+        }
+        let cycle_parts = cycles.map(|c| {
+            super::exact_split_by_graph(sym, c.tree, handler, &tasks.software, Some(c.per_pc))
+        });
+        let whole = rows.remove(i);
+        let interrupt = match sym.function_of(u64::from(handler)) {
+            Some(f) => format!("{f}, IRQ {}", n - 16),
+            None => format!("IRQ {}", n - 16),
+        };
+        let mut keys: Vec<Option<usize>> = parts.keys().copied().collect();
+        keys.sort();
+        for k in keys {
+            let n = parts[&k];
+            let count = match (&cycle_parts, whole.cycles) {
+                (Some(c), Some(_)) => c.get(&k).copied().unwrap_or(0),
+                _ => n,
+            };
+            let (name, task) = match k {
+                Some(t) => (
+                    format!(
+                        "software task {} (dispatcher {interrupt})",
+                        tasks.software[t]
+                    ),
+                    Some(tasks.software[t].clone()),
+                ),
+                None => (
+                    format!("dispatcher {interrupt}: RTIC's executor (no task on the call stack)"),
+                    None,
+                ),
+            };
+            let share = |c: u64| whole.percent * c as f64 / whole.count.max(1) as f64;
+            rows.push(report::Row {
+                name,
+                count,
+                instructions: Some(n),
+                percent: share(count),
+                cycles: whole.cycles.map(|_| count),
+                cpi: whole
+                    .cycles
+                    .filter(|_| n > 0)
+                    .map(|_| count as f64 / n as f64),
+                microseconds: whole
+                    .microseconds
+                    .map(|us| us * count as f64 / whole.count.max(1) as f64),
+                // A task's entries are its polls, which the graph does not count apart: the
+                // dispatcher's entries stay on the executor's row.
+                calls: k.is_none().then_some(whole.calls.unwrap_or(0)),
+                task,
+                ..Default::default()
+            });
+        }
+    }
 }
 
 /// The call graph in cycles: each block's instructions at the block's mean cycles, then each

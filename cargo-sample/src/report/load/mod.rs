@@ -127,7 +127,7 @@ pub fn load_report(dir: &Path, opts: report::Options) -> Result<Report> {
              sample with `--truth`, or count every instruction with `--exact --cycles`"
         );
     }
-    at.split_dispatchers(&mut samples, &dump)?;
+    at.split_dispatchers(&mut samples, &dump, exact.as_deref())?;
     let mut report = report::build_samples(
         &samples,
         at.sym,
@@ -404,7 +404,12 @@ impl Loading<'_> {
     /// tasks call, which a sample's address alone does not tell apart), in the samples and in
     /// the exact instructions per exception alike, by each address's inline chain; with call
     /// stacks, by the innermost task on the stack (and the exact graph's stacks).
-    fn split_dispatchers(&mut self, s: &mut report::Samples, dump: &Dump) -> Result<()> {
+    fn split_dispatchers(
+        &mut self,
+        s: &mut report::Samples,
+        dump: &Dump,
+        exact: Option<&[(u32, u64)]>,
+    ) -> Result<()> {
         if dump.info.tag_kind != wire::TAG_XPSR
             || s.tags.len() != s.ordered.len()
             || !crate::image::rtic::is_rtic(self.sym)
@@ -461,7 +466,7 @@ impl Loading<'_> {
                 (Some(t), true) => s.exact_by_tag.get(&n).map(|&total| {
                     (
                         total,
-                        exact_split_by_graph(self.sym, t, handler, &tasks.software),
+                        exact_split_by_graph(self.sym, t, handler, &tasks.software, exact),
                     )
                 }),
                 _ => None,
@@ -1014,13 +1019,37 @@ fn exact_split_by_graph(
     t: &dump::callgraph::Tree,
     handler: u32,
     software: &[String],
+    per_pc: Option<&[(u32, u64)]>,
 ) -> HashMap<Option<usize>, u64> {
     let mut out: HashMap<Option<usize>, u64> = HashMap::new();
+    // The dispatcher's own code, where the tasks are inlined, by each address's inline chain
+    // from the per-address counts (the graph counts whole blocks, which can span the end of
+    // one task's code and the executor's); what it calls by the graph.
+    let own = sym
+        .range_of(u64::from(handler))
+        .filter(|_| per_pc.is_some());
+    let in_own = |node: u32, block: u32| {
+        own.is_some_and(|r| {
+            let n = &t.nodes[node as usize];
+            n.exception
+                && n.entry & !1 == handler & !1
+                && r.start <= u64::from(block)
+                && u64::from(block) < r.end
+        })
+    };
+    if let (Some(r), Some(counts)) = (own, per_pc) {
+        for &(pc, n) in counts {
+            if r.start <= u64::from(pc) && u64::from(pc) < r.end {
+                let k = crate::image::rtic::software_task_at(sym, pc, software);
+                *out.entry(k).or_default() += n;
+            }
+        }
+    }
     // Per node: whether it runs inside this handler (the innermost exception above it is this
     // handler's entry), and the task of its innermost calling site there.
     let mut memo: HashMap<u32, Option<Option<usize>>> = HashMap::new();
     for &(node, block, n) in &t.counts {
-        if sym.is_sampler(u64::from(block)) {
+        if sym.is_sampler(u64::from(block)) || in_own(node, block) {
             continue;
         }
         let ctx = match memo.get(&node) {

@@ -123,6 +123,8 @@ const INLINE_ADD_U64: c_int = 0;
 const CB_NO_REGS: c_int = 0;
 /// `QEMU_PLUGIN_MEM_W`: stores only.
 const MEM_W: c_int = 2;
+/// `QEMU_PLUGIN_MEM_RW`: loads and stores.
+const MEM_RW: c_int = 3;
 
 unsafe extern "C" {
     fn qemu_plugin_register_vcpu_tb_trans_cb(
@@ -141,6 +143,12 @@ unsafe extern "C" {
     fn qemu_plugin_register_atexit_cb(
         id: qemu_plugin_id_t,
         cb: extern "C" fn(qemu_plugin_id_t, *mut c_void),
+        userdata: *mut c_void,
+    );
+    fn qemu_plugin_register_vcpu_insn_exec_cb(
+        insn: *mut qemu_plugin_insn,
+        cb: extern "C" fn(u32, *mut c_void),
+        flags: c_int,
         userdata: *mut c_void,
     );
     fn qemu_plugin_register_vcpu_mem_cb(
@@ -661,6 +669,19 @@ struct Graph {
     landings_out: Option<String>,
     /// `startgraph=FILE`: the graph as it stood when the block at `start=` first began.
     start_out: Option<String>,
+    /// Threads an RTOS switched away from (each task runs on a process stack of its own, with
+    /// a stack of calls of its own): their frames and the span of stack addresses each
+    /// touched. The running thread's frames are the bottom of `stack`, its span `span`.
+    threads: Vec<SavedThread>,
+    span: (u64, u64),
+    /// A handler wrote the process stack pointer (`msr psp`: an RTOS switching tasks) since
+    /// thread mode last ran.
+    psp_written: bool,
+    /// Back in thread mode after such a handler: which thread resumed is found at its first
+    /// access of its stack; what ran meanwhile, to move if it was another.
+    resuming: Option<Resuming>,
+    /// Returns to an address no followed call returns to (a sign of a graph crossing stacks).
+    stray_returns: u64,
     /// Per handler: entries, entries tail-chained (straight after another exception's
     /// return, without going back to the code it interrupted), and entries that came in late
     /// (before the first instruction of a less urgent exception just entered) (`chains=FILE`).
@@ -685,6 +706,33 @@ struct Graph {
     lap_totals: HashMap<(u32, u32, u64), u64>,
     laps_out: Option<String>,
 }
+
+/// A thread an RTOS switched away from: its frames, the span of stack addresses it touched,
+/// and the call it was making when it was interrupted (entered when it resumes).
+type SavedThread = (Vec<Frame>, (u64, u64), Option<(u32, Option<u32>)>);
+
+/// Thread mode resumed after a handler wrote PSP.
+struct Resuming {
+    /// The call the interrupted thread was making (its target not yet run): it belongs to the
+    /// thread that resumes only if that is the interrupted one.
+    pending: Option<(u32, Option<u32>)>,
+    /// How many frames of `stack` were the interrupted thread's.
+    depth: usize,
+    /// The first block run back in thread mode: a new thread's entry.
+    first: u32,
+    /// Counts settled since: (node, block start, instructions).
+    settled: Vec<(u32, u32, u64)>,
+    /// Nodes entered since (a call or an exception each).
+    called: Vec<u32>,
+}
+
+/// A node's flags: entered by an exception; the entry of a thread (a task's first run).
+const EXCEPTION: u32 = 1;
+const THREAD: u32 = 2;
+
+/// Stack accesses this far below a thread's lowest one still count as its own (a frame
+/// deeper than any before; other tasks' stacks lie beyond their control blocks).
+const SPAN_SLACK: u64 = 64;
 
 static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
 
@@ -713,6 +761,11 @@ impl Graph {
             returned_chain: Vec::new(),
             landings_out: None,
             start_out: None,
+            threads: Vec::new(),
+            span: (u64::MAX, 0),
+            psp_written: false,
+            resuming: None,
+            stray_returns: 0,
             chains: HashMap::new(),
             chains_out: None,
             lapfns: [u32::MAX; 3],
@@ -736,14 +789,14 @@ impl Graph {
             .or_insert(n);
         if id == n {
             self.nodes.push((parent, entry, exception, site, 0));
-            let inner = if exception != 0 {
+            let inner = if exception & EXCEPTION != 0 {
                 entry
             } else {
                 self.inner[parent as usize]
             };
             self.inner.push(inner);
-            let lap_code =
-                self.in_lapfn[parent as usize] || (exception == 0 && self.lapfns.contains(&entry));
+            let lap_code = self.in_lapfn[parent as usize]
+                || (exception & EXCEPTION == 0 && self.lapfns.contains(&entry));
             self.in_lapfn.push(lap_code);
         }
         id
@@ -776,6 +829,9 @@ impl Graph {
         if ran > 0 {
             self.total += ran as u64;
             *self.counts.entry((node, b.pcs[0])).or_default() += ran as u64;
+            if let Some(r) = self.resuming.as_mut() {
+                r.settled.push((node, b.pcs[0], ran as u64));
+            }
             if !self.windows.is_empty() && !self.in_lapfn[node as usize] {
                 for (_, open) in &mut self.windows {
                     *open.entry(b.pcs[0]).or_default() += ran as u64;
@@ -845,8 +901,25 @@ impl Graph {
                 for (handler, n) in std::mem::take(&mut self.returned_chain) {
                     *self.landings.entry((handler, context, pc)).or_default() += n;
                 }
+                if self.psp_written && self.stack.iter().all(|f| f.ret.is_some()) {
+                    // Thread mode again, after a task switch perhaps: its first stack access
+                    // tells which thread this is. (One still unknown from an earlier switch
+                    // is taken to be the interrupted thread; a handler that ran meanwhile
+                    // without switching leaves it to be found.)
+                    self.psp_written = false;
+                    if let Some(r) = self.resuming.take() {
+                        self.resume(r, None, 0);
+                    }
+                    self.resuming = Some(Resuming {
+                        pending: self.pending.take(),
+                        depth: self.stack.len(),
+                        first: pc,
+                        settled: Vec::new(),
+                        called: Vec::new(),
+                    });
+                }
             }
-            self.call_or_return(pc);
+            self.call_or_return(pc, returned && !popped);
         }
         self.prev = Some((self.current(), b));
         self.before.clear();
@@ -870,8 +943,11 @@ impl Graph {
         c[0] += 1;
         c[1] += u64::from(chained);
         c[2] += u64::from(late);
-        let node = self.child(self.current(), pc, 1, site.unwrap_or(0));
+        let node = self.child(self.current(), pc, EXCEPTION, site.unwrap_or(0));
         self.nodes[node as usize].4 += 1;
+        if let Some(r) = self.resuming.as_mut() {
+            r.called.push(node);
+        }
         if self.stack.len() < MAX_DEPTH {
             self.stack.push(Frame {
                 node,
@@ -915,8 +991,9 @@ impl Graph {
         }
     }
 
-    /// The block at `pc` is a call's target, a return, or the next block of the same frame.
-    fn call_or_return(&mut self, pc: u32) {
+    /// The block at `pc` is a call's target, a return (`returned`: the block before ended with
+    /// one), or the next block of the same frame.
+    fn call_or_return(&mut self, pc: u32, returned: bool) {
         // Reached by the call the previous block ended with: at its target, or, where the
         // instruction does not name one (`blx r1`), anywhere but the call's own return address
         // (where a conditional call whose condition failed, `blxne r1`, goes on).
@@ -929,6 +1006,9 @@ impl Graph {
             }
             let node = self.child(self.current(), pc, 0, ret.wrapping_sub(2));
             self.nodes[node as usize].4 += 1;
+            if let Some(r) = self.resuming.as_mut() {
+                r.called.push(node);
+            }
             if self.stack.len() < MAX_DEPTH {
                 self.stack.push(Frame {
                     node,
@@ -949,10 +1029,147 @@ impl Graph {
                 .rposition(|f| f.ret.is_none())
                 .map(|i| i + 1)
                 .unwrap_or(0);
-            if let Some(i) = self.stack[floor..].iter().rposition(|f| f.ret == Some(pc)) {
-                self.stack.truncate(floor + i);
+            match self.stack[floor..].iter().rposition(|f| f.ret == Some(pc)) {
+                Some(i) => self.stack.truncate(floor + i),
+                None if returned => self.stray_returns += 1,
+                None => {}
             }
         }
+    }
+
+    /// An access of the stack at `addr` by the running code (a push, a pop, an access through
+    /// SP). In thread mode it widens the running thread's span; the first one after a task
+    /// switch says which thread resumed: the one whose span holds it, or a new one (a task's
+    /// first run) when none does. Another thread's frames then replace the interrupted one's,
+    /// and what ran since the switch moves to them.
+    fn sp_access(&mut self, addr: u64) {
+        if self.stack.iter().any(|f| f.ret.is_none()) {
+            return;
+        }
+        let holds = |s: (u64, u64)| s.0.saturating_sub(SPAN_SLACK) <= addr && addr <= s.1;
+        if let Some(r) = self.resuming.take() {
+            let to = (!holds(self.span)).then(|| self.threads.iter().position(|t| holds(t.1)));
+            self.resume(r, to, addr);
+        }
+        self.span = (self.span.0.min(addr), self.span.1.max(addr));
+    }
+
+    /// The thread running since `r` is the interrupted one (`to` `None`), a suspended one
+    /// (`Some(Some(i))`, an index of `threads`), or a new one (`Some(None)`: a task's first
+    /// run, entered at `r.first`, its stack at `addr`). The interrupted thread is kept with
+    /// the call it was making; the resumed one enters its own, when its first block is that
+    /// call's target; what ran since the switch moves under its frames.
+    fn resume(&mut self, r: Resuming, to: Option<Option<usize>>, addr: u64) {
+        let depth = r.depth.min(self.stack.len());
+        let since = self.stack.split_off(depth);
+        let old_top = self.current();
+        let switched = to.is_some();
+        let pending = match to {
+            None => r.pending,
+            Some(found) => {
+                let (frames, span, pending) = match found {
+                    Some(i) => self.threads.swap_remove(i),
+                    None => {
+                        let node = self.child(0, r.first, THREAD, 0);
+                        self.nodes[node as usize].4 += 1;
+                        let entry = Frame {
+                            node,
+                            ret: Some(u32::MAX),
+                            pending: None,
+                            entry: r.first,
+                            fresh: false,
+                            entered_at: self.total,
+                            chained: Vec::new(),
+                        };
+                        (vec![entry], (addr, addr), None)
+                    }
+                };
+                let old = std::mem::replace(&mut self.stack, frames);
+                let span = std::mem::replace(&mut self.span, span);
+                self.threads.push((old, span, r.pending));
+                pending
+            }
+        };
+        if let Some((ret, _)) =
+            pending.filter(|&(ret, t)| t.map_or(r.first != ret, |t| t == r.first))
+        {
+            let node = self.child(self.current(), r.first, 0, ret.wrapping_sub(2));
+            self.nodes[node as usize].4 += 1;
+            self.stack.push(Frame {
+                node,
+                ret: Some(ret),
+                pending: None,
+                entry: r.first,
+                fresh: false,
+                entered_at: self.total,
+                chained: Vec::new(),
+            });
+        }
+        if !switched && self.current() == old_top {
+            self.stack.extend(since);
+            return;
+        }
+        // Everything run since the switch is the resumed thread's: each block against its
+        // frames (one that starts where a call of its returns to is that return), and each
+        // node entered since under them.
+        let mut map: HashMap<u32, u32> = HashMap::new();
+        let mut starts: Vec<(u32, u32, u64)> = r.settled;
+        if let Some(p) = &self.prev {
+            starts.push((p.0, p.1.pcs[0], 0));
+        }
+        for &(node, block, n) in &starts {
+            if switched && let Some(i) = self.stack.iter().rposition(|f| f.ret == Some(block)) {
+                self.stack.truncate(i);
+            }
+            let Some(to) = self.map_node(node, old_top, &mut map) else {
+                continue;
+            };
+            if to != node && n > 0 {
+                if let Some(c) = self.counts.get_mut(&(node, block)) {
+                    *c = c.saturating_sub(n);
+                }
+                *self.counts.entry((to, block)).or_default() += n;
+            }
+        }
+        for node in r.called {
+            if let Some(to) = map.get(&node).copied().filter(|&to| to != node) {
+                self.nodes[node as usize].4 = self.nodes[node as usize].4.saturating_sub(1);
+                self.nodes[to as usize].4 += 1;
+            }
+        }
+        for mut f in since {
+            if let Some(to) = self.map_node(f.node, old_top, &mut map) {
+                f.node = to;
+            }
+            self.stack.push(f);
+        }
+        if let Some(p) = self.prev.as_ref().map(|p| p.0) {
+            let to = self.map_node(p, old_top, &mut map);
+            if let (Some(to), Some(prev)) = (to, self.prev.as_mut()) {
+                prev.0 = to;
+            }
+        }
+    }
+
+    /// Where `node`, run since a task switch, goes in the resumed thread: `old_top` (the
+    /// interrupted thread's innermost frame) becomes the resumed thread's innermost frame now,
+    /// and a node below it the same node under its parent's new place. `None` for a node not
+    /// below `old_top`.
+    fn map_node(&mut self, node: u32, old_top: u32, map: &mut HashMap<u32, u32>) -> Option<u32> {
+        if node == old_top {
+            return Some(self.current());
+        }
+        if let Some(&to) = map.get(&node) {
+            return Some(to);
+        }
+        if node == 0 {
+            return None;
+        }
+        let (parent, entry, flags, site, _) = self.nodes[node as usize];
+        let p = self.map_node(parent, old_top, map)?;
+        let to = self.child(p, entry, flags, site);
+        map.insert(node, to);
+        Some(to)
     }
 
     fn write(&mut self) {
@@ -1043,7 +1260,7 @@ impl Graph {
             b.extend_from_slice(&site.to_le_bytes());
             b.extend_from_slice(&calls.to_le_bytes());
         }
-        let mut counts: Vec<_> = self.counts.iter().collect();
+        let mut counts: Vec<_> = self.counts.iter().filter(|c| *c.1 > 0).collect();
         counts.sort_unstable();
         b.extend_from_slice(&(counts.len() as u32).to_le_bytes());
         for ((node, pc), n) in counts {
@@ -1051,6 +1268,9 @@ impl Graph {
             b.extend_from_slice(&pc.to_le_bytes());
             b.extend_from_slice(&n.to_le_bytes());
         }
+        // Trailer (readers of the format before it stop at the counts): returns that went where
+        // no followed call returns.
+        b.extend_from_slice(&self.stray_returns.to_le_bytes());
         b
     }
 }
@@ -1090,6 +1310,47 @@ fn returns(disas: &str) -> Option<bool> {
         || (base.starts_with("ldm") && ops.starts_with("sp") && ops.contains("pc"))
         || (base == "ldr" && ops.starts_with("pc") && ops.contains("[sp"));
     returns.then_some(conditional)
+}
+
+/// Whether an instruction (QEMU's disassembly of it, lower case) writes the process stack
+/// pointer: `msr psp, r0`.
+fn writes_psp(d: &str) -> bool {
+    d.starts_with("msr")
+        && d.split_whitespace()
+            .nth(1)
+            .is_some_and(|r| r.starts_with("psp"))
+}
+
+/// Whether an instruction (lower case) reads or writes memory through SP: `push`, `pop`,
+/// `ldr r0, [sp, #4]`, `stmdb sp!, {..}`, `vpush`.
+fn accesses_stack(d: &str) -> bool {
+    let m = d.split_whitespace().next().unwrap_or("");
+    m.starts_with("push")
+        || m.starts_with("pop")
+        || m.starts_with("vpush")
+        || m.starts_with("vpop")
+        || ((m.starts_with("ld")
+            || m.starts_with("st")
+            || m.starts_with("vld")
+            || m.starts_with("vst"))
+            && (d.contains("[sp") || d.contains(" sp!")))
+}
+
+/// A write of PSP ran (`msr psp`): in a handler, a task switch perhaps (thread mode that sets
+/// up its own process stack switches nothing).
+extern "C" fn on_psp_write(_vcpu: u32, _data: *mut c_void) {
+    if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        && g.stack.iter().any(|f| f.ret.is_none())
+    {
+        g.psp_written = true;
+    }
+}
+
+/// An access of the stack through SP, at `vaddr`.
+extern "C" fn on_sp_access(_vcpu: u32, _info: u32, vaddr: u64, _data: *mut c_void) {
+    if let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        g.sp_access(vaddr);
+    }
 }
 
 /// The condition codes an instruction in an IT block carries.
@@ -1183,14 +1444,36 @@ extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             let insn = qemu_plugin_tb_get_insn(tb, i);
             let pc = qemu_plugin_insn_vaddr(insn);
             pcs.push(pc as u32);
-            if graphing && i + 1 == n {
+            if graphing {
                 let text = qemu_plugin_insn_disas(insn);
                 if !text.is_null() {
-                    let d = CStr::from_ptr(text).to_string_lossy().into_owned();
+                    let d = CStr::from_ptr(text).to_string_lossy().to_ascii_lowercase();
                     free(text.cast());
-                    let size = qemu_plugin_insn_size(insn) as u32;
-                    call = call_of(&d).map(|t| (pc as u32 + size, t));
-                    ret = returns(&d).map(|conditional| conditional.then_some(pc as u32 + size));
+                    if i + 1 == n {
+                        let size = qemu_plugin_insn_size(insn) as u32;
+                        call = call_of(&d).map(|t| (pc as u32 + size, t));
+                        ret =
+                            returns(&d).map(|conditional| conditional.then_some(pc as u32 + size));
+                    }
+                    // What an RTOS's task switch shows: a write of PSP in a handler, then the
+                    // resumed thread's accesses of its own stack.
+                    if writes_psp(&d) {
+                        qemu_plugin_register_vcpu_insn_exec_cb(
+                            insn,
+                            on_psp_write,
+                            CB_NO_REGS,
+                            std::ptr::null_mut(),
+                        );
+                    }
+                    if accesses_stack(&d) {
+                        qemu_plugin_register_vcpu_mem_cb(
+                            insn,
+                            on_sp_access,
+                            CB_NO_REGS,
+                            MEM_RW,
+                            std::ptr::null_mut(),
+                        );
+                    }
                 }
             }
             if stacking {

@@ -748,6 +748,81 @@ fn rtic_heads_examples_exact_graphs_hold_through_conditional_calls_and_tail_chai
     }
 }
 
+/// FreeRTOS's own QEMU demo for this machine (`tests/fixtures/freertos/blinky.elf`: its blinky
+/// configuration built with Debian's arm-none-eabi GCC): each task runs on a process stack of
+/// its own, switched by PendSV writing PSP. The exact graph keeps a stack of calls per task:
+/// every task's entry has no caller but its first run, the calls each task makes are as many
+/// as the firmware's own output says (95 messages sent by the sending task, 95 plus 9 from the
+/// software timer received, and the receive it blocks in at the end), no return goes astray,
+/// and the exception table has a row per task.
+/// (Before, each task's code was filed under the kernel call the previous task blocked in:
+/// `xQueueReceive` called `prvQueueSendTask` 99.93 % of its time.)
+#[test]
+fn an_rtoss_tasks_each_keep_their_own_stack_of_calls() {
+    let elf = repo().join("tests/fixtures/freertos/blinky.elf");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--elf",
+            elf.to_str().unwrap(),
+            "--machine",
+            "mps2-an385",
+            "--exact",
+            "--instructions",
+            "40M",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cargo_sample_env(dir.path(), &args, &[("CARGO_TARGET_DIR", "target")]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_graph_invariants(&r);
+        (r, run_dir_of(&out.stderr))
+    };
+    for task in [
+        "prvQueueSendTask",
+        "prvQueueReceiveTask",
+        "prvIdleTask",
+        "prvTimerTask",
+    ] {
+        let (r, _) = run(&["--callers", task]);
+        let rows = r["callers"]["rows"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["[start]"], "callers of {task}");
+        assert_eq!(edge(&r, "callers", "[start]").1, 1, "{task}");
+    }
+    let (r, graph) = run(&["--callees", "prvQueueReceiveTask"]);
+    let output = std::fs::read_to_string(graph.join("firmware-output.txt")).unwrap();
+    let from_task = output.matches("Message received from task").count() as u64;
+    let from_timer = output
+        .matches("Message received from software timer")
+        .count() as u64;
+    assert!(from_task >= 5, "{output}");
+    assert_eq!(
+        edge(&r, "callees", "xQueueReceive").1,
+        from_task + from_timer + 1,
+        "{output}"
+    );
+    let (r, _) = run(&["--callees", "prvQueueSendTask"]);
+    assert_eq!(edge(&r, "callees", "xQueueGenericSend").1, from_task);
+    assert!(
+        !kinds(&r).contains(&"stray-returns".to_owned()),
+        "{:#?}",
+        r["diagnostics"]
+    );
+    let tasks: Vec<&str> = r["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["task"].as_str())
+        .collect();
+    for task in ["prvQueueSendTask", "prvQueueReceiveTask", "prvIdleTask"] {
+        assert!(tasks.contains(&task), "{tasks:?}");
+    }
+}
+
 /// Handlers nested three deep, chained, and entered at a device access: every sampled stack
 /// crosses their exception frames to the thread's root (the frame records carry each
 /// exception frame's stacked PC, LR and xPSR beyond the window), and the inclusive shares

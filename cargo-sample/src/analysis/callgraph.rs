@@ -246,6 +246,38 @@ pub fn inconsistencies(t: &Tree, s: &Stacks, mut name: impl FnMut(u32) -> String
     out
 }
 
+/// Thread mode's instructions per RTOS task: keyed by the entry of the task's first run (the
+/// innermost thread node above each count; 0 for code outside every task, such as `main`
+/// before the scheduler starts). Empty when the run had no task switch.
+pub fn per_thread(t: &Tree) -> HashMap<u32, u64> {
+    if !t.nodes.iter().any(|n| n.thread) {
+        return HashMap::new();
+    }
+    // Per node: whether an exception is open around it, and its thread.
+    let mut ctx: Vec<(bool, u32)> = Vec::with_capacity(t.nodes.len());
+    for (i, nd) in t.nodes.iter().enumerate() {
+        let up = if i == 0 {
+            (false, 0)
+        } else {
+            ctx[nd.parent as usize]
+        };
+        ctx.push(match () {
+            _ if i == 0 => (false, 0),
+            _ if nd.exception => (true, up.1),
+            _ if nd.thread => (up.0, nd.entry),
+            _ => up,
+        });
+    }
+    let mut out: HashMap<u32, u64> = HashMap::new();
+    for &(node, _, n) in &t.counts {
+        let (in_exception, thread) = ctx[node as usize];
+        if !in_exception {
+            *out.entry(thread).or_default() += n;
+        }
+    }
+    out
+}
+
 /// Instructions per exception, each counted in the innermost exception open when it ran (the
 /// time an exception preempted is its own), keyed by the handler's entry; 0 for thread mode.
 /// What QEMU's exec log counts per exception, from the graph instead.

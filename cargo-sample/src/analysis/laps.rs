@@ -774,6 +774,7 @@ mod tests {
             parent,
             entry,
             exception,
+            thread: false,
             site: 0,
             calls,
         };
@@ -797,6 +798,7 @@ mod tests {
                 (5, 0x400, 100),
                 (6, 0x100, 7),
             ],
+            stray_returns: 0,
         };
         let under = under_bodies(&tree, &[0x100], |_, n| 2 * n);
         assert_eq!(under.get(&0x100), Some(&(38, 76, 2)));

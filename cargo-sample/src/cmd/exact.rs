@@ -94,6 +94,15 @@ pub(crate) fn check_plugin_loaded(
 
 /// `cargo sample --exact`: no sampler; every executed instruction counted, then reported.
 pub fn run_exact(args: &RunArgs) -> Result<()> {
+    if let Some(tag) = &args.tag {
+        bail!(
+            "`--tag {tag}` marks each sample with what the firmware was doing; an `--exact` run \
+             has no samples: its exception table already gives the time of each exception, \
+             RTIC task and RTOS task (each task a stack of calls of its own, found where the \
+             RTOS switches the process stack). Sample with `--tag` (and `--truth` for the \
+             exact shares beside)"
+        );
+    }
     if super::gate::wanted(args) {
         super::gate::check(args)?;
         let dir = capture_exact(args)?;

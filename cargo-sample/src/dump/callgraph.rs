@@ -3,9 +3,11 @@
 //! it into call stacks is [`crate::analysis::callgraph`].
 //!
 //! File `callgraph.bin`: `"SMPLCCT2"`, then `u32` node count and the nodes (parent `u32`,
-//! entry PC `u32`, flags `u32` — bit 0 an exception entry —, call site `u32`, calls `u64`),
+//! entry PC `u32`, flags `u32` — bit 0 an exception entry, bit 1 a thread's first run (an
+//! RTOS task's, on its own process stack) —, call site `u32`, calls `u64`),
 //! then `u32` count count and the counts (node `u32`, block start PC `u32`, instructions
-//! `u64`), little-endian. Node 0 is the root (what runs before any call is followed). The
+//! `u64`), little-endian, then (since the thread bit) `u64` returns that went where no
+//! followed call returns. Node 0 is the root (what runs before any call is followed). The
 //! call site is an address inside the call instruction (for an exception, the start of the
 //! block it interrupted): the function holding it made the call, which is not the parent's
 //! entry when the parent tail-called it. `"SMPLCCT1"` files (no site) are read too.
@@ -46,6 +48,9 @@ pub struct Node {
     pub parent: u32,
     pub entry: u32,
     pub exception: bool,
+    /// The first run of a thread (an RTOS task on a process stack of its own): the root of
+    /// that task's calls.
+    pub thread: bool,
     /// Inside the call instruction (0: not recorded).
     pub site: u32,
     pub calls: u64,
@@ -57,6 +62,8 @@ pub struct Tree {
     pub nodes: Vec<Node>,
     /// (node, block start, instructions).
     pub counts: Vec<(u32, u32, u64)>,
+    /// Returns that went where no followed call returns (0 in files from before it was kept).
+    pub stray_returns: u64,
 }
 
 /// Read a graph file; damaged input is an error, never a panic.
@@ -84,6 +91,7 @@ pub fn parse(b: &[u8]) -> Result<Tree> {
             parent: u32_at(o)?,
             entry: u32_at(o + 4)?,
             exception: u32_at(o + 8)? & 1 != 0,
+            thread: u32_at(o + 8)? & 2 != 0,
             site,
             calls: u64_at(o + size - 8)?,
         });
@@ -108,5 +116,10 @@ pub fn parse(b: &[u8]) -> Result<Tree> {
             bail!("node {i} has a parent ({}) recorded after it", nd.parent);
         }
     }
-    Ok(Tree { nodes, counts })
+    let stray_returns = u64_at(o).unwrap_or(0);
+    Ok(Tree {
+        nodes,
+        counts,
+        stray_returns,
+    })
 }

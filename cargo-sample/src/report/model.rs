@@ -581,6 +581,9 @@ pub enum Finding {
     /// An Embassy task's longest poll took longer than `--max-poll`: every other task of its
     /// executor waited that long (a blocking call in async code).
     LongPoll,
+    /// Exact runs: returns that went where no followed call returns (the graph may have
+    /// crossed from one stack of calls to another).
+    StrayReturns,
 }
 
 /// How much a finding matters.

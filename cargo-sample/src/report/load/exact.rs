@@ -106,6 +106,7 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
                 callees.as_deref(),
             )?;
             report.tags = exception_rows(tree, &counts, None, &vectors, &mut sym, code.as_mut());
+            report.diagnostics.extend(stray_returns(tree));
         }
         return Ok(report);
     };
@@ -157,6 +158,7 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
             &mut sym,
             code.as_mut(),
         );
+        report.diagnostics.extend(stray_returns(tree));
         let name = |pc: u32| {
             sym.function_of(pc as u64)
                 .unwrap_or(report::OUTSIDE)
@@ -180,6 +182,24 @@ fn counts_report(dir: &Path, meta: &RunMeta, opts: report::Options) -> Result<re
 /// its entries, from the call graph: the tags table of an exact run, named as `--tag xpsr` names
 /// sampled ones (RTIC's tasks by name). With `cycles` (the graph in cycles, and `--clock`), in
 /// estimated cycles with the instructions and CPI beside. Empty when only thread mode ran.
+/// A note when returns went where no followed call returns: the graph around them may have
+/// crossed from one stack of calls to another.
+fn stray_returns(tree: &crate::dump::callgraph::Tree) -> Option<report::Diagnostic> {
+    let calls: u64 = tree.nodes.iter().map(|n| n.calls).sum();
+    (tree.stray_returns > 0).then(|| {
+        report::Diagnostic::note(
+            report::Finding::StrayReturns,
+            format!(
+                "{} of the run's returns ({} calls followed) went where no followed call \
+                 returns: the call graph may be wrong around them (callers and inclusive time). \
+                 An RTOS that starts a task on the stack a deleted one used, or switches tasks \
+                 without writing PSP from a handler, is not followed",
+                tree.stray_returns, calls
+            ),
+        )
+    })
+}
+
 /// A run's counts in estimated cycles: the graph, the clock, and per address.
 #[derive(Clone, Copy)]
 struct InCycles<'a> {
@@ -272,8 +292,65 @@ fn exception_rows(
     {
         split_shared_dispatchers(&mut rows, tree, counts, cycles, vectors, sym, code);
     }
+    split_thread_mode(&mut rows, tree, cycles, sym);
     rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
     rows
+}
+
+/// Under an RTOS, thread mode is the tasks': its row becomes a row per task (`task
+/// prvQueueSendTask (thread mode)`, `task` its entry function) and one for the code that ran
+/// outside every task (`main` before the scheduler started).
+fn split_thread_mode(
+    rows: &mut Vec<report::Row>,
+    tree: &crate::dump::callgraph::Tree,
+    cycles: Option<InCycles<'_>>,
+    sym: &Symbolizer,
+) {
+    use crate::analysis::callgraph::per_thread;
+    let threads = per_thread(tree);
+    if threads.is_empty() {
+        return;
+    }
+    let Some(i) = rows
+        .iter()
+        .position(|r| r.calls.is_none() && r.name == "thread mode")
+    else {
+        return;
+    };
+    let whole = rows.remove(i);
+    let in_cycles = cycles.map(|c| per_thread(c.tree));
+    let mut entries: Vec<u32> = threads.keys().copied().collect();
+    entries.sort_unstable();
+    for entry in entries {
+        let n = threads[&entry];
+        let count = match &in_cycles {
+            Some(c) => c.get(&entry).copied().unwrap_or(0),
+            None => n,
+        };
+        let (name, task) = match entry {
+            0 => ("thread mode (outside every task)".to_owned(), None),
+            e => {
+                let f = sym.function_of(u64::from(e)).unwrap_or(report::OUTSIDE);
+                (format!("task {f} (thread mode)"), Some(f.to_owned()))
+            }
+        };
+        rows.push(report::Row {
+            name,
+            task,
+            count,
+            instructions: Some(n),
+            percent: whole.percent * count as f64 / whole.count.max(1) as f64,
+            cycles: whole.cycles.map(|_| count),
+            cpi: whole
+                .cycles
+                .filter(|_| n > 0)
+                .map(|_| count as f64 / n as f64),
+            microseconds: whole
+                .microseconds
+                .map(|us| us * count as f64 / whole.count.max(1) as f64),
+            ..Default::default()
+        });
+    }
 }
 
 /// RTIC v2: the row of a dispatcher that several software tasks share becomes a row per task
@@ -411,6 +488,7 @@ fn scale_tree(
     crate::dump::callgraph::Tree {
         nodes: tree.nodes.clone(),
         counts,
+        stray_returns: tree.stray_returns,
     }
 }
 

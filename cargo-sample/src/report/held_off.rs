@@ -12,8 +12,6 @@
 //! `wfi`/`wfe` found the core waking up (QEMU moves its clock on while the core sleeps): idle
 //! time, which the `asleep` finding names.
 
-use std::collections::HashMap;
-
 use crate::image::disasm::{Code, Kind};
 use crate::image::symbolize::Symbolizer;
 
@@ -117,21 +115,7 @@ pub fn split_exact(
     hidden: &[u32],
     sampler: impl Fn(u32) -> bool,
 ) -> u64 {
-    let mut out: HashMap<u32, u64> = HashMap::new();
-    for &(exception, pc, n) in contexts {
-        if hidden.contains(&exception) && !sampler(pc & !1) {
-            *out.entry(pc & !1).or_default() += n;
-        }
-    }
-    let mut moved = 0;
-    for (pc, n) in exact.iter_mut() {
-        if let Some(&m) = out.get(&(*pc & !1)) {
-            let m = m.min(*n);
-            *n -= m;
-            moved += m;
-        }
-    }
-    exact.retain(|&(_, n)| n > 0);
+    let moved = super::unseen::drop_hidden(exact, contexts, hidden, sampler);
     if moved > 0 {
         exact.push((HELD_OFF_ADDRESS, moved));
     }

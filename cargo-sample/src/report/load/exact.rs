@@ -335,21 +335,29 @@ fn split_thread_mode(
             }
         };
         rows.push(report::Row {
-            name,
             task,
-            count,
-            instructions: Some(n),
-            percent: whole.percent * count as f64 / whole.count.max(1) as f64,
-            cycles: whole.cycles.map(|_| count),
-            cpi: whole
-                .cycles
-                .filter(|_| n > 0)
-                .map(|_| count as f64 / n as f64),
-            microseconds: whole
-                .microseconds
-                .map(|us| us * count as f64 / whole.count.max(1) as f64),
-            ..Default::default()
+            ..part_of(&whole, name, count, n)
         });
+    }
+}
+
+/// A row for part of `whole` (an exception's row split by task): `count` in the row's unit
+/// (cycles where it is in cycles), `n` instructions; its share, CPI and time in proportion.
+fn part_of(whole: &report::Row, name: String, count: u64, n: u64) -> report::Row {
+    report::Row {
+        name,
+        count,
+        instructions: Some(n),
+        percent: whole.percent * count as f64 / whole.count.max(1) as f64,
+        cycles: whole.cycles.map(|_| count),
+        cpi: whole
+            .cycles
+            .filter(|_| n > 0)
+            .map(|_| count as f64 / n as f64),
+        microseconds: whole
+            .microseconds
+            .map(|us| us * count as f64 / whole.count.max(1) as f64),
+        ..Default::default()
     }
 }
 
@@ -422,25 +430,12 @@ fn split_shared_dispatchers(
                     None,
                 ),
             };
-            let share = |c: u64| whole.percent * c as f64 / whole.count.max(1) as f64;
             rows.push(report::Row {
-                name,
-                count,
-                instructions: Some(n),
-                percent: share(count),
-                cycles: whole.cycles.map(|_| count),
-                cpi: whole
-                    .cycles
-                    .filter(|_| n > 0)
-                    .map(|_| count as f64 / n as f64),
-                microseconds: whole
-                    .microseconds
-                    .map(|us| us * count as f64 / whole.count.max(1) as f64),
                 // A task's entries are its polls, which the graph does not count apart: the
                 // dispatcher's entries stay on the executor's row.
                 calls: k.is_none().then_some(whole.calls.unwrap_or(0)),
                 task,
-                ..Default::default()
+                ..part_of(&whole, name, count, n)
             });
         }
     }

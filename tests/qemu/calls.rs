@@ -168,6 +168,11 @@ fn callers_need_a_run_that_followed_calls_and_a_name_that_ran() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("give more of the name"), "{err}");
+    // Every function the name matches is listed, however many.
+    let said = err.split("` names ").nth(1).unwrap();
+    let n: usize = said.split(' ').next().unwrap().parse().unwrap();
+    let listed = said.split(": ").nth(1).unwrap().split(';').next().unwrap();
+    assert_eq!(listed.matches('`').count(), 2 * n, "{err}");
 }
 
 /// The binomial deviation of a sampled share (percent of `n` samples) from an exact one, in

@@ -141,8 +141,7 @@ pub(crate) fn find(names: &[&String], wanted: &str) -> Result<String> {
             "`{wanted}` names {} functions: {}; give more of the name",
             many.len(),
             many.iter()
-                .take(8)
-                .map(|s| s.as_str())
+                .map(|s| format!("`{s}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -141,13 +141,13 @@ impl Estimate {
             v.push(format!(
                 "{} divides are charged the middle of their 2-12 cycles (the operands, which \
                  decide, are not read)",
-                crate::term::count(self.divides)
+                self.divides
             ));
         }
         if self.sleeps > 0 {
             v.push(format!(
                 "{} `wfi`/`wfe` counted as one cycle each: time asleep is not in the figures",
-                crate::term::count(self.sleeps)
+                self.sleeps
             ));
         }
         if self.exceptions > 0 && self.chained.is_none() {
@@ -155,7 +155,7 @@ impl Estimate {
                 "{} exception entries are each charged a full entry and return: this run did not \
                  record which were tail-chained (QEMU's exec log, or a run by an older \
                  cargo-sample)",
-                crate::term::count(self.exceptions)
+                self.exceptions
             ));
         }
         let unknown: u64 = self.unknown.iter().map(|u| u.1).sum();
@@ -163,7 +163,7 @@ impl Estimate {
             let names: Vec<&str> = self.unknown.iter().take(5).map(|u| u.0.as_str()).collect();
             v.push(format!(
                 "{} executions of instructions without a timing ({}) are charged one cycle",
-                crate::term::count(unknown),
+                unknown,
                 names.join(", ")
             ));
         }
